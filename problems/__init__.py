@@ -1,0 +1,12 @@
+"""The problem registry: ``problems.load(name) -> trajopt.OCP`` and ``problems.names()``.
+
+Each problem module registers a factory with :func:`register`; every body's mass
+and inertia is stated in its module.
+"""
+
+from ._registry import describe, load, names, register
+
+# Importing the modules registers their problems.
+from . import cartpole, manipulators  # noqa: E402,F401
+
+__all__ = ["describe", "load", "names", "register"]

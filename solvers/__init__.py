@@ -1,0 +1,1 @@
+"""Trajectory-optimization solvers over the ``trajopt`` plugin protocol (never ``dynamics``)."""

@@ -1,0 +1,46 @@
+"""contactraj core: the optimal-control problem, the plugin protocol, costs, finite differences.
+
+Notation (the same in every module, after Crocoddyl):
+
+====================  ==========================================================
+``nq``, ``nv``        configuration and velocity sizes
+``nx = nq + nv``      state size; a state is ``x = concat(q, v)``
+``ndx = 2 nv``        tangent-space size of the state (free-flyer quaternions!)
+``nu``                control size; ``tau = B u`` (unactuated joints take none)
+``T``                 horizon (number of steps)
+``xs``                states, (T+1, nx);  ``us``: controls, (T, nu)
+``Fx``, ``Fu``        step Jacobians d x+/dx (ndx, ndx) and d x+/du (ndx, nu)
+``L, Lx, Lu``         cost value and gradient (ndx), (nu)
+``Lxx, Lxu, Luu``     cost Hessian blocks (ndx, ndx), (ndx, nu), (nu, nu)
+``Qxx, Quu, Vx, Vxx`` DDP's action-value and value derivatives
+``K, k``              DDP feedback gain (nu, ndx) and feed-forward (nu)
+====================  ==========================================================
+
+Jacobians live in the tangent space: ``x (+) dx`` is ``state_integrate`` and
+``state_difference(x0, x1)`` is the ``dx`` with ``x1 = x0 (+) dx``.
+
+Any object with ``step``/``step_derivatives``/``state_integrate``/``state_difference``
+and ``nx``/``ndx``/``nu`` is a :class:`Dynamics` (``dynamics.Simulator`` is one).
+"""
+
+from .costs import ControlCost, Cost, CostDerivatives, CostSum, FunctionCost, StateCost
+from .numdiff import FDJacobians, fd_tolerance, max_relative_error, step_jacobians_fd
+from .ocp import OCP
+from .protocol import Dynamics, check_dynamics, difference_jacobians
+
+__all__ = [
+    "OCP",
+    "ControlCost",
+    "Cost",
+    "CostDerivatives",
+    "CostSum",
+    "Dynamics",
+    "FDJacobians",
+    "FunctionCost",
+    "StateCost",
+    "check_dynamics",
+    "difference_jacobians",
+    "fd_tolerance",
+    "max_relative_error",
+    "step_jacobians_fd",
+]

@@ -1,0 +1,133 @@
+"""The optimal-control problem: dynamics, start state, horizon, costs, control bounds.
+
+    minimize   sum_{t<T} l_t(x_t, u_t) + l_T(x_T)
+    subject to x_{t+1} = f(x_t, u_t),  x_0 = x0,  u_lower <= u_t <= u_upper
+
+``xs`` is (T+1, nx), ``us`` is (T, nu), T = ``horizon``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .costs import Cost
+from .protocol import check_dynamics
+
+
+@dataclass
+class OCP:
+    """An optimal-control problem over a differentiable step (see the module docstring).
+
+    ``running_cost`` is one cost for every knot or a sequence of ``horizon`` costs.
+    ``u_lower``/``u_upper`` default to the dynamics' own ``u_lower``/``u_upper``
+    when it has them (torque limits), else unbounded. ``us_init`` is the initial
+    guess for solvers (default: zeros clipped into the bounds). ``metrics`` maps
+    ``(xs, us)`` to the problem's own figures (e.g. ``distance_to_target``).
+    """
+
+    dynamics: object
+    x0: np.ndarray
+    horizon: int
+    running_cost: Cost | Sequence[Cost]
+    terminal_cost: Cost
+    u_lower: np.ndarray | None = None
+    u_upper: np.ndarray | None = None
+    name: str = "ocp"
+    us_init: np.ndarray | None = None
+    metrics: Callable[[np.ndarray, np.ndarray], dict] | None = None
+    info: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        check_dynamics(self.dynamics)
+        dyn = self.dynamics
+        if not (isinstance(self.horizon, (int, np.integer)) and self.horizon > 0):
+            raise ValueError(f"horizon must be a positive integer, got {self.horizon!r}")
+        self.horizon = int(self.horizon)
+        x0 = np.asarray(self.x0, dtype=float)
+        if x0.shape != (dyn.nx,):
+            raise ValueError(f"x0 has shape {x0.shape}, expected ({dyn.nx},)")
+        if not np.all(np.isfinite(x0)):
+            raise ValueError("x0 contains non-finite values")
+        self.x0 = x0.copy()
+        if isinstance(self.running_cost, Cost):
+            self._running = [self.running_cost] * self.horizon
+        else:
+            self._running = list(self.running_cost)
+            if len(self._running) != self.horizon:
+                raise ValueError(f"{len(self._running)} running costs for a horizon of {self.horizon}")
+        for c in self._running + [self.terminal_cost]:
+            if not isinstance(c, Cost):
+                raise TypeError(f"costs must be trajopt.Cost instances, got {type(c).__name__}")
+            if (c.ndx, c.nu) != (dyn.ndx, dyn.nu):
+                raise ValueError(f"a cost has sizes (ndx={c.ndx}, nu={c.nu}) but the dynamics has "
+                                 f"(ndx={dyn.ndx}, nu={dyn.nu})")
+        nu = dyn.nu
+        lo = getattr(dyn, "u_lower", None) if self.u_lower is None else self.u_lower
+        hi = getattr(dyn, "u_upper", None) if self.u_upper is None else self.u_upper
+        self.u_lower = np.full(nu, -np.inf) if lo is None else np.broadcast_to(np.asarray(lo, float), (nu,)).copy()
+        self.u_upper = np.full(nu, np.inf) if hi is None else np.broadcast_to(np.asarray(hi, float), (nu,)).copy()
+        if np.any(self.u_lower > self.u_upper):
+            raise ValueError(f"control bounds cross: lower {self.u_lower} > upper {self.u_upper}")
+        if self.us_init is None:
+            self.us_init = np.clip(np.zeros((self.horizon, nu)), self.u_lower, self.u_upper)
+        else:
+            self.us_init = self.check_controls(self.us_init)
+
+    # -- sizes and helpers ---------------------------------------------------------------
+    @property
+    def nx(self) -> int:
+        return self.dynamics.nx
+
+    @property
+    def ndx(self) -> int:
+        return self.dynamics.ndx
+
+    @property
+    def nu(self) -> int:
+        return self.dynamics.nu
+
+    def running(self, t: int) -> Cost:
+        """The running cost of knot ``t``."""
+        return self._running[t]
+
+    def check_controls(self, us) -> np.ndarray:
+        """``us`` as a (T, nu) float array, or a ValueError naming what is wrong."""
+        us = np.asarray(us, dtype=float)
+        if us.ndim == 1 and self.nu == 1 and len(us) == self.horizon:
+            us = us[:, None]
+        if us.shape != (self.horizon, self.nu):
+            raise ValueError(f"controls have shape {us.shape}, expected (horizon {self.horizon}, nu {self.nu})")
+        if not np.all(np.isfinite(us)):
+            raise ValueError("controls contain non-finite values")
+        return us.copy()
+
+    def rollout(self, us) -> np.ndarray:
+        """States (T+1, nx) from ``x0`` under ``us`` (T, nu)."""
+        us = self.check_controls(us)
+        rollout = getattr(self.dynamics, "rollout", None)
+        if rollout is not None:
+            return rollout(self.x0, us)
+        xs = np.empty((self.horizon + 1, self.nx))
+        xs[0] = self.x0
+        for t in range(self.horizon):
+            xs[t + 1] = self.dynamics.step(xs[t], us[t])
+        return xs
+
+    def cost(self, xs, us) -> float:
+        """Total cost of a trajectory (xs (T+1, nx), us (T, nu))."""
+        xs = np.asarray(xs, dtype=float)
+        us = self.check_controls(us)
+        if xs.shape != (self.horizon + 1, self.nx):
+            raise ValueError(f"states have shape {xs.shape}, expected ({self.horizon + 1}, {self.nx})")
+        total = sum(self._running[t].value(xs[t], us[t]) for t in range(self.horizon))
+        return float(total + self.terminal_cost.value(xs[-1]))
+
+    def evaluate(self, xs, us) -> dict:
+        """The problem's own figures for a trajectory (``metrics``), plus its cost."""
+        out = {"cost": self.cost(xs, us)}
+        if self.metrics is not None:
+            out.update({k: float(v) for k, v in self.metrics(np.asarray(xs), np.asarray(us)).items()})
+        return out
