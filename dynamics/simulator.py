@@ -176,17 +176,22 @@ class Simulator:
     def from_mjcf(cls, path: str | os.PathLike, *, load_geometry: bool = True, **kwargs) -> "Simulator":
         """Load a MuJoCo MJCF file (a ``<freejoint>`` gives a free-flyer base).
 
-        Other keywords go to :class:`Simulator`.
+        The joints driven by ``<motor>`` actuators are the actuated ones, with
+        their force limits, unless ``actuated=``/``torque_limits=`` say otherwise
+        (see :mod:`dynamics.mjcf` for what is read). Other keywords go to
+        :class:`Simulator`.
         """
+        from .mjcf import load_mjcf
+
         path = os.fspath(path)
         if not os.path.isfile(path):
             raise FileNotFoundError(f"MJCF file not found: {path}")
-        try:
-            model = pin.buildModelFromMJCF(path)
-            geometry = (pin.buildGeomFromMJCF(model, path, pin.GeometryType.COLLISION)
-                        if load_geometry else None)
-        except (ValueError, RuntimeError) as exc:
-            raise ValueError(f"could not parse MJCF {path}: {exc}") from exc
+        model, geometry, info = load_mjcf(path, load_geometry=load_geometry)
+        if info.actuated and "actuated" not in kwargs:
+            kwargs["actuated"] = info.actuated
+            if "torque_limits" not in kwargs:
+                kwargs["torque_limits"] = [info.effort[j] for j in info.actuated
+                                           for _ in range(model.joints[model.getJointId(j)].nv)]
         return cls(model, geometry=geometry, **kwargs)
 
     def _select_actuated(self, actuated):
@@ -213,7 +218,7 @@ class Simulator:
                 hi = np.full(self.nu, float(hi))
             if hi.shape != (self.nu,):
                 raise ValueError(f"torque_limits has shape {hi.shape}, expected a scalar or ({self.nu},)")
-            if np.any(~(hi > 0)):
+            if np.any(np.isnan(hi)) or np.any(hi <= 0):
                 raise ValueError(f"torque_limits must be positive, got {hi}")
             hi = hi.copy()
         return -hi, hi
@@ -229,7 +234,7 @@ class Simulator:
             raise ValueError(
                 f"{what} has shape {x.shape}, expected ({self.nx},) = nq {self.nq} + nv {self.nv} for {self.name}"
             )
-        if not math.isfinite(x @ x):
+        if not math.isfinite(x.sum()):
             bad = np.flatnonzero(~np.isfinite(x))
             raise ValueError(f"{what} contains non-finite values at indices {bad.tolist()}")
         return x
@@ -241,7 +246,7 @@ class Simulator:
                 return np.zeros(0)
             raise ValueError(f"control u has shape {u.shape}, expected ({self.nu},) for {self.name} "
                              f"(actuated joints: {self.actuated_joints})")
-        if self.nu and not math.isfinite(u @ u):
+        if self.nu and not math.isfinite(u.sum()):
             bad = np.flatnonzero(~np.isfinite(u))
             raise ValueError(f"control u contains non-finite values at indices {bad.tolist()}")
         return u
@@ -317,10 +322,11 @@ class Simulator:
         return out, Fx, Fu
 
     def _check_next(self, out, x, u):
-        if not math.isfinite(out @ out):
+        if not math.isfinite(out.sum()):
             raise SimulationError(
                 f"{self.name}: the step produced a non-finite state from a finite state and control "
-                f"(|x| = {np.linalg.norm(x):.3g}, |u| = {np.linalg.norm(u):.3g}); the simulation diverged"
+                f"(max|x| = {np.abs(x).max():.3g}, max|u| = {np.abs(u).max(initial=0.0):.3g}); "
+                "the simulation diverged"
             )
         return out
 
@@ -380,6 +386,13 @@ class Simulator:
         J0[self._diag_v + nv, self._diag_v + nv] = -1.0
         J1[self._diag_v + nv, self._diag_v + nv] = 1.0
         return J0, J1
+
+    def default_state(self) -> np.ndarray:
+        """The configuration written in the model file (MJCF ``qpos0``) at rest, else the neutral one."""
+        refs = self.model.referenceConfigurations
+        if "qpos0" in refs:
+            return np.concatenate((np.array(refs["qpos0"], dtype=float), np.zeros(self.nv)))
+        return self.neutral_state()
 
     def neutral_state(self) -> np.ndarray:
         """The neutral configuration (identity quaternions, zero angles) at rest."""

@@ -1,9 +1,10 @@
 """The ``trajopt`` command.
 
     trajopt list                                   registered problems
-    trajopt simulate PROBLEM [--steps N] [--out DIR]
-                                                   rollout from the problem's start with
-                                                   zero controls; writes a plot of the states
+    trajopt simulate PROBLEM [--steps N] [--perturb] [--out DIR]
+                                                   rollout from the problem's start (or a
+                                                   seeded perturbation of it) with zero
+                                                   controls; writes a plot of the states
     trajopt bench [PROBLEM ...] [--json FILE]      step / Jacobian timings and errors
 
 Errors in the input (an unknown problem, a bad option) print one line naming
@@ -56,11 +57,17 @@ def cmd_simulate(args) -> int:
         raise CLIError(f"--steps must be positive, got {steps}")
     dyn = ocp.dynamics
     us = np.clip(np.zeros((steps, dyn.nu)), ocp.u_lower, ocp.u_upper)
+    x0 = ocp.x0
+    if args.perturb:
+        # 0.3 (rad or m) on every configuration coordinate, seeded: shows the free motion.
+        dx = np.zeros(dyn.ndx)
+        dx[: dyn.ndx // 2] = np.random.default_rng(0).uniform(-0.3, 0.3, dyn.ndx // 2)
+        x0 = dyn.state_integrate(x0, dx)
     from dynamics import SimulationError
 
     t0 = time.perf_counter()
     try:
-        xs = dyn.rollout(ocp.x0, us)
+        xs = dyn.rollout(x0, us)
         status = "ok"
     except SimulationError as exc:
         xs, status = exc.xs, f"diverged: {exc}"
@@ -73,7 +80,8 @@ def cmd_simulate(args) -> int:
     from .plots import plot_states
 
     plot_states(xs, dt=dyn.dt, names=names, nq=getattr(dyn, "nq", None), path=png,
-                title=f"{args.problem}: {len(xs) - 1} steps, zero controls")
+                title=f"{args.problem}: {len(xs) - 1} steps, zero controls"
+                      + (", perturbed start" if args.perturb else ""))
     print(f"{args.problem}: {len(xs) - 1} steps of {dyn.dt:g} s in {wall:.3f} s ({status})")
     print(f"wrote {png}")
     return 0 if status == "ok" else 1
@@ -110,6 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("simulate", help="roll a problem out from its start with zero controls and plot it")
     s.add_argument("problem")
     s.add_argument("--steps", type=int, default=None, help="number of steps (default: the problem's horizon)")
+    s.add_argument("--perturb", action="store_true",
+                   help="start from a seeded random perturbation (+-0.3) of the start configuration")
     s.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT}/)")
     s.set_defaults(func=cmd_simulate)
 

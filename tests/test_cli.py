@@ -1,0 +1,56 @@
+"""The ``trajopt`` command and the README example."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+
+from trajopt.cli import main
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_list(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    for name in ("cartpole", "double-cartpole", "pendulum", "ur5-reach"):
+        assert name in out
+
+
+def test_simulate_writes_plot_and_states(tmp_path, capsys):
+    assert main(["simulate", "double-cartpole", "--steps", "30", "--perturb", "--out", str(tmp_path)]) == 0
+    png = tmp_path / "double-cartpole" / "simulate_states.png"
+    assert png.is_file() and png.stat().st_size > 10_000
+    data = np.load(tmp_path / "double-cartpole" / "simulate.npz")
+    assert data["xs"].shape == (31, 6) and np.all(np.isfinite(data["xs"]))
+    assert np.ptp(data["xs"][:, 1]) > 0  # the perturbed poles move
+    assert "wrote" in capsys.readouterr().out
+
+
+def test_simulate_rejects_bad_steps(capsys):
+    assert main(["simulate", "cartpole", "--steps", "0"]) == 2
+    assert "--steps must be positive" in capsys.readouterr().err
+
+
+def test_bench_json(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    assert main(["bench", "pendulum", "--min-time", "0.01", "--json", str(out)]) == 0
+    records = json.loads(out.read_text())
+    assert len(records) == 1
+    r = records[0]
+    for key in ("problem", "contact", "dof", "contacts", "step_ms", "analytic_ms", "fd_ms", "ridders_ms", "max_err"):
+        assert key in r
+    assert r["problem"] == "pendulum" and r["max_err"] < 1e-6 and r["analytic_ms"] > 0
+    assert "pendulum" in capsys.readouterr().out
+
+
+def test_readme_example_runs():
+    text = README.read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert blocks, "README has no python example"
+    namespace: dict = {}
+    exec(compile(blocks[0], str(README), "exec"), namespace)  # noqa: S102
+    assert len(blocks[0].strip().splitlines()) <= 12

@@ -1,0 +1,129 @@
+"""Bad input raises errors whose message names what is wrong."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import problems
+from dynamics import SimulationError, Simulator
+from problems.cartpole import cartpole_simulator
+from trajopt import OCP, ControlCost, StateCost
+from trajopt.cli import main
+
+
+@pytest.fixture(scope="module")
+def sim():
+    return cartpole_simulator(1)
+
+
+def test_missing_urdf(tmp_path):
+    path = tmp_path / "nope.urdf"
+    with pytest.raises(FileNotFoundError, match="URDF file not found: .*nope.urdf"):
+        Simulator.from_urdf(path)
+
+
+def test_missing_mjcf(tmp_path):
+    with pytest.raises(FileNotFoundError, match="MJCF file not found"):
+        Simulator.from_mjcf(tmp_path / "nope.xml")
+
+
+def test_invalid_urdf(tmp_path):
+    path = tmp_path / "bad.urdf"
+    path.write_text("<robot name='x'><link name='a'/><joint name='j' type='revolute'></joint></robot>")
+    with pytest.raises(ValueError, match="could not parse URDF"):
+        Simulator.from_urdf(path)
+
+
+def test_unresolvable_mesh_package(tmp_path):
+    path = tmp_path / "meshy.urdf"
+    path.write_text(
+        "<robot name='meshy'><link name='base'><inertial><mass value='1'/>"
+        "<inertia ixx='1' iyy='1' izz='1' ixy='0' ixz='0' iyz='0'/></inertial>"
+        "<collision><geometry><mesh filename='package://nowhere_pkg/m.stl'/></geometry></collision></link>"
+        "<link name='l1'><inertial><mass value='1'/><inertia ixx='1' iyy='1' izz='1' ixy='0' ixz='0' iyz='0'/>"
+        "</inertial></link><joint name='j1' type='revolute'><parent link='base'/><child link='l1'/>"
+        "<axis xyz='0 0 1'/><limit effort='1' velocity='1' lower='-1' upper='1'/></joint></robot>"
+    )
+    with pytest.raises(FileNotFoundError, match="package_dirs"):
+        Simulator.from_urdf(path)
+    assert Simulator.from_urdf(path, load_geometry=False).nv == 1
+
+
+@pytest.mark.parametrize("bad", [np.zeros(3), np.zeros(5), np.zeros((2, 2))])
+def test_state_of_wrong_size(sim, bad):
+    with pytest.raises(ValueError, match=r"state x has shape .* expected \(4,\)"):
+        sim.step(bad, np.zeros(1))
+    with pytest.raises(ValueError, match="state x has shape"):
+        sim.step_derivatives(bad, np.zeros(1))
+
+
+def test_nan_in_state(sim):
+    x = np.array([0.0, np.nan, 0.0, 0.0])
+    with pytest.raises(ValueError, match=r"state x contains non-finite values at indices \[1\]"):
+        sim.step(x, np.zeros(1))
+    with pytest.raises(ValueError, match="non-finite"):
+        sim.step_derivatives(x, np.zeros(1))
+
+
+def test_control_of_wrong_size_and_nan(sim):
+    with pytest.raises(ValueError, match=r"control u has shape \(2,\), expected \(1,\).*cart"):
+        sim.step(np.zeros(4), np.zeros(2))
+    with pytest.raises(ValueError, match="control u contains non-finite"):
+        sim.step(np.zeros(4), np.array([np.inf]))
+
+
+def test_rollout_controls_wrong_shape(sim):
+    with pytest.raises(ValueError, match=r"controls us have shape \(5, 2\)"):
+        sim.rollout(np.zeros(4), np.zeros((5, 2)))
+
+
+def test_divergence_is_reported_with_partial_trajectory():
+    s = cartpole_simulator(1, dt=1.0)
+    x0 = np.array([0.0, 3.0, 0.0, 1e150])
+    with pytest.raises(SimulationError, match="diverged") as info:
+        s.rollout(x0, np.zeros((50, 1)))
+    assert info.value.xs is not None and len(info.value.xs) >= 1
+    assert np.all(np.isfinite(info.value.xs))
+
+
+def test_unknown_problem():
+    with pytest.raises(ValueError, match=r"unknown problem 'catapulty'; available: .*cartpole"):
+        problems.load("catapulty")
+
+
+def test_unknown_problem_cli(capsys):
+    assert main(["simulate", "catapulty"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown problem 'catapulty'" in err and "cartpole" in err
+    assert "Traceback" not in err
+
+
+def test_unknown_actuated_joint():
+    model = cartpole_simulator(1).model
+    with pytest.raises(ValueError, match="actuated joint 'elbow' is not in the model"):
+        Simulator(model, actuated=["elbow"])
+
+
+def test_bad_dt():
+    model = cartpole_simulator(1).model
+    with pytest.raises(ValueError, match="dt must be a positive"):
+        Simulator(model, dt=0.0)
+
+
+def test_ocp_validation(sim):
+    run, term = ControlCost(sim, 1.0), StateCost(sim, np.zeros(4), 1.0)
+    with pytest.raises(ValueError, match=r"x0 has shape \(3,\), expected \(4,\)"):
+        OCP(dynamics=sim, x0=np.zeros(3), horizon=10, running_cost=run, terminal_cost=term)
+    with pytest.raises(ValueError, match="horizon must be a positive integer"):
+        OCP(dynamics=sim, x0=np.zeros(4), horizon=0, running_cost=run, terminal_cost=term)
+    with pytest.raises(ValueError, match="control bounds cross"):
+        OCP(dynamics=sim, x0=np.zeros(4), horizon=3, running_cost=run, terminal_cost=term,
+            u_lower=[1.0], u_upper=[-1.0])
+    with pytest.raises(TypeError, match="cannot be used as dynamics: it lacks .*step_derivatives"):
+        OCP(dynamics=object(), x0=np.zeros(4), horizon=3, running_cost=run, terminal_cost=term)
+    ocp = OCP(dynamics=sim, x0=np.zeros(4), horizon=3, running_cost=run, terminal_cost=term)
+    with pytest.raises(ValueError, match=r"controls have shape \(2, 1\), expected \(horizon 3, nu 1\)"):
+        ocp.rollout(np.zeros((2, 1)))
+    with pytest.raises(ValueError, match="state weights have shape"):
+        StateCost(sim, np.zeros(4), np.ones(3))

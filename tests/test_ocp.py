@@ -1,0 +1,107 @@
+"""Costs (derivatives vs finite differences), the OCP, and every registered problem."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import problems
+from trajopt import OCP, ControlCost, CostDerivatives, FunctionCost, StateCost
+
+from .conftest import free_body_simulator, random_state
+
+
+def _fd_cost_derivatives(cost, dyn, x, u, h=1e-6):
+    """Central-difference gradient of a cost in (dx, du), through state_integrate."""
+    nz = dyn.ndx + (0 if u is None else dyn.nu)
+    g = np.zeros(nz)
+    for k in range(nz):
+        dz = np.zeros(nz)
+        dz[k] = h
+        def at(s):
+            xs = dyn.state_integrate(x, s * dz[: dyn.ndx])
+            us = None if u is None else u + s * dz[dyn.ndx:]
+            return cost.value(xs, us)
+        g[k] = (at(1) - at(-1)) / (2 * h)
+    return g
+
+
+@pytest.fixture(scope="module")
+def free_sim():
+    return free_body_simulator()
+
+
+def test_state_cost_gradient_on_a_free_flyer(free_sim):
+    rng = np.random.default_rng(2)
+    x_ref, x = random_state(free_sim, rng), random_state(free_sim, rng)
+    W = np.diag(rng.uniform(0.5, 2.0, free_sim.ndx))
+    cost = StateCost(free_sim, x_ref, W)
+    d = cost.derivatives(x)
+    g = _fd_cost_derivatives(cost, free_sim, x, None)
+    assert np.allclose(d.Lx, g, atol=1e-6)
+    assert d.L == pytest.approx(cost.value(x))
+    assert np.allclose(d.Lxx, d.Lxx.T) and np.all(np.linalg.eigvalsh(d.Lxx) > 0)
+
+
+def test_control_and_sum_costs():
+    sim = problems.load("cartpole").dynamics
+    rng = np.random.default_rng(4)
+    x, u = rng.standard_normal(4), rng.standard_normal(1)
+    cost = 2.0 * StateCost(sim, np.zeros(4), [1, 2, 3, 4]) + ControlCost(sim, 0.5, u_ref=[0.3])
+    d = cost.derivatives(x, u)
+    g = _fd_cost_derivatives(cost, sim, x, u)
+    assert np.allclose(np.concatenate((d.Lx, d.Lu)), g, atol=1e-6)
+    assert np.allclose(d.Lxx, 2.0 * np.diag([1, 2, 3, 4]))
+    assert np.allclose(d.Luu, [[0.5]])
+    assert cost.value(x) == pytest.approx(2.0 * StateCost(sim, np.zeros(4), [1, 2, 3, 4]).value(x))
+
+
+def test_function_cost_finite_difference_derivatives():
+    sim = problems.load("cartpole").dynamics
+    fun = lambda x, u: np.sin(x[1]) * x[0] ** 2 + (0.0 if u is None else 3.0 * u[0] ** 2 * x[2])  # noqa: E731
+    cost = FunctionCost(sim, fun)
+    x, u = np.array([0.5, 0.3, -0.2, 0.1]), np.array([0.7])
+    d = cost.derivatives(x, u)
+    assert np.allclose(d.Lx, [2 * 0.5 * np.sin(0.3), 0.25 * np.cos(0.3), 3 * 0.49, 0.0], atol=1e-6)
+    assert np.allclose(d.Lu, [6 * 0.7 * -0.2], atol=1e-6)
+    assert d.Luu[0, 0] == pytest.approx(6 * -0.2, abs=1e-4)
+    assert d.Lxu[2, 0] == pytest.approx(6 * 0.7, abs=1e-4)
+    bad = FunctionCost(sim, lambda x, u: np.nan)
+    with pytest.raises(ValueError, match="returned nan"):
+        bad.value(x, u)
+
+
+def test_cost_sizes_must_match():
+    a = problems.load("cartpole").dynamics
+    b = problems.load("double-cartpole").dynamics
+    with pytest.raises(ValueError, match="different sizes"):
+        ControlCost(a) + ControlCost(b)
+
+
+def test_ocp_cost_adds_running_and_terminal():
+    ocp = problems.load("pendulum", horizon=20)
+    us = np.full((20, 1), 0.5)
+    xs = ocp.rollout(us)
+    expected = sum(ocp.running(t).value(xs[t], us[t]) for t in range(20)) + ocp.terminal_cost.value(xs[-1])
+    assert ocp.cost(xs, us) == pytest.approx(expected)
+    assert np.allclose(ocp.u_upper, [5.0]) and np.allclose(ocp.u_lower, [-5.0])
+
+
+@pytest.mark.parametrize("name", problems.names())
+def test_every_problem_loads_and_rolls_out(name):
+    ocp = problems.load(name)
+    assert isinstance(ocp, OCP) and ocp.horizon > 0 and problems.describe(name)
+    xs = ocp.rollout(ocp.us_init)
+    assert xs.shape == (ocp.horizon + 1, ocp.nx) and np.all(np.isfinite(xs))
+    figures = ocp.evaluate(xs, ocp.us_init)
+    assert np.isfinite(figures["cost"]) and figures["cost"] > 0
+    d = ocp.running(0).derivatives(xs[0], ocp.us_init[0])
+    assert isinstance(d, CostDerivatives) and d.Lxx.shape == (ocp.ndx, ocp.ndx) and d.Luu.shape == (ocp.nu, ocp.nu)
+
+
+def test_swing_up_metric_measures_distance_from_upright():
+    ocp = problems.load("cartpole")
+    xs = np.zeros((ocp.horizon + 1, 4))
+    assert ocp.evaluate(xs, ocp.us_init)["final_angle_error"] == pytest.approx(np.pi)
+    xs[-1, 1] = -np.pi + 0.1  # upright, approached the other way round
+    assert ocp.evaluate(xs, ocp.us_init)["final_angle_error"] == pytest.approx(0.1)

@@ -1,0 +1,116 @@
+"""Analytical step Jacobians against finite differences at seeded random states."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from trajopt import fd_tolerance, max_relative_error, step_jacobians_fd
+
+from .conftest import random_control, random_state
+
+
+def test_jacobians_match_central_differences(any_sim):
+    name, sim = any_sim
+    rng = np.random.default_rng(1234)
+    tol = fd_tolerance()
+    for _ in range(5):
+        x, u = random_state(sim, rng), random_control(sim, rng)
+        x_next, Fx, Fu = sim.step_derivatives(x, u)
+        assert np.allclose(x_next, sim.step(x, u), rtol=1e-12, atol=1e-12)
+        fd = step_jacobians_fd(sim, x, u)
+        scale = max(1.0, np.abs(Fx).max(), np.abs(Fu).max(initial=0.0))
+        assert max_relative_error(Fx, fd.Fx) < tol * scale, name
+        assert max_relative_error(Fu, fd.Fu) < tol * scale, name
+
+
+def test_jacobians_match_ridders_below_1e6(any_sim):
+    name, sim = any_sim
+    rng = np.random.default_rng(99)
+    x, u = random_state(sim, rng), random_control(sim, rng)
+    _, Fx, Fu = sim.step_derivatives(x, u)
+    ref = step_jacobians_fd(sim, x, u, method="ridders")
+    assert max_relative_error(Fx, ref.Fx) < 1e-6, name
+    assert max_relative_error(Fu, ref.Fu) < 1e-6, name
+
+
+def test_free_flyer_jacobian_is_not_euclidean():
+    """On a rotating free body, dq+/dq differs from the identity-based Euclidean guess."""
+    from .conftest import free_body_simulator
+
+    sim = free_body_simulator(dt=0.05)
+    rng = np.random.default_rng(3)
+    x = random_state(sim, rng, v_scale=3.0)
+    _, Fx, _ = sim.step_derivatives(x, np.zeros(0))
+    nv = sim.nv
+    assert np.abs(Fx[:nv, :nv] - np.eye(nv)).max() > 1e-2  # the group structure matters here
+    fd = step_jacobians_fd(sim, x, np.zeros(0))
+    assert max_relative_error(Fx, fd.Fx) < fd_tolerance() * max(1.0, np.abs(Fx).max())
+
+
+def test_checker_detects_a_wrong_jacobian(any_sim):
+    """The comparison used above fails on a perturbed Jacobian (it can fail)."""
+    name, sim = any_sim
+    rng = np.random.default_rng(5)
+    x, u = random_state(sim, rng), random_control(sim, rng)
+    _, Fx, _ = sim.step_derivatives(x, u)
+    fd = step_jacobians_fd(sim, x, u)
+    Fx_bad = Fx.copy()
+    Fx_bad[-1, 0] += 1e-4
+    assert max_relative_error(Fx_bad, fd.Fx) > fd_tolerance() * max(1.0, np.abs(Fx).max())
+
+
+def test_workspaces_are_independent(any_sim):
+    """Two knots' workspaces give the same answers as the default one and do not interfere."""
+    name, sim = any_sim
+    rng = np.random.default_rng(11)
+    x1, u1 = random_state(sim, rng), random_control(sim, rng)
+    x2, u2 = random_state(sim, rng), random_control(sim, rng)
+    d1, d2 = sim.create_data(), sim.create_data()
+    a = sim.step_derivatives(x1, u1, data=d1)
+    sim.step_derivatives(x2, u2, data=d2)
+    b = sim.step_derivatives(x1, u1)
+    for p, q in zip(a, b, strict=True):
+        assert np.array_equal(p, q)
+
+
+def test_returned_arrays_are_not_views_into_workspace():
+    from problems.cartpole import cartpole_simulator
+
+    sim = cartpole_simulator(2)
+    rng = np.random.default_rng(0)
+    x, u = random_state(sim, rng), random_control(sim, rng)
+    xn, Fx, Fu = sim.step_derivatives(x, u)
+    keep = (xn.copy(), Fx.copy(), Fu.copy())
+    sim.step_derivatives(random_state(sim, rng), random_control(sim, rng))
+    sim.step(random_state(sim, rng), random_control(sim, rng))
+    for p, q in zip(keep, (xn, Fx, Fu), strict=True):
+        assert np.array_equal(p, q)
+
+
+@pytest.mark.parametrize("method", ["central", "ridders"])
+def test_fd_checker_on_a_linear_system(method):
+    """On a known linear map the finite-difference checker is exact (to round-off)."""
+
+    class Linear:
+        nx = ndx = 3
+        nu = 2
+        A = np.array([[1.0, 0.1, 0.0], [0.0, 1.0, 0.1], [0.2, 0.0, 0.9]])
+        Bm = np.array([[0.0, 1.0], [0.5, 0.0], [1.0, -1.0]])
+
+        def step(self, x, u):
+            return self.A @ x + self.Bm @ u
+
+        def step_derivatives(self, x, u):
+            return self.step(x, u), self.A, self.Bm
+
+        def state_integrate(self, x, dx):
+            return x + dx
+
+        def state_difference(self, x0, x1):
+            return x1 - x0
+
+    lin = Linear()
+    fd = step_jacobians_fd(lin, np.ones(3), np.ones(2), method=method)
+    assert np.allclose(fd.Fx, lin.A, atol=1e-9)
+    assert np.allclose(fd.Fu, lin.Bm, atol=1e-9)
