@@ -1,0 +1,189 @@
+"""Collision detection with coal through Pinocchio: contact points, normals, signed distances.
+
+A :class:`CollisionScene` owns the collision pairs of a model: every pair of
+collision objects on different bodies, except two moving bodies joined by a
+joint (adjacent links overlap at their joint by construction), two static
+objects, and pairs named in ``exclude``; plus each moving object against a
+ground half-space when ``ground=h`` is given.
+
+:meth:`CollisionScene.detect` runs coal's narrow phase at ``q`` with a security
+margin, so pairs closer than ``margin`` are reported with a *positive* signed
+distance (speculative contacts: the contact solver may let them close the gap,
+not cross it). Where a single point is not enough (a box flat on a face), the
+contact patch is used: a box on the ground gives its 4 corners.
+
+Conventions of a contact (all in the world frame):
+
+- the normal ``n`` points from body B to body A (A = the second object of the
+  coal pair, B = the first); ``phi`` is the signed distance along ``n``
+  (negative = penetration);
+- the contact velocity is ``c = R^T (v_A(p) - v_B(p))`` with ``R = [n, t1, t2]``,
+  so ``c_n > 0`` is separating;
+- ``normal_body`` is the joint that carries the normal (its face), ``point_body``
+  the joint the point is attached to: as a body-fixed vertex (``radius = 0``) or
+  as the point of a sphere/capsule cap at signed distance ``radius`` along ``n``
+  from a body-fixed centre (``p = centre + radius * n``). Both matter for how the
+  contact moves with ``q`` (the collision-geometry terms of the Jacobians).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import coal
+import numpy as np
+import pinocchio as pin
+
+_ROUND = (coal.Sphere, coal.Capsule)
+_FLAT = (coal.Halfspace, coal.Plane)
+
+
+@dataclass
+class Contacts:
+    """The contacts found at one configuration (nc of them), as arrays.
+
+    ``points`` (nc, 3), ``normals`` (nc, 3), ``phi`` (nc,), ``body_a``/``body_b``
+    (nc,) joint indices (0 = the world), ``normal_body``/``point_body`` (nc,),
+    ``radius`` (nc,) signed offset of the point from its body-fixed centre along
+    the normal, ``pair`` (nc,) index of the collision pair.
+    """
+
+    points: np.ndarray
+    normals: np.ndarray
+    phi: np.ndarray
+    body_a: np.ndarray
+    body_b: np.ndarray
+    normal_body: np.ndarray
+    point_body: np.ndarray
+    radius: np.ndarray
+    pair: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.phi)
+
+    @classmethod
+    def empty(cls) -> "Contacts":
+        z3 = np.zeros((0, 3))
+        zi = np.zeros(0, dtype=np.intp)
+        return cls(z3, z3.copy(), np.zeros(0), zi, zi.copy(), zi.copy(), zi.copy(), np.zeros(0), zi.copy())
+
+
+class CollisionScene:
+    """Collision pairs of a model and their narrow phase (see the module docstring).
+
+    ``ground``: height of a horizontal ground half-space (normal ``up``), or None.
+    ``up``: the world's up axis (``(0, 0, 1)``; planar scenes may use ``(0, 1, 0)``).
+    ``margin``: security margin (m) within which separated pairs are reported.
+    ``planar``: the scene moves in the xy plane; patch points that differ only in
+    z are merged (they give identical planar contact rows).
+    """
+
+    def __init__(self, model: pin.Model, geometry: pin.GeometryModel | None, *, ground: float | None = None,
+                 up=(0.0, 0.0, 1.0), margin: float = 1e-3, planar: bool = False,
+                 exclude: list[tuple[str, str]] | None = None):
+        self.geometry = pin.GeometryModel() if geometry is None else geometry.copy()
+        self.margin = float(margin)
+        self.planar = planar
+        gm = self.geometry
+        if ground is not None:
+            up = np.asarray(up, dtype=float)
+            up = up / np.linalg.norm(up)
+            hs = coal.Halfspace(up, float(ground))
+            gm.addGeometryObject(pin.GeometryObject("__ground__", 0, pin.SE3.Identity(), hs))
+        objs = gm.geometryObjects
+        excluded = {frozenset(p) for p in (exclude or [])}
+        for i in range(len(objs)):
+            for k in range(i + 1, len(objs)):
+                ji, jk = objs[i].parentJoint, objs[k].parentJoint
+                if ji == jk or (ji == 0 and jk == 0):
+                    continue
+                if ji != 0 and jk != 0 and (model.parents[ji] == jk or model.parents[jk] == ji):
+                    continue  # links joined by a joint overlap there by construction
+                if frozenset((objs[i].name, objs[k].name)) in excluded:
+                    continue
+                # Put a static object first (B), so normals point from the static body out.
+                first, second = (i, k) if ji == 0 or jk != 0 else (k, i)
+                gm.addCollisionPair(pin.CollisionPair(first, second))
+        self._pairs = [(p.first, p.second) for p in gm.collisionPairs]
+        self._info = []
+        for first, second in self._pairs:  # first = B, second = A
+            oA, oB = objs[second], objs[first]
+            self._info.append((oA.parentJoint, oB.parentJoint, oA.geometry, oB.geometry, second, first))
+
+    @property
+    def npairs(self) -> int:
+        return len(self._pairs)
+
+    def create_data(self) -> pin.GeometryData:
+        gd = pin.GeometryData(self.geometry)
+        for req in gd.collisionRequests:
+            req.enable_contact = True
+            req.security_margin = self.margin
+        return gd
+
+    def detect(self, model: pin.Model, data: pin.Data, gdata: pin.GeometryData, q: np.ndarray) -> Contacts:
+        """Contacts at ``q`` (runs forward kinematics and the narrow phase)."""
+        if not self._pairs:
+            pin.forwardKinematics(model, data, q)
+            return Contacts.empty()
+        pin.computeCollisions(model, data, self.geometry, gdata, q, False)
+        hit = [k for k, r in enumerate(gdata.collisionResults) if r.isCollision()]
+        if not hit:
+            return Contacts.empty()
+        pin.computeContactPatches(self.geometry, gdata)
+        pts, nrm, phi, ba, bb, nb, pb, rad, pair = [], [], [], [], [], [], [], [], []
+        for k in hit:
+            jA, jB, sA, sB, iA, iB = self._info[k]
+            patch = gdata.contactPatchResults[k].getContactPatch(0)
+            n = np.array(patch.getNormal())
+            depth = patch.penetration_depth
+            carrier, vertex_body, radius = self._classify(jA, jB, sA, sB, iA, iB, n, gdata)
+            # The witness point on the body that carries the point (a body-fixed vertex,
+            # or the surface point of a round shape), not the patch midpoint.
+            on_point_body = patch.getPointShape2 if vertex_body == jA else patch.getPointShape1
+            seen = []
+            for i in range(patch.size()):
+                p = np.array(on_point_body(i))
+                if self.planar:
+                    if any(abs(p[0] - s[0]) < 1e-9 and abs(p[1] - s[1]) < 1e-9 for s in seen):
+                        continue
+                    seen.append(p)
+                    p = p.copy()
+                    p[2] = 0.0
+                pts.append(p)
+                nrm.append(n)
+                phi.append(depth)
+                ba.append(jA)
+                bb.append(jB)
+                nb.append(carrier)
+                pb.append(vertex_body)
+                rad.append(radius)
+                pair.append(k)
+        return Contacts(np.array(pts), np.array(nrm), np.array(phi), np.array(ba, dtype=np.intp),
+                        np.array(bb, dtype=np.intp), np.array(nb, dtype=np.intp), np.array(pb, dtype=np.intp),
+                        np.array(rad), np.array(pair, dtype=np.intp))
+
+    @staticmethod
+    def _classify(jA, jB, sA, sB, iA, iB, n, gdata):
+        """Which body carries the normal, which carries the point, and the point's offset.
+
+        Returns ``(normal_body, point_body, radius)``. Round shapes (sphere, capsule)
+        carry the point on their surface at ``radius`` from a body-fixed centre
+        (the normal belongs to the other body). Flat shapes (half-space, plane)
+        carry the normal. Between two polyhedra, the body one of whose face normals
+        is aligned with ``n`` carries it and the other's vertex is the point; when
+        both are aligned (face on face) B carries the normal.
+        """
+        if isinstance(sA, _ROUND):
+            return jB, jA, -float(sA.radius)
+        if isinstance(sB, _ROUND):
+            return jA, jB, float(sB.radius)
+        if isinstance(sB, _FLAT):
+            return jB, jA, 0.0
+        if isinstance(sA, _FLAT):
+            return jA, jB, 0.0
+        if np.abs(gdata.oMg[iB].rotation.T @ n).max() > 1.0 - 1e-6:
+            return jB, jA, 0.0
+        if np.abs(gdata.oMg[iA].rotation.T @ n).max() > 1.0 - 1e-6:
+            return jA, jB, 0.0
+        return jB, jA, 0.0
