@@ -76,27 +76,36 @@ class CollisionScene:
     ``margin``: security margin (m) within which separated pairs are reported.
     ``planar``: the scene moves in the xy plane; patch points that differ only in
     z are merged (they give identical planar contact rows).
+    ``self_collision``: the model's own objects collide with each other, static
+    ones (a floor built in code) included; False: only the ground collides with
+    the model (a robot file's links overlap where only an SRDF could sort out).
     """
 
     def __init__(self, model: pin.Model, geometry: pin.GeometryModel | None, *, ground: float | None = None,
                  up=(0.0, 0.0, 1.0), margin: float = 1e-3, planar: bool = False,
-                 exclude: list[tuple[str, str]] | None = None):
+                 exclude: list[tuple[str, str]] | None = None, self_collision: bool = True):
         self.geometry = pin.GeometryModel() if geometry is None else geometry.copy()
         self.margin = float(margin)
         self.planar = planar
         gm = self.geometry
+        objs = gm.geometryObjects
+        n_model = len(objs)
         if ground is not None:
             up = np.asarray(up, dtype=float)
             up = up / np.linalg.norm(up)
             hs = coal.Halfspace(up, float(ground))
-            gm.addGeometryObject(pin.GeometryObject("__ground__", 0, pin.SE3.Identity(), hs))
-        objs = gm.geometryObjects
+            ig = gm.addGeometryObject(pin.GeometryObject("__ground__", 0, pin.SE3.Identity(), hs))
+            for i in range(n_model):
+                if objs[i].parentJoint != 0:
+                    gm.addCollisionPair(pin.CollisionPair(ig, i))
         excluded = {frozenset(p) for p in (exclude or [])}
-        for i in range(len(objs)):
-            for k in range(i + 1, len(objs)):
+        for i in range(n_model):
+            for k in range(i + 1, n_model):
                 ji, jk = objs[i].parentJoint, objs[k].parentJoint
                 if ji == jk or (ji == 0 and jk == 0):
                     continue
+                if not self_collision:
+                    continue  # the model's own objects never collide; only the ground below
                 if ji != 0 and jk != 0 and (model.parents[ji] == jk or model.parents[jk] == ji):
                     continue  # links joined by a joint overlap there by construction
                 if frozenset((objs[i].name, objs[k].name)) in excluded:
@@ -136,23 +145,34 @@ class CollisionScene:
             jA, jB, sA, sB, iA, iB = self._info[k]
             patch = gdata.contactPatchResults[k].getContactPatch(0)
             n = np.array(patch.getNormal())
-            depth = patch.penetration_depth
             carrier, vertex_body, radius = self._classify(jA, jB, sA, sB, iA, iB, n, gdata)
-            # The witness point on the body that carries the point (a body-fixed vertex,
-            # or the surface point of a round shape), not the patch midpoint.
-            on_point_body = patch.getPointShape2 if vertex_body == jA else patch.getPointShape1
+            on_A = vertex_body == jA
+            # The witness point on the body that carries the point (not the patch
+            # midpoint, which is not body-fixed), snapped to the box vertex it is.
+            witness = patch.getPointShape2 if on_A else patch.getPointShape1
+            shape_P, M_P = (sA, gdata.oMg[iA]) if on_A else (sB, gdata.oMg[iB])
+            # Each point's own signed distance to the carrier's face plane (coal
+            # gives one depth for the whole patch and flattens it onto one plane).
+            if on_A:
+                level = _support(sB, gdata.oMg[iB], n)
+                sign = 1.0
+            else:
+                level = -_support(sA, gdata.oMg[iA], -n)
+                sign = -1.0
             seen = []
             for i in range(patch.size()):
-                p = np.array(on_point_body(i))
+                p = np.array(witness(i))
+                if isinstance(shape_P, coal.Box):
+                    p = _snap_to_vertex(shape_P, M_P, p)
                 if self.planar:
-                    if any(abs(p[0] - s[0]) < 1e-9 and abs(p[1] - s[1]) < 1e-9 for s in seen):
+                    if any(abs(p[0] - s_[0]) < 1e-9 and abs(p[1] - s_[1]) < 1e-9 for s_ in seen):
                         continue
                     seen.append(p)
                     p = p.copy()
                     p[2] = 0.0
                 pts.append(p)
                 nrm.append(n)
-                phi.append(depth)
+                phi.append(patch.penetration_depth if level is None else sign * (n @ p - level))
                 ba.append(jA)
                 bb.append(jB)
                 nb.append(carrier)
@@ -187,3 +207,25 @@ class CollisionScene:
         if np.abs(gdata.oMg[iA].rotation.T @ n).max() > 1.0 - 1e-6:
             return jA, jB, 0.0
         return jB, jA, 0.0
+
+
+def _support(shape, M: pin.SE3, d: np.ndarray) -> float | None:
+    """``max over the shape of d . x`` (its support function), for the flat carriers; None otherwise."""
+    if isinstance(shape, _FLAT):
+        n = M.rotation @ shape.n
+        off = shape.d + n @ M.translation
+        return off if n @ d > 0 else None
+    if isinstance(shape, coal.Box):
+        R = M.rotation
+        return float(d @ M.translation + np.abs(R.T @ d) @ shape.halfSide)
+    return None
+
+
+def _snap_to_vertex(box, M: pin.SE3, p: np.ndarray, tol: float = 1e-4) -> np.ndarray:
+    """The box vertex nearest to the world point ``p`` when within ``tol`` of it, else ``p``."""
+    h = box.halfSide
+    local = M.rotation.T @ (p - M.translation)
+    corner = np.where(local >= 0.0, h, -h)
+    if np.abs(local - corner).max() <= tol + 1e-9 * h.max():
+        return M.rotation @ corner + M.translation
+    return p

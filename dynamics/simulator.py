@@ -53,11 +53,16 @@ class SimData:
     Solvers never look inside; they pass it back to the simulator that made it.
     """
 
-    __slots__ = ("pin", "tau")
+    __slots__ = ("pin", "tau", "geom", "contact", "stats")
 
     def __init__(self, sim: "Simulator"):
         self.pin = sim.model.createData()
         self.tau = np.zeros(sim.nv)
+        cm = sim.contact_model
+        self.geom = cm.scene.create_data() if cm is not None else None
+        self.contact = None  # ContactState of the last step
+        # steps with contact, steps with a warm-start guess, guesses that held
+        self.stats = {"contact_steps": 0, "guesses": 0, "warm_hits": 0}
 
 
 class Simulator:
@@ -81,6 +86,29 @@ class Simulator:
         The step does not clip; solvers read ``u_lower``/``u_upper`` as bounds.
     name:
         A label for messages and plots (default: the model's name).
+    ground:
+        Height of a ground half-space (its normal is "up", opposite to gravity).
+    friction:
+        Coulomb friction coefficient of every contact.
+    contact:
+        Contact model: ``"lcp"`` (boxed LCP, Nimble) -- see :mod:`dynamics.contact_step`.
+    planar:
+        The system moves in the xy plane: one friction direction per contact.
+    margin:
+        Contacts closer than this (m) enter the step as speculative contacts.
+    erp:
+        Fraction of a penetration corrected per step.
+    joint_limits:
+        Treat finite position limits of 1-dof joints as unilateral constraints.
+    exclude_pairs:
+        Names of collision-object pairs that never collide.
+    self_collision:
+        Bodies of the model collide with each other (except those joined by a
+        joint). ``from_urdf``/``from_mjcf`` default to False: a robot file's
+        links overlap in many places that only an SRDF could sort out.
+
+    Contact is active when the model has collision pairs (geometry of two bodies
+    not joined by a joint, or anything against ``ground``) or joint limits.
     """
 
     def __init__(
@@ -92,6 +120,15 @@ class Simulator:
         actuated: Sequence[str] | None = None,
         torque_limits: float | Sequence[float] | None = None,
         name: str | None = None,
+        ground: float | None = None,
+        friction: float = 1.0,
+        contact: str = "lcp",
+        planar: bool = False,
+        margin: float = 5e-3,
+        erp: float = 0.2,
+        joint_limits: bool = True,
+        exclude_pairs: Sequence[tuple[str, str]] | None = None,
+        self_collision: bool = True,
     ):
         if not isinstance(model, pin.Model):
             raise TypeError(f"Simulator needs a pinocchio.Model, got {type(model).__name__}")
@@ -124,6 +161,17 @@ class Simulator:
         ) and not any(j.shortname() in ("JointModelFreeFlyer", "JointModelSpherical",
                                         "JointModelPlanar") for j in model.joints[1:])
         self._all_actuated = self.nu == self.nv and np.array_equal(self.actuated_dofs, np.arange(self.nv))
+
+        g = np.asarray(model.gravity.linear, dtype=float)
+        up = -g / np.linalg.norm(g) if np.linalg.norm(g) > 0 else np.array([0.0, 0.0, 1.0])
+        from .contact_step import ContactModel
+
+        cm = ContactModel(model, geometry, ground=ground, up=up, friction=friction, margin=margin,
+                          planar=planar, erp=erp, joint_limits=joint_limits, exclude=exclude_pairs,
+                          contact=contact, self_collision=self_collision)
+        self.contact_model = cm if cm.enabled else None
+        self.contact = contact if cm.enabled else "none"
+        self.friction = float(friction)
         self._diag_v = np.arange(self.nv)
         # Diagonals of the (dq, dq) and (dv, dv) blocks of a flattened (ndx, ndx) matrix:
         # strided slices cost ~1 us where fancy indexing costs ~4 us.
@@ -170,6 +218,7 @@ class Simulator:
                     "Pass package_dirs= (the folders that contain the packages named in "
                     "package:// paths), or load_geometry=False."
                 ) from exc
+        kwargs.setdefault("self_collision", False)
         return cls(model, geometry=geometry, **kwargs)
 
     @classmethod
@@ -187,6 +236,7 @@ class Simulator:
         if not os.path.isfile(path):
             raise FileNotFoundError(f"MJCF file not found: {path}")
         model, geometry, info = load_mjcf(path, load_geometry=load_geometry)
+        kwargs.setdefault("self_collision", False)
         if info.actuated and "actuated" not in kwargs:
             kwargs["actuated"] = info.actuated
             if "torque_limits" not in kwargs:
@@ -270,12 +320,24 @@ class Simulator:
         v_next = out[nq:]
         np.multiply(a, self.dt, out=v_next)
         v_next += v
+        if self.contact_model is not None:
+            v_next[:] = self._solve_contacts(q, v_next, d)
         if self._euclidean:
             np.multiply(v_next, self.dt, out=out[:nq])
             out[:nq] += q
         else:
             out[:nq] = pin.integrate(self.model, q, v_next * self.dt)
         return self._check_next(out, x, u)
+
+    def _solve_contacts(self, q, v_free, d):
+        v_next, state = self.contact_model.solve(self.model, d.pin, d.geom, q, v_free, self.dt, d.contact)
+        d.contact = state
+        if state is not None:
+            st = d.stats
+            st["contact_steps"] += 1
+            st["guesses"] += state.guessed
+            st["warm_hits"] += state.warm_hit
+        return v_next
 
     def step_derivatives(self, x, u, *, data: SimData | None = None):
         """``(x+, Fx, Fu)``: the step and its tangent-space Jacobians.
@@ -287,22 +349,30 @@ class Simulator:
         d = data or self._data
         nq, nv, dt = self.nq, self.nv, self.dt
         q, v = x[:nq], x[nq:]
-        ddq_dq, ddq_dv, minv = pin.computeABADerivatives(self.model, d.pin, q, v, self._tau(u, d))
+        tau = self._tau(u, d)
         out = np.empty(self.nx)
         v_next = out[nq:]
-        np.multiply(d.pin.ddq, dt, out=v_next)
-        v_next += v
-
         Fx = np.empty((self.ndx, self.ndx))
         Fu = np.empty((self.ndx, self.nu))
         dv = Fx[nv:]
-        np.multiply(ddq_dq, dt, out=dv[:, :nv])
-        np.multiply(ddq_dv, dt, out=dv[:, nv:])
-        Fx.reshape(-1)[self._diag_vv] += 1.0
-        if self._all_actuated:
-            np.multiply(minv, dt, out=Fu[nv:])
+        state = None
+        if self.contact_model is not None:
+            a = pin.aba(self.model, d.pin, q, v, tau)
+            v_next[:] = self._solve_contacts(q, v + dt * a, d)
+            state = d.contact
+        if state is None:
+            ddq_dq, ddq_dv, minv = pin.computeABADerivatives(self.model, d.pin, q, v, tau)
+            np.multiply(d.pin.ddq, dt, out=v_next)
+            v_next += v
+            np.multiply(ddq_dq, dt, out=dv[:, :nv])
+            np.multiply(ddq_dv, dt, out=dv[:, nv:])
+            Fx.reshape(-1)[self._diag_vv] += 1.0
+            if self._all_actuated:
+                np.multiply(minv, dt, out=Fu[nv:])
+            else:
+                np.multiply(minv[:, self.actuated_dofs], dt, out=Fu[nv:])
         else:
-            np.multiply(minv[:, self.actuated_dofs], dt, out=Fu[nv:])
+            self._contact_velocity_jacobian(q, v, tau, v_next, state, d, dv, Fu[nv:])
 
         if self._euclidean:
             np.multiply(v_next, dt, out=out[:nq])
@@ -320,6 +390,35 @@ class Simulator:
             np.matmul(J1, Fu[nv:], out=Fu[:nv])
         self._check_next(out, x, u)
         return out, Fx, Fu
+
+    def _contact_velocity_jacobian(self, q, v, tau, v_next, state, d, dv_dx, dv_du):
+        """Fill ``dv+/dx`` (nv, ndx) and ``dv+/du`` (nv, nu) through the contact solve."""
+        nv, dt, cm = self.nv, self.dt, self.contact_model
+        tau_total = tau + state.J.T @ state.lam / dt
+        ddq_dq, ddq_dv, minv = pin.computeABADerivatives(self.model, d.pin, q, v, tau_total)
+        G = np.empty((nv, self.ndx + self.nu))
+        np.multiply(ddq_dq, dt, out=G[:, :nv])
+        if state.geo is not None:
+            m_c = len(state.geo.contacts) * cm.rows
+            G[:, :nv] += minv @ cm.kin.force_derivative(state.geo, state.lam[:m_c])
+        np.multiply(ddq_dv, dt, out=G[:, nv:2 * nv])
+        G[:, nv:2 * nv] += np.eye(nv)
+        G[:, 2 * nv:] = dt * minv[:, self.actuated_dofs]
+        full = cm.velocity_jacobian(state, G, v_next, dt)
+        dv_dx[:] = full[:, :2 * nv]
+        dv_du[:] = full[:, 2 * nv:]
+
+    @property
+    def contacts(self):
+        """The contacts of the last step on the default workspace (:class:`ContactReport`)."""
+        if self.contact_model is None:
+            return None
+        return self.contact_model.report(self._data.contact)
+
+    @property
+    def warm_start_stats(self) -> dict:
+        """Counts on the default workspace: steps with contact, warm-start guesses, guesses that held."""
+        return dict(self._data.stats)
 
     def _check_next(self, out, x, u):
         if not math.isfinite(out.sum()):

@@ -1,0 +1,249 @@
+"""The contact part of a step, and its implicit Jacobians (DESIGN.md "One step", "Its Jacobians").
+
+Given the free velocity ``v_f = v + dt ABA(q, v, tau)``:
+
+1. contacts at ``q`` (coal, :mod:`contact.detection`) and joint-limit rows;
+2. ``J`` (m x nv) in the contact frames, Delassus ``A = J M^-1 J^T``,
+   ``b = J v_f + bias(phi) / dt`` on normal and limit rows, where the
+   penetration correction is ``bias(phi) = phi`` for a gap or a penetration
+   shallower than ``slop`` (the contact may close a gap within the step but not
+   cross it) and ``-slop + erp (phi + slop)`` deeper (pushed out at ``erp`` of the
+   excess depth per step). ``bias`` is continuous with a kink at ``-slop``, not at
+   0 where resting contacts sit, so their Jacobians are smooth;
+3. impulses ``lambda`` from the boxed LCP (:mod:`contact.lcp`): normal
+   ``lambda_n >= 0`` complementary to ``c_n >= 0``, friction ``|lambda_t| <= mu lambda_n``;
+4. ``v+ = v_f + M^-1 J^T lambda``.
+
+Jacobians, by implicit differentiation on the active set the LCP found:
+clamping rows (and tied ones, ``lambda = 0`` and ``c = 0``, taken as clamping,
+as are sticking friction rows) keep ``c_C = 0``; bounded
+friction rows follow their normal, ``lambda_B = E lambda_C``; separating rows
+keep ``lambda = 0``. With ``G = dv+/dtheta`` at fixed lambda (ABA derivatives at
+``tau + J^T lambda / dt`` plus ``M^-1 d(J^T lambda)/dq``) and ``K = d(J w)/dq`` at
+``w = v+`` plus ``bias'(phi) J_n / dt``::
+
+    (J_C M^-1 (J_C^T + J_B^T E)) dlambda_C = -(J_C G + K)
+    dv+ = G + M^-1 (J_C^T + J_B^T E) dlambda_C
+
+solved once per step (least squares when rank-deficient).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pinocchio as pin
+
+from contact.detection import CollisionScene, Contacts
+from contact.kinematics import ContactGeometry, ContactKinematics
+from contact.lcp import BoxedLCP, Mode, solve_lcp
+
+CONTACT_MODELS = ("lcp",)
+#: Penetration depth (m) below which no extra push-out is applied (see ``bias``).
+SLOP = 1e-4
+
+
+@dataclass
+class ContactReport:
+    """The contacts of the last step (``sim.contacts``); nc contacts, r rows each.
+
+    ``points``/``normals`` (nc, 3) world frame (normal from body B to body A),
+    ``phi`` (nc,) signed distances, ``impulses`` (nc, r) contact-frame impulses
+    (normal first), ``modes`` (nc,) mode of each normal row (``contact.lcp.Mode``),
+    ``body_a``/``body_b`` (nc,) joint indices; ``limit_impulses`` per active
+    joint-limit row.
+    """
+
+    points: np.ndarray
+    normals: np.ndarray
+    phi: np.ndarray
+    impulses: np.ndarray
+    modes: np.ndarray
+    body_a: np.ndarray
+    body_b: np.ndarray
+    limit_impulses: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.phi)
+
+
+@dataclass
+class ContactState:
+    """What one step's contact solve leaves for its Jacobians (kept in the workspace)."""
+
+    geo: ContactGeometry | None
+    J: np.ndarray  # (m, nv): contact rows then limit rows
+    Minv: np.ndarray
+    MJt: np.ndarray  # Minv J^T
+    lam: np.ndarray
+    modes: np.ndarray
+    signs: np.ndarray
+    normal_rows: np.ndarray  # rows that carry a bias(phi) term
+    bias_slope: np.ndarray  # bias'(phi) on those rows
+    lcp: BoxedLCP
+    key: tuple
+
+
+class ContactModel:
+    """Everything about contact that does not change between steps."""
+
+    def __init__(self, model: pin.Model, geometry, *, ground, up, friction: float, margin: float,
+                 planar: bool, erp: float, joint_limits: bool, exclude=None, contact: str = "lcp",
+                 self_collision: bool = True):
+        if contact not in CONTACT_MODELS:
+            raise ValueError(f"unknown contact model {contact!r}; available: {', '.join(CONTACT_MODELS)}")
+        if not (friction >= 0.0 and np.isfinite(friction)):
+            raise ValueError(f"friction must be a finite non-negative coefficient, got {friction!r}")
+        if not 0.0 < erp <= 1.0:
+            raise ValueError(f"erp must be in (0, 1], got {erp!r}")
+        self.contact = contact
+        self.scene = CollisionScene(model, geometry, ground=ground, up=up, margin=margin, planar=planar,
+                                    exclude=exclude, self_collision=self_collision)
+        self.kin = ContactKinematics(model, planar=planar)
+        self.rows = self.kin.rows
+        self.friction = float(friction)
+        self.margin = float(margin)
+        self.erp = float(erp)
+        self.slop = SLOP
+        self.nv = model.nv
+        # 1-dof joints with finite position limits become unilateral rows near their limits.
+        lim = []
+        if joint_limits:
+            lo, hi = model.lowerPositionLimit, model.upperPositionLimit
+            for j in range(1, model.njoints):
+                jm = model.joints[j]
+                if jm.nq == 1 and jm.nv == 1:
+                    if lo[jm.idx_q] > -1e10:
+                        lim.append((jm.idx_q, jm.idx_v, +1.0, float(lo[jm.idx_q])))
+                    if hi[jm.idx_q] < 1e10:
+                        lim.append((jm.idx_q, jm.idx_v, -1.0, float(hi[jm.idx_q])))
+        self.limits = lim
+        self.enabled = self.scene.npairs > 0 or bool(lim)
+
+    # -- the step's contact part ------------------------------------------------------------
+    def solve(self, model, data, gdata, q, v_free, dt, previous: ContactState | None):
+        """``(v+, ContactState or None)``; forward kinematics at q has been run by detection."""
+        contacts = self.scene.detect(model, data, gdata, q)
+        limit_rows = [(iq, iv, s, ref) for iq, iv, s, ref in self.limits if s * (q[iq] - ref) < self.margin]
+        nc, r, nv = len(contacts), self.rows, self.nv
+        if nc == 0 and not limit_rows:
+            return v_free, None
+        m = nc * r + len(limit_rows)
+        J = np.zeros((m, nv))
+        geo = None
+        if nc:
+            pin.computeJointJacobians(model, data, q)
+            geo = self.kin.geometry(data, contacts)
+            J[: nc * r] = geo.J
+        phi = np.empty(nc + len(limit_rows))
+        phi[:nc] = contacts.phi
+        normal_rows = np.empty(nc + len(limit_rows), dtype=np.intp)
+        normal_rows[:nc] = np.arange(nc) * r
+        for k, (iq, iv, s, ref) in enumerate(limit_rows):
+            row = nc * r + k
+            J[row, iv] = s
+            phi[nc + k] = s * (q[iq] - ref)
+            normal_rows[nc + k] = row
+        deep = phi < -self.slop
+        bias_slope = np.where(deep, self.erp, 1.0)
+        bias = np.where(deep, -self.slop + self.erp * (phi + self.slop), phi)
+        Minv = pin.computeMinverse(model, data, q).copy()
+        MJt = Minv @ J.T
+        A = J @ MJt
+        b = J @ v_free
+        b[normal_rows] += bias / dt
+        normal_of = np.full(m, -1, dtype=np.intp)
+        mu = np.zeros(m)
+        for t in range(1, r):
+            idx = np.arange(nc) * r
+            normal_of[idx + t] = idx
+            mu[idx + t] = self.friction
+        lcp = BoxedLCP(A=A, b=b, normal_of=normal_of, mu=mu)
+        key = (tuple(contacts.pair.tolist()), len(contacts), tuple(x[0] * 2 + (x[2] > 0) for x in limit_rows))
+        guess = (previous.modes, previous.signs) if previous is not None and previous.key == key else None
+        sol = solve_lcp(lcp, guess=guess)
+        lam = sol.x
+        v_next = v_free + MJt @ lam
+        state = ContactState(geo, J, Minv, MJt, lam, np.asarray(sol.modes), np.asarray(sol.signs),
+                             normal_rows, bias_slope, lcp, key)
+        state.warm_hit = bool(sol.warm_start_hit)
+        state.guessed = guess is not None
+        state.status = sol.status
+        return v_next, state
+
+    def report(self, state: ContactState | None) -> ContactReport:
+        r = self.rows
+        if state is None or state.geo is None:
+            c = Contacts.empty()
+            nlim = 0 if state is None else len(state.lam)
+            lim = np.zeros(nlim) if state is None else state.lam.copy()
+            return ContactReport(c.points, c.normals, c.phi, np.zeros((0, r)), np.zeros(0, dtype=int),
+                                 c.body_a, c.body_b, lim)
+        c = state.geo.contacts
+        nc = len(c)
+        return ContactReport(c.points.copy(), c.normals.copy(), c.phi.copy(),
+                             state.lam[: nc * r].reshape(nc, r).copy(), state.modes[: nc * r: r].copy(),
+                             c.body_a.copy(), c.body_b.copy(), state.lam[nc * r:].copy())
+
+    # -- Jacobians ------------------------------------------------------------------------------
+    @staticmethod
+    def derivative_modes(state: ContactState):
+        """``(clamp, bounded, signs)`` row masks used by the implicit differentiation.
+
+        From the impulses and velocities at the solution: a normal row clamps when
+        it carries an impulse or its velocity is zero (tied: kept in contact); a
+        friction row of a clamping contact sticks (clamps) when its velocity is
+        zero, else it is bounded at ``-sign(c_t) mu lambda_n``; everything else is
+        separating.
+        """
+        lcp, lam = state.lcp, state.lam
+        w = lcp.A @ lam + lcp.b
+        tol_w = 1e-8 * (1.0 + np.abs(lcp.b).max(initial=0.0))
+        tol_l = 1e-12 * (1.0 + np.abs(lam).max(initial=0.0))
+        normal = lcp.normal_of < 0
+        clamp = normal & ((lam > tol_l) | (np.abs(w) <= tol_w))
+        parent = np.where(normal, 0, lcp.normal_of)
+        friction_live = ~normal & clamp[parent]
+        stick = friction_live & (np.abs(w) <= tol_w)
+        bounded = friction_live & ~stick
+        signs = np.where(bounded, -np.sign(w), 0.0)
+        return clamp | stick, bounded, signs
+
+    def velocity_jacobian(self, state: ContactState, G: np.ndarray, v_next: np.ndarray, dt: float) -> np.ndarray:
+        """``dv+/dtheta`` (nv, ncols) from ``G = dv+/dtheta`` at fixed lambda; q-columns come first."""
+        nv = self.nv
+        clamp, bounded, signs = self.derivative_modes(state)
+        C = np.flatnonzero(clamp)
+        if C.size == 0:
+            return G
+        J = state.J
+        Jt_C = J[C].T.copy()  # (nv, nC): J_C^T + J_B^T E
+        bounded = np.flatnonzero(bounded)
+        if bounded.size:
+            pos = {int(c): k for k, c in enumerate(C)}
+            normal_of, mu = state.lcp.normal_of, state.lcp.mu
+            for bi in bounded:
+                k = pos.get(int(normal_of[bi]))
+                if k is not None:
+                    Jt_C[:, k] += signs[bi] * mu[bi] * J[bi]
+        # K: how the clamping rows' velocity changes with q at fixed v+ (kinematics + bias).
+        K = np.zeros((C.size, nv))
+        m_contact = 0 if state.geo is None else len(state.geo.contacts) * self.rows
+        if m_contact:
+            dJv = self.kin.velocity_derivative(state.geo, v_next)
+            in_contact = C < m_contact
+            K[in_contact] = dJv[C[in_contact]]
+        slope = np.zeros(J.shape[0])
+        slope[state.normal_rows] = state.bias_slope / dt
+        K += slope[C, None] * J[C]
+        rhs = J[C] @ G
+        rhs[:, :nv] += K
+        S = J[C] @ (state.Minv @ Jt_C)
+        try:
+            X = np.linalg.solve(S, -rhs)
+            if not np.all(np.isfinite(X)) or np.linalg.cond(S) > 1e10:
+                raise np.linalg.LinAlgError
+        except np.linalg.LinAlgError:
+            X = np.linalg.lstsq(S, -rhs, rcond=1e-10)[0]
+        return G + state.Minv @ (Jt_C @ X)
