@@ -1,0 +1,156 @@
+"""Planar contact problems of the Nimble paper: catapult and jump-worm.
+
+Planar: motion in the xy plane, **y up**, gravity 9.81 m/s^2 along -y, revolute
+joints turn about z. Every body is a uniform box with its own inertia:
+
+- projectile / worm root: 0.1 m cube, 1 kg, on a 2-D translational joint (x, y), unactuated;
+- arm / tail links: boxes 0.05 x 0.25 x 0.05 m (long along the link's local y), 1 kg,
+  hinged at one end; the next link is hinged at the other end. A link's angle is
+  measured from +y (straight up) and turns towards -x; limits [0, pi];
+- floors: static boxes (collision only).
+
+Contacts use the boxed LCP with friction 1.0 (one friction direction: planar).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pinocchio as pin
+
+from dynamics import ModelBuilder, Simulator
+from trajopt import OCP, ControlCost, CostDerivatives, FunctionCost
+
+from ._registry import register
+
+LINK_SIZE = (0.05, 0.25, 0.05)
+LINK_MASS = 1.0
+BOX_SIDE = 0.1
+BOX_MASS = 1.0
+GRAVITY = (0.0, -9.81, 0.0)
+
+
+def _chain(b: ModelBuilder, base, prefix, n, *, torque, placement):
+    parent, at = base, placement
+    for i in range(n):
+        j = b.add_joint("revolute", name=f"{prefix}{i + 1}", parent=parent, axis="z", placement=at,
+                        lower=0.0, upper=np.pi, effort=torque)
+        b.add_body(j, mass=LINK_MASS, box=LINK_SIZE, offset=(0, LINK_SIZE[1] / 2, 0))
+        parent, at = j, (0.0, LINK_SIZE[1], 0.0)
+    return [f"{prefix}{i + 1}" for i in range(n)]
+
+
+def catapult_simulator(*, dt: float = 1e-3, friction: float = 1.0) -> Simulator:
+    """Projectile at (0, 0.1); 3-link arm welded at (0.5, -0.45), torques +-1000 N m;
+    floor 3.5 x 0.25 x 0.5 m centred at (1.2, -0.7)."""
+    b = ModelBuilder("catapult", gravity=GRAVITY)
+    p = b.add_joint("translation2d", name="projectile")
+    b.add_body(p, mass=BOX_MASS, box=(BOX_SIDE,) * 3)
+    arm = _chain(b, 0, "arm", 3, torque=1000.0, placement=(0.5, -0.45, 0.0))
+    b.add_static_box("floor", (3.5, 0.25, 0.5), (1.2, -0.7, 0.0))
+    model, geom = b.build()
+    return Simulator(model, geometry=geom, dt=dt, actuated=arm, friction=friction, planar=True)
+
+
+def jump_worm_simulator(*, dt: float = 1e-3, friction: float = 1.0) -> Simulator:
+    """Root cube on a 2-D translational joint with 3 tail links (torques +-100 N m);
+    floor 2.5 x 0.25 x 0.5 m centred at (0, -0.7)."""
+    b = ModelBuilder("jump-worm", gravity=GRAVITY)
+    r = b.add_joint("translation2d", name="root")
+    b.add_body(r, mass=BOX_MASS, box=(BOX_SIDE,) * 3)
+    tail = _chain(b, r, "tail", 3, torque=100.0, placement=(0.0, 0.0, 0.0))
+    b.add_static_box("floor", (2.5, 0.25, 0.5), (0.0, -0.7, 0.0))
+    model, geom = b.build()
+    return Simulator(model, geometry=geom, dt=dt, actuated=tail, friction=friction, planar=True)
+
+
+def _point_cost(sim, idx, fun_grad_hess):
+    """A terminal cost of the configuration entries ``idx`` with exact derivatives."""
+
+    def value(x, u=None):
+        return fun_grad_hess(x[idx])[0]
+
+    def derivatives(x, u=None):
+        L, g, H = fun_grad_hess(x[idx])
+        out = CostDerivatives.zeros(sim.ndx, sim.nu)
+        out.L = L
+        out.Lx[idx] = g  # these coordinates are Euclidean: tangent = configuration
+        out.Lxx[np.ix_(idx, idx)] = H
+        return out
+
+    return FunctionCost(sim, value, derivatives)
+
+
+@register("catapult", "planar 3-link arm bats a box onto the target (2.2, 2.2); 500 steps of 1 ms")
+def catapult(*, horizon: int = 500, dt: float = 1e-3, target=(2.2, 2.2), control_weight: float = 1e-9) -> OCP:
+    sim = catapult_simulator(dt=dt)
+    target = np.asarray(target, dtype=float)
+    x0 = np.zeros(sim.nx)
+    x0[:2] = (0.0, 0.1)
+    x0[2:5] = np.deg2rad([45.0, 0.0, 45.0])
+    idx = np.array([0, 1])
+
+    def sq_dist(p):
+        e = p - target
+        return float(e @ e), 2.0 * e, 2.0 * np.eye(2)
+
+    def metrics(xs, us):
+        return {"distance_to_target": float(np.linalg.norm(xs[-1, :2] - target)),
+                "final_x": float(xs[-1, 0]), "final_y": float(xs[-1, 1])}
+
+    return OCP(dynamics=sim, x0=x0, horizon=horizon, running_cost=ControlCost(sim, control_weight),
+               terminal_cost=_point_cost(sim, idx, sq_dist), name="catapult", metrics=metrics,
+               info={"target": target, "bench_state": _first_contact_state(sim, x0, horizon)})
+
+
+@register("jump-worm", "planar worm (root cube + 3 tail links) jumps as high as it can; 400 steps of 1 ms")
+def jump_worm(*, horizon: int = 400, dt: float = 1e-3, control_weight: float = 1e-9) -> OCP:
+    sim = jump_worm_simulator(dt=dt)
+    x0 = np.zeros(sim.nx)
+    x0[2:5] = np.deg2rad([90.0, 90.0, 45.0])
+    # Drop the worm so that its lowest corner is 1 mm above the floor top (y = -0.575).
+    x0[1] = 0.0
+    x0[1] += -0.575 + 1e-3 - _lowest_point(sim, x0[: sim.nq])
+    idx = np.array([1])
+
+    def neg_height(p):
+        return float(-p[0]), np.array([-1.0]), np.zeros((1, 1))
+
+    def metrics(xs, us):
+        return {"final_root_height": float(xs[-1, 1]), "max_root_height": float(xs[:, 1].max())}
+
+    return OCP(dynamics=sim, x0=x0, horizon=horizon, running_cost=ControlCost(sim, control_weight),
+               terminal_cost=_point_cost(sim, idx, neg_height), name="jump-worm", metrics=metrics,
+               info={"bench_state": _first_contact_state(sim, x0, horizon)})
+
+
+def _lowest_point(sim: Simulator, q: np.ndarray) -> float:
+    """Lowest y over the corners of every moving box of the model."""
+    model, geom = sim.model, sim.geometry
+    data = model.createData()
+    gdata = pin.GeometryData(geom)
+    pin.updateGeometryPlacements(model, data, geom, gdata, q)
+    low = np.inf
+    for k, obj in enumerate(geom.geometryObjects):
+        if obj.parentJoint == 0:
+            continue
+        M = gdata.oMg[k]
+        h = obj.geometry.halfSide
+        for sx in (-1, 1):
+            for sy in (-1, 1):
+                low = min(low, (M.rotation @ (h * [sx, sy, 1]) + M.translation)[1])
+    return float(low)
+
+
+def _first_contact_state(sim: Simulator, x0: np.ndarray, horizon: int):
+    """A state in contact for the benchmark: the first state of the zero-control rollout
+    whose step has a contact carrying an impulse (or the middle state if none)."""
+    data = sim.create_data()
+    x = x0
+    u = np.zeros(sim.nu)
+    for _ in range(horizon):
+        x_next = sim.step(x, u, data=data)
+        st = data.contact
+        if st is not None and st.geo is not None and np.abs(st.lam[: len(st.geo.contacts) * sim.contact_model.rows]).max() > 0:
+            return x.copy(), u
+        x = x_next
+    return x.copy(), u
