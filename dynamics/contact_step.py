@@ -122,6 +122,13 @@ class ContactModel:
         self.enabled = self.scene.npairs > 0 or bool(lim)
 
     # -- the step's contact part ------------------------------------------------------------
+    def may_touch(self, q) -> bool:
+        """False when nothing can be in contact at ``q`` (no collision pairs, no limit near)."""
+        if self.scene.npairs:
+            return True
+        margin = self.margin
+        return any(s * (q[iq] - ref) < margin for iq, _, s, ref in self.limits)
+
     def solve(self, model, data, gdata, q, v_free, dt, previous: ContactState | None):
         """``(v+, ContactState or None)``; forward kinematics at q has been run by detection."""
         contacts = self.scene.detect(model, data, gdata, q)

@@ -321,7 +321,10 @@ class Simulator:
         np.multiply(a, self.dt, out=v_next)
         v_next += v
         if self.contact_model is not None:
-            v_next[:] = self._solve_contacts(q, v_next, d)
+            if self.contact_model.may_touch(q):
+                v_next[:] = self._solve_contacts(q, v_next, d)
+            else:
+                d.contact = None
         if self._euclidean:
             np.multiply(v_next, self.dt, out=out[:nq])
             out[:nq] += q
@@ -356,7 +359,9 @@ class Simulator:
         Fu = np.empty((self.ndx, self.nu))
         dv = Fx[nv:]
         state = None
-        if self.contact_model is not None:
+        if self.contact_model is not None and not self.contact_model.may_touch(q):
+            d.contact = None
+        elif self.contact_model is not None:
             a = pin.aba(self.model, d.pin, q, v, tau)
             v_next[:] = self._solve_contacts(q, v + dt * a, d)
             state = d.contact

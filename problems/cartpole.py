@@ -10,6 +10,9 @@ Bodies (uniform solids; inertia is the solid's own):
 - pole links: box 0.04 x 0.04 x L m, 0.1 kg, L = 1.0 m (cartpole) or 0.5 m each
   (double cartpole), hinged at their top, centre of mass at L/2;
 - pendulum: one 1.0 kg, 1.0 m box link hinged at the world origin, torque +-5 N m.
+
+The links pass through each other and the cart (no self-collision), as in the
+classic benchmark.
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ def cartpole_simulator(n_poles: int = 1, *, dt: float = 0.02, pole_length: float
         b.add_body(j, mass=POLE_MASS, box=(POLE_WIDTH, POLE_WIDTH, L), offset=(0, 0, -L / 2))
         parent, at = j, (0.0, 0.0, -L)
     model, geom = b.build()
-    return Simulator(model, geometry=geom, dt=dt, actuated=["cart"])
+    return Simulator(model, geometry=geom, dt=dt, actuated=["cart"], self_collision=False)
 
 
 def _angle_error(theta):

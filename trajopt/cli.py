@@ -22,7 +22,7 @@ import time
 import numpy as np
 
 DEFAULT_OUT = "out"
-DEFAULT_BENCH = ("pendulum", "cartpole", "double-cartpole", "ur5-reach")
+DEFAULT_BENCH = ("cartpole", "double-cartpole", "ur5-reach", "catapult", "jump-worm")
 
 
 class CLIError(Exception):
