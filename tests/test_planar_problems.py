@@ -1,0 +1,79 @@
+"""Catapult and jump-worm: scenes as stated, contact along rollouts, Jacobians away from mode switches."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import problems
+from trajopt import fd_tolerance, max_relative_error, step_jacobians_fd
+
+
+@pytest.fixture(scope="module", params=["catapult", "jump-worm"])
+def planar(request):
+    ocp = problems.load(request.param)
+    rng = np.random.default_rng(0)
+    # Moderate random torques (20% of the limits) so that links hit the floor and each other.
+    us = np.clip(rng.normal(0, 0.2, (ocp.horizon, ocp.nu)) * ocp.u_upper, ocp.u_lower, ocp.u_upper)
+    xs = ocp.rollout(us)
+    return request.param, ocp, xs, us
+
+
+def test_scene_matches_its_statement():
+    cat = problems.load("catapult")
+    sim = cat.dynamics
+    assert (sim.nq, sim.nv, sim.nu) == (5, 5, 3) and sim.dt == 1e-3 and cat.horizon == 500
+    assert np.allclose(cat.x0[:5], [0, 0.1, np.pi / 4, 0, np.pi / 4])
+    assert np.allclose(sim.u_upper, 1000.0)
+    assert np.allclose(sim.model.gravity.linear, [0, -9.81, 0])
+    assert np.allclose(sim.model.lowerPositionLimit[2:], 0) and np.allclose(sim.model.upperPositionLimit[2:], np.pi)
+    worm = problems.load("jump-worm")
+    assert worm.horizon == 400 and np.allclose(worm.dynamics.u_upper, 100.0)
+    assert np.allclose(worm.x0[2:5], np.deg2rad([90, 90, 45]))
+
+
+def test_rollouts_stay_out_of_the_floor(planar):
+    name, ocp, xs, us = planar
+    assert np.all(np.isfinite(xs))
+    floor_top = -0.575
+    assert xs[:, 1].min() > floor_top + 0.05 - 2e-3  # the 0.1 m box never sinks into the floor
+    st = ocp.dynamics.warm_start_stats
+    assert st["contact_steps"] > 0
+
+
+def test_jacobians_along_rollout_match_central_differences(planar):
+    """Every 10th state: analytical vs central FD, except at states within the FD step
+    of a mode switch, recognised by two FD step sizes disagreeing with each other."""
+    name, ocp, xs, us = planar
+    sim = ocp.dynamics
+    checked = skipped = in_contact = 0
+    for t in range(0, ocp.horizon, 10):
+        x, u = xs[t], us[t]
+        _, Fx, Fu = sim.step_derivatives(x, u)
+        touching = len(sim.contacts) > 0 or sim.contacts.limit_impulses.size > 0
+        a = step_jacobians_fd(sim, x, u, h=6e-6)
+        b = step_jacobians_fd(sim, x, u, h=1e-6)
+        scale = max(1.0, np.abs(Fx).max(), np.abs(Fu).max())
+        if max(max_relative_error(a.Fx, b.Fx), max_relative_error(a.Fu, b.Fu)) > 1e-5:
+            skipped += 1
+            continue
+        err = max(max_relative_error(Fx, b.Fx), max_relative_error(Fu, b.Fu))
+        assert err < max(1e-6, 10 * fd_tolerance(1e-6) * scale), (name, t, err)
+        checked += 1
+        in_contact += touching
+    assert skipped <= 0.1 * (checked + skipped), (checked, skipped)
+    assert in_contact >= 5  # the check covers states in contact, not only free flight
+
+
+def test_problem_losses(planar):
+    name, ocp, xs, us = planar
+    figures = ocp.evaluate(xs, us)
+    if name == "catapult":
+        d = np.linalg.norm(xs[-1, :2] - [2.2, 2.2])
+        assert figures["distance_to_target"] == pytest.approx(d)
+        assert ocp.terminal_cost.value(xs[-1]) == pytest.approx(d * d)
+        g = ocp.terminal_cost.derivatives(xs[-1]).Lx
+        assert np.allclose(g[:2], 2 * (xs[-1, :2] - [2.2, 2.2])) and not g[2:].any()
+    else:
+        assert figures["final_root_height"] == pytest.approx(xs[-1, 1])
+        assert ocp.terminal_cost.value(xs[-1]) == pytest.approx(-xs[-1, 1])
