@@ -77,3 +77,23 @@ def test_problem_losses(planar):
     else:
         assert figures["final_root_height"] == pytest.approx(xs[-1, 1])
         assert ocp.terminal_cost.value(xs[-1]) == pytest.approx(-xs[-1, 1])
+
+
+def test_half_cheetah_lands_on_its_feet_with_exact_jacobians():
+    from problems.cheetah import _capsule_mass
+
+    ocp = problems.load("half-cheetah", horizon=400)
+    sim = ocp.dynamics
+    assert (sim.nq, sim.nv, sim.nu) == (9, 9, 6)
+    assert np.allclose(sim.u_upper, [120, 90, 60, 120, 60, 30])
+    total = sum(_capsule_mass(h) for h in (0.5, 0.15, 0.145, 0.15, 0.094, 0.133, 0.106, 0.07))
+    assert sum(I.mass for I in sim.model.inertias) == pytest.approx(total)
+    xs = ocp.rollout(ocp.us_init)
+    assert np.all(np.isfinite(xs))
+    height = ocp.evaluate(xs, ocp.us_init)["final_torso_height"]
+    assert 0.2 < height < 0.6  # standing on its legs, not through the ground
+    for t in (150, 300):
+        _, Fx, Fu = sim.step_derivatives(xs[t], ocp.us_init[t])
+        assert len(sim.contacts) >= 1
+        fd = step_jacobians_fd(sim, xs[t], ocp.us_init[t], h=1e-6)
+        assert max(max_relative_error(Fx, fd.Fx), max_relative_error(Fu, fd.Fu)) < 1e-6
