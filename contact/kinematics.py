@@ -48,6 +48,11 @@ def cross_cols(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.stack((a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]))
 
 
+#: d(n, t)/dn in a planar scene (t = z x n): constant.
+_PLANAR_DD = np.stack((np.eye(3), skew(_Z)))
+_PLANAR_DD.setflags(write=False)
+
+
 @dataclass
 class ContactGeometry:
     """Per-step contact kinematics (m = rows): what the derivatives reuse.
@@ -93,9 +98,10 @@ class ContactKinematics:
     def directions(self, n: np.ndarray):
         """``(D, dD_dn)``: direction matrix (3, r) with columns n, t1[, t2] and d(column)/dn (r, 3, 3)."""
         if self.planar:
-            t = np.array([-n[1], n[0], 0.0])
-            dt = skew(_Z)
-            return np.column_stack((n, t)), np.stack((np.eye(3), dt))
+            D = np.empty((3, 2))
+            D[:, 0] = n
+            D[0, 1], D[1, 1], D[2, 1] = -n[1], n[0], 0.0
+            return D, _PLANAR_DD
         a = np.abs(n)
         e = np.zeros(3)
         e[int(np.argmin(a))] = 1.0

@@ -247,10 +247,14 @@ class ContactModel:
         rhs = J[C] @ G
         rhs[:, :nv] += K
         S = J[C] @ (state.Minv @ Jt_C)
+        # A plain solve when S is regular; least squares when the clamping set is
+        # rank-deficient (a box flat on the ground), detected by the solve failing
+        # or leaving a residual (any exact solution gives the same dv+).
         try:
             X = np.linalg.solve(S, -rhs)
-            if not np.all(np.isfinite(X)) or np.linalg.cond(S) > 1e10:
-                raise np.linalg.LinAlgError
+            ok = np.abs(S @ X + rhs).max() <= 1e-9 * (1.0 + np.abs(rhs).max())
         except np.linalg.LinAlgError:
+            ok = False
+        if not ok:
             X = np.linalg.lstsq(S, -rhs, rcond=1e-10)[0]
         return G + state.Minv @ (Jt_C @ X)
