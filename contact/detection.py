@@ -167,7 +167,8 @@ class CollisionScene:
             for i in range(patch.size()):
                 p = np.array(witness(i))
                 if isinstance(shape_P, coal.Box):
-                    p = _snap_to_vertex(shape_P, M_P, p)
+                    # A's vertices facing B are the lowest along n; B's the highest.
+                    p = _snap_to_vertex(shape_P, M_P, p, n, -1.0 if on_A else 1.0)
                 if self.planar:
                     if any(abs(p[0] - s_[0]) < 1e-9 and abs(p[1] - s_[1]) < 1e-9 for s_ in seen):
                         continue
@@ -253,15 +254,26 @@ def _support(shape, M: pin.SE3, d: np.ndarray) -> float | None:
     return None
 
 
-def _snap_to_vertex(box, M: pin.SE3, p: np.ndarray, tol: float = 1e-4) -> np.ndarray:
-    """The box vertex nearest to the world point ``p`` when within ``tol`` of it, else ``p``."""
-    h = box.halfSide
-    local = M.rotation.T @ (p - M.translation)
-    corner = np.where(local >= 0.0, h, -h)
-    if np.abs(local - corner).max() <= tol + 1e-9 * h.max():
-        return M.rotation @ corner + M.translation
-    return p
+_SIGNS = np.array([[sx, sy, sz] for sx in (-1.0, 1.0) for sy in (-1.0, 1.0) for sz in (-1.0, 1.0)])
 
+
+def _snap_to_vertex(box, M: pin.SE3, p: np.ndarray, n: np.ndarray, toward: float, tol: float = 1e-4) -> np.ndarray:
+    """The box vertex under the patch point ``p``, else ``p``.
+
+    coal flattens a patch onto one plane along the normal, so only the tangential
+    offset tells which vertex a point stands for: among the vertices within
+    ``tol`` of ``p`` in the plane normal to ``n``, take the one furthest along
+    ``toward * n`` (the side facing the other body).
+    """
+    V = (_SIGNS * box.halfSide) @ M.rotation.T + M.translation  # (8, 3) world vertices
+    d = V - p
+    along = d @ n
+    tang = d - np.outer(along, n)
+    close = np.einsum("ij,ij->i", tang, tang) <= tol * tol
+    if not close.any():
+        return p
+    k = np.flatnonzero(close)[np.argmax(toward * along[close])]
+    return V[k]
 
 def _configure(req, margin: float, gjk_tolerance: float) -> None:
     req.enable_contact = True
