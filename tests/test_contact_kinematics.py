@@ -10,6 +10,8 @@ from contact.detection import CollisionScene
 from contact.kinematics import ContactKinematics
 from dynamics import ModelBuilder, Simulator, example_robot_urdf
 
+from .reference_kinematics import ReferenceKinematics
+
 
 def _free_box():
     b = ModelBuilder("box")
@@ -40,7 +42,7 @@ MODELS = {
 def test_support_mask_identities(name):
     """d(J6^T w)/dq and d(J6 v)/dq from S_k x S_i on the support mask equal finite differences."""
     model, jid = MODELS[name]()
-    kin, data = ContactKinematics(model), model.createData()
+    kin, data = ReferenceKinematics(model), model.createData()
     rng = np.random.default_rng(1)
     q = pin.integrate(model, pin.neutral(model), rng.uniform(-1, 1, model.nv))
 
@@ -127,3 +129,42 @@ def test_tilted_box_corners_have_their_own_distances():
     corners = [R @ np.array([sx * 0.1, sy * 0.15, -0.05]) + q[:3] for sx in (-1, 1) for sy in (-1, 1)]
     assert np.allclose(sorted(c.phi), sorted(p[2] for p in corners), atol=1e-12)
     assert len(set(np.round(c.phi, 12))) == 2  # the raised and the lowered pair of corners
+
+
+@pytest.mark.parametrize("kind", ["tilted box on ground", "sphere on ground", "box on a moving link"])
+def test_compiled_kernels_equal_the_numpy_reference(kind):
+    model, sc, q, planar = _scene(kind)
+    data, gdata = model.createData(), sc.create_data()
+    fast, ref = ContactKinematics(model, planar=planar), ReferenceKinematics(model, planar=planar)
+    c = sc.detect(model, data, gdata, q)
+    pin.computeJointJacobians(model, data, q)
+    gf, gr = fast.geometry(data, c), ref.geometry(data, c)
+    for name in ("J", "D", "dD", "dp", "J6A", "J6B"):
+        assert np.allclose(getattr(gf, name), getattr(gr, name), atol=1e-13), name
+    rng = np.random.default_rng(3)
+    lam, v = rng.standard_normal(gf.J.shape[0]), rng.standard_normal(model.nv)
+    assert np.allclose(fast.force_derivative(gf, lam), ref.force_derivative(gr, lam), atol=1e-12)
+    assert np.allclose(fast.velocity_derivative(gf, v), ref.velocity_derivative(gr, v), atol=1e-12)
+
+
+def test_3d_frames_of_the_kernel_on_random_normals():
+    """Tangent construction and its derivative for arbitrary normals (3-D scenes)."""
+    model, _ = _free_box()
+    fast, ref = ContactKinematics(model), ReferenceKinematics(model)
+    data = model.createData()
+    rng = np.random.default_rng(5)
+    q = pin.integrate(model, pin.neutral(model), rng.uniform(-1, 1, 6))
+    pin.computeJointJacobians(model, data, q)
+    from contact.detection import Contacts
+
+    nc = 6
+    n = rng.standard_normal((nc, 3))
+    n /= np.linalg.norm(n, axis=1)[:, None]
+    ones = np.ones(nc, dtype=np.intp)
+    c = Contacts(rng.standard_normal((nc, 3)), n, np.zeros(nc), ones, 0 * ones, ones, 0 * ones,
+                 rng.uniform(-0.1, 0.1, nc), np.arange(nc))
+    gf, gr = fast.geometry(data, c), ref.geometry(data, c)
+    for name in ("J", "D", "dD", "dp"):
+        assert np.allclose(getattr(gf, name), getattr(gr, name), atol=1e-12), name
+    D = gf.D
+    assert np.allclose(np.einsum("cij,cik->cjk", D, D), np.eye(3))  # orthonormal frames
