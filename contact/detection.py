@@ -34,6 +34,10 @@ import coal
 import numpy as np
 import pinocchio as pin
 
+from . import _kernels
+
+#: Tangential distance (m) within which a patch point is snapped to a box vertex.
+SNAP_TOLERANCE = 1e-4
 #: GJK tolerance of every collision request (coal's default 1e-6 fails on exactly touching boxes).
 GJK_TOLERANCE = 1e-8
 _ROUND = (coal.Sphere, coal.Capsule)
@@ -142,51 +146,54 @@ class CollisionScene:
         if not hit:
             return Contacts.empty()
         pin.computeContactPatches(self.geometry, gdata)
-        pts, nrm, phi, ba, bb, nb, pb, rad, pair = [], [], [], [], [], [], [], [], []
+        parts = []
         for k in hit:
             jA, jB, sA, sB, iA, iB = self._info[k]
             patch = gdata.contactPatchResults[k].getContactPatch(0)
-            if not _valid(patch):
+            if not _valid_normal(patch):
                 patch = self._retry(k, gdata)
             n = np.array(patch.getNormal())
             carrier, vertex_body, radius, n = self._classify(jA, jB, sA, sB, iA, iB, n, gdata)
             on_A = vertex_body == jA
-            # The witness point on the body that carries the point (not the patch
-            # midpoint, which is not body-fixed), snapped to the box vertex it is.
+            # The witness points on the body that carries the point (the patch
+            # midpoints are not body-fixed), snapped to the box vertices they stand for.
             witness = patch.getPointShape2 if on_A else patch.getPointShape1
+            P = np.array([witness(i) for i in range(patch.size())])
+            if not np.all(np.abs(P) < 1e6):
+                patch = self._retry(k, gdata)
+                witness = patch.getPointShape2 if on_A else patch.getPointShape1
+                P = np.array([witness(i) for i in range(patch.size())])
             shape_P, M_P = (sA, gdata.oMg[iA]) if on_A else (sB, gdata.oMg[iB])
+            if isinstance(shape_P, coal.Box):
+                # A's vertices facing B are the lowest along n; B's the highest.
+                P = _kernels.snap_to_box_vertices(M_P.rotation, M_P.translation, shape_P.halfSide, P, n,
+                                                  -1.0 if on_A else 1.0, SNAP_TOLERANCE)
+            if self.planar:
+                P = _merge_planar(P)
             # Each point's own signed distance to the carrier's face plane (coal
             # gives one depth for the whole patch and flattens it onto one plane).
             if on_A:
                 level = _support(sB, gdata.oMg[iB], n)
-                sign = 1.0
+                phi = P @ n - level if level is not None else np.full(len(P), patch.penetration_depth)
             else:
-                level = -_support(sA, gdata.oMg[iA], -n)
-                sign = -1.0
-            seen = []
-            for i in range(patch.size()):
-                p = np.array(witness(i))
-                if isinstance(shape_P, coal.Box):
-                    # A's vertices facing B are the lowest along n; B's the highest.
-                    p = _snap_to_vertex(shape_P, M_P, p, n, -1.0 if on_A else 1.0)
-                if self.planar:
-                    if any(abs(p[0] - s_[0]) < 1e-9 and abs(p[1] - s_[1]) < 1e-9 for s_ in seen):
-                        continue
-                    seen.append(p)
-                    p = p.copy()
-                    p[2] = 0.0
-                pts.append(p)
-                nrm.append(n)
-                phi.append(patch.penetration_depth if level is None else sign * (n @ p - level))
-                ba.append(jA)
-                bb.append(jB)
-                nb.append(carrier)
-                pb.append(vertex_body)
-                rad.append(radius)
-                pair.append(k)
-        return Contacts(np.array(pts), np.array(nrm), np.array(phi), np.array(ba, dtype=np.intp),
-                        np.array(bb, dtype=np.intp), np.array(nb, dtype=np.intp), np.array(pb, dtype=np.intp),
-                        np.array(rad), np.array(pair, dtype=np.intp))
+                level = _support(sA, gdata.oMg[iA], -n)
+                phi = -level - P @ n if level is not None else np.full(len(P), patch.penetration_depth)
+            parts.append((P, n, phi, jA, jB, carrier, vertex_body, radius, k))
+        m = sum(len(p[0]) for p in parts)
+        out = Contacts(np.empty((m, 3)), np.empty((m, 3)), np.empty(m), np.empty(m, dtype=np.intp),
+                       np.empty(m, dtype=np.intp), np.empty(m, dtype=np.intp), np.empty(m, dtype=np.intp),
+                       np.empty(m), np.empty(m, dtype=np.intp))
+        i = 0
+        for P, n, phi, jA, jB, carrier, vertex_body, radius, k in parts:
+            e = i + len(P)
+            out.points[i:e] = P
+            out.normals[i:e] = n
+            out.phi[i:e] = phi
+            out.body_a[i:e], out.body_b[i:e] = jA, jB
+            out.normal_body[i:e], out.point_body[i:e] = carrier, vertex_body
+            out.radius[i:e], out.pair[i:e] = radius, k
+            i = e
+        return out
 
     def _retry(self, k, gdata):
         """Recompute pair ``k`` with coal directly and a tighter GJK tolerance.
@@ -254,31 +261,30 @@ def _support(shape, M: pin.SE3, d: np.ndarray) -> float | None:
     return None
 
 
-_SIGNS = np.array([[sx, sy, sz] for sx in (-1.0, 1.0) for sy in (-1.0, 1.0) for sz in (-1.0, 1.0)])
-
-
-def _snap_to_vertex(box, M: pin.SE3, p: np.ndarray, n: np.ndarray, toward: float, tol: float = 1e-4) -> np.ndarray:
-    """The box vertex under the patch point ``p``, else ``p``.
-
-    coal flattens a patch onto one plane along the normal, so only the tangential
-    offset tells which vertex a point stands for: among the vertices within
-    ``tol`` of ``p`` in the plane normal to ``n``, take the one furthest along
-    ``toward * n`` (the side facing the other body).
-    """
-    V = (_SIGNS * box.halfSide) @ M.rotation.T + M.translation  # (8, 3) world vertices
-    d = V - p
-    along = d @ n
-    tang = d - np.outer(along, n)
-    close = np.einsum("ij,ij->i", tang, tang) <= tol * tol
-    if not close.any():
-        return p
-    k = np.flatnonzero(close)[np.argmax(toward * along[close])]
-    return V[k]
-
 def _configure(req, margin: float, gjk_tolerance: float) -> None:
     req.enable_contact = True
     req.security_margin = margin
     req.gjk_tolerance = gjk_tolerance
+
+
+def _valid_normal(patch) -> bool:
+    """The patch has points, a finite unit normal and a sane depth (points are checked on reading)."""
+    if patch.size() == 0:
+        return False
+    n = np.asarray(patch.getNormal())
+    depth = patch.penetration_depth
+    return bool(np.all(np.isfinite(n)) and abs(n @ n - 1.0) < 1e-6 and np.isfinite(depth) and abs(depth) < 1e3)
+
+
+def _merge_planar(P: np.ndarray) -> np.ndarray:
+    """Drop points that repeat another's (x, y) (in a planar scene they give the same rows); z set to 0."""
+    keep = []
+    for i in range(len(P)):
+        if not any(abs(P[i, 0] - P[j, 0]) < 1e-9 and abs(P[i, 1] - P[j, 1]) < 1e-9 for j in keep):
+            keep.append(i)
+    out = P[keep]
+    out[:, 2] = 0.0
+    return out
 
 
 def _valid(patch) -> bool:

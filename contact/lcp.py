@@ -117,6 +117,7 @@ column-pivoted QR (``dgeqp3``) minimal-norm solve when it is not, plus the accep
 
 from __future__ import annotations
 
+import copy
 import enum
 from dataclasses import dataclass, field
 
@@ -277,6 +278,25 @@ class BoxedLCP:
     def n(self) -> int:
         """Number of rows."""
         return self.b.shape[0]
+
+    def with_values(self, A: np.ndarray, b: np.ndarray) -> "BoxedLCP":
+        """The same rows (``normal_of``, ``mu`` and all that derives from them) with new ``A``, ``b``.
+
+        Only the new arrays are checked (shapes, finite values): this is the
+        per-step path of a simulation whose contact structure did not change.
+        """
+        A = np.ascontiguousarray(A, dtype=float)
+        b = np.ascontiguousarray(b, dtype=float)
+        n = self.b.shape[0]
+        if A.shape != (n, n) or b.shape != (n,):
+            raise ValueError(f"BoxedLCP.with_values: A {A.shape} and b {b.shape} do not match {n} rows")
+        if not np.isfinite(A.sum() + b.sum()):
+            raise ValueError("BoxedLCP.with_values: A or b contains non-finite values (nan or inf)")
+        new = copy.copy(self)
+        new.A, new.b = A, b
+        new._anorm = float(_dlange("I", A)) if n else 0.0
+        new._bnorm = float(np.abs(b).max()) if n else 0.0
+        return new
 
     def lower(self, x: np.ndarray) -> np.ndarray:
         """Lower bounds (n,) at impulses ``x`` (n,): 0 on normal rows, ``-mu_i x_k`` on friction rows."""

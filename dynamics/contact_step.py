@@ -160,15 +160,19 @@ class ContactModel:
         A = J @ MJt
         b = J @ v_free
         b[normal_rows] += bias / dt
-        normal_of = np.full(m, -1, dtype=np.intp)
-        mu = np.zeros(m)
-        for t in range(1, r):
-            idx = np.arange(nc) * r
-            normal_of[idx + t] = idx
-            mu[idx + t] = self.friction
-        lcp = BoxedLCP(A=A, b=b, normal_of=normal_of, mu=mu)
         key = (tuple(contacts.pair.tolist()), len(contacts), tuple(x[0] * 2 + (x[2] > 0) for x in limit_rows))
-        guess = (previous.modes, previous.signs) if previous is not None and previous.key == key else None
+        same = previous is not None and previous.key == key
+        if same:  # same rows as the last step: reuse the LCP's structure and warm-start
+            lcp = previous.lcp.with_values(A, b)
+        else:
+            normal_of = np.full(m, -1, dtype=np.intp)
+            mu = np.zeros(m)
+            idx = np.arange(nc) * r
+            for t in range(1, r):
+                normal_of[idx + t] = idx
+                mu[idx + t] = self.friction
+            lcp = BoxedLCP(A=A, b=b, normal_of=normal_of, mu=mu)
+        guess = (previous.modes, previous.signs) if same else None
         sol = solve_lcp(lcp, guess=guess)
         lam = sol.x
         v_next = v_free + MJt @ lam

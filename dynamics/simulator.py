@@ -333,6 +333,9 @@ class Simulator:
         return self._check_next(out, x, u)
 
     def _solve_contacts(self, q, v_free, d):
+        if not math.isfinite(v_free.sum()):
+            raise SimulationError(f"{self.name}: the free velocity is non-finite before contact; "
+                                  "the simulation diverged")
         v_next, state = self.contact_model.solve(self.model, d.pin, d.geom, q, v_free, self.dt, d.contact)
         d.contact = state
         if state is not None:
