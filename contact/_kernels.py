@@ -265,3 +265,82 @@ def snap_to_box_vertices(R, t, half, pts, n, toward, tol):
             for i in range(3):
                 out[j, i] = V[best, i]
     return out
+
+
+@njit(cache=True)
+def derivative_modes(A, b, lam, normal_of):
+    """``(clamp, bounded, signs)`` per row, from the impulses and velocities at the solution.
+
+    A normal row clamps when it carries an impulse or its velocity is zero
+    (tied: kept in contact); a friction row of a clamping contact sticks when its
+    velocity is zero, else it is bounded at ``-sign(c_t) mu lambda_n``.
+    """
+    m = b.shape[0]
+    w = A @ lam + b
+    bmax = 0.0
+    lmax = 0.0
+    for i in range(m):
+        bmax = max(bmax, abs(b[i]))
+        lmax = max(lmax, abs(lam[i]))
+    tol_w = 1e-8 * (1.0 + bmax)
+    tol_l = 1e-12 * (1.0 + lmax)
+    clamp = np.zeros(m, dtype=np.bool_)
+    bounded = np.zeros(m, dtype=np.bool_)
+    signs = np.zeros(m)
+    for i in range(m):
+        if normal_of[i] < 0:
+            clamp[i] = lam[i] > tol_l or abs(w[i]) <= tol_w
+    for i in range(m):
+        k = normal_of[i]
+        if k >= 0 and clamp[k]:
+            if abs(w[i]) <= tol_w:
+                clamp[i] = True
+            else:
+                bounded[i] = True
+                signs[i] = -1.0 if w[i] > 0 else 1.0
+    return clamp, bounded, signs
+
+
+@njit(cache=True)
+def implicit_velocity_jacobian(J, Minv, A, b, lam, normal_of, mu, slope, dJv, m_contact, G):
+    """``dv+/dtheta`` (nv, ncols) through the active set; see :mod:`dynamics.contact_step`.
+
+    ``G`` (nv, ncols) is dv+/dtheta at fixed impulses with the q-columns first;
+    ``slope`` (m,) is bias'(phi)/dt on normal and limit rows (0 elsewhere);
+    ``dJv`` (m_contact, nv) is d(J w)/dq at w = v+ for the contact rows.
+    """
+    nv = J.shape[1]
+    clamp, bounded, signs = derivative_modes(A, b, lam, normal_of)
+    C = np.flatnonzero(clamp)
+    nC = C.shape[0]
+    if nC == 0:
+        return G.copy()
+    pos = -np.ones(J.shape[0], dtype=np.int64)
+    for a in range(nC):
+        pos[C[a]] = a
+    JtC = np.empty((nv, nC))  # J_C^T + J_B^T E
+    JC = np.empty((nC, nv))
+    for a in range(nC):
+        for k in range(nv):
+            JtC[k, a] = J[C[a], k]
+            JC[a, k] = J[C[a], k]
+    for i in range(J.shape[0]):
+        if bounded[i]:
+            a = pos[normal_of[i]]
+            if a >= 0:
+                for k in range(nv):
+                    JtC[k, a] += signs[i] * mu[i] * J[i, k]
+    rhs = JC @ G
+    for a in range(nC):
+        row = C[a]
+        for k in range(nv):
+            extra = slope[row] * J[row, k]
+            if row < m_contact:
+                extra += dJv[row, k]
+            rhs[a, k] += extra
+    MJt = Minv @ JtC
+    S = JC @ MJt
+    # Least squares with a rank cutoff: exact on a regular S, minimal-norm on the
+    # rank-deficient clamping sets of coplanar contacts (any exact solution gives the same dv+).
+    X = np.linalg.lstsq(S, -rhs, 1e-10)[0]
+    return G + MJt @ X

@@ -37,7 +37,8 @@ import pinocchio as pin
 
 from contact.detection import CollisionScene, Contacts
 from contact.kinematics import ContactGeometry, ContactKinematics
-from contact.lcp import BoxedLCP, Mode, solve_lcp
+from contact import _kernels
+from contact.lcp import BoxedLCP, solve_lcp
 
 CONTACT_MODELS = ("lcp",)
 #: Penetration depth (m) below which no extra push-out is applied (see ``bias``).
@@ -198,67 +199,19 @@ class ContactModel:
                              c.body_a.copy(), c.body_b.copy(), state.lam[nc * r:].copy())
 
     # -- Jacobians ------------------------------------------------------------------------------
-    @staticmethod
-    def derivative_modes(state: ContactState):
-        """``(clamp, bounded, signs)`` row masks used by the implicit differentiation.
-
-        From the impulses and velocities at the solution: a normal row clamps when
-        it carries an impulse or its velocity is zero (tied: kept in contact); a
-        friction row of a clamping contact sticks (clamps) when its velocity is
-        zero, else it is bounded at ``-sign(c_t) mu lambda_n``; everything else is
-        separating.
-        """
-        lcp, lam = state.lcp, state.lam
-        w = lcp.A @ lam + lcp.b
-        tol_w = 1e-8 * (1.0 + np.abs(lcp.b).max(initial=0.0))
-        tol_l = 1e-12 * (1.0 + np.abs(lam).max(initial=0.0))
-        normal = lcp.normal_of < 0
-        clamp = normal & ((lam > tol_l) | (np.abs(w) <= tol_w))
-        parent = np.where(normal, 0, lcp.normal_of)
-        friction_live = ~normal & clamp[parent]
-        stick = friction_live & (np.abs(w) <= tol_w)
-        bounded = friction_live & ~stick
-        signs = np.where(bounded, -np.sign(w), 0.0)
-        return clamp | stick, bounded, signs
-
     def velocity_jacobian(self, state: ContactState, G: np.ndarray, v_next: np.ndarray, dt: float) -> np.ndarray:
-        """``dv+/dtheta`` (nv, ncols) from ``G = dv+/dtheta`` at fixed lambda; q-columns come first."""
-        nv = self.nv
-        clamp, bounded, signs = self.derivative_modes(state)
-        C = np.flatnonzero(clamp)
-        if C.size == 0:
-            return G
-        J = state.J
-        Jt_C = J[C].T.copy()  # (nv, nC): J_C^T + J_B^T E
-        bounded = np.flatnonzero(bounded)
-        if bounded.size:
-            pos = {int(c): k for k, c in enumerate(C)}
-            normal_of, mu = state.lcp.normal_of, state.lcp.mu
-            for bi in bounded:
-                k = pos.get(int(normal_of[bi]))
-                if k is not None:
-                    Jt_C[:, k] += signs[bi] * mu[bi] * J[bi]
-        # K: how the clamping rows' velocity changes with q at fixed v+ (kinematics + bias).
-        K = np.zeros((C.size, nv))
+        """``dv+/dtheta`` (nv, ncols) from ``G = dv+/dtheta`` at fixed lambda; q-columns come first.
+
+        The reduced system over the clamping rows is solved in a compiled kernel
+        (plain solve, least squares when the clamping set is rank-deficient, as
+        for a box flat on the ground: any exact solution gives the same dv+).
+        """
+        m = state.J.shape[0]
         m_contact = 0 if state.geo is None else len(state.geo.contacts) * self.rows
-        if m_contact:
-            dJv = self.kin.velocity_derivative(state.geo, v_next)
-            in_contact = C < m_contact
-            K[in_contact] = dJv[C[in_contact]]
-        slope = np.zeros(J.shape[0])
+        dJv = (self.kin.velocity_derivative(state.geo, v_next) if m_contact
+               else np.zeros((0, self.nv)))
+        slope = np.zeros(m)
         slope[state.normal_rows] = state.bias_slope / dt
-        K += slope[C, None] * J[C]
-        rhs = J[C] @ G
-        rhs[:, :nv] += K
-        S = J[C] @ (state.Minv @ Jt_C)
-        # A plain solve when S is regular; least squares when the clamping set is
-        # rank-deficient (a box flat on the ground), detected by the solve failing
-        # or leaving a residual (any exact solution gives the same dv+).
-        try:
-            X = np.linalg.solve(S, -rhs)
-            ok = np.abs(S @ X + rhs).max() <= 1e-9 * (1.0 + np.abs(rhs).max())
-        except np.linalg.LinAlgError:
-            ok = False
-        if not ok:
-            X = np.linalg.lstsq(S, -rhs, rcond=1e-10)[0]
-        return G + state.Minv @ (Jt_C @ X)
+        lcp = state.lcp
+        return _kernels.implicit_velocity_jacobian(state.J, state.Minv, lcp.A, lcp.b, state.lam, lcp.normal_of,
+                                                   lcp.mu, slope, dJv, m_contact, np.ascontiguousarray(G))
