@@ -97,3 +97,61 @@ def test_half_cheetah_lands_on_its_feet_with_exact_jacobians():
         assert len(sim.contacts) >= 1
         fd = step_jacobians_fd(sim, xs[t], ocp.us_init[t], h=1e-6)
         assert max(max_relative_error(Fx, fd.Fx), max_relative_error(Fu, fd.Fu)) < 1e-6
+
+
+def _regime_state(name, regime):
+    """A hand-built state of catapult / jump-worm in a given contact regime.
+
+    Floor top is at y = -0.575, so the 0.1 m box rests at y = -0.525. The catapult
+    arm stays at its start angles (away from the box); the worm's tail points up.
+    """
+    ocp = problems.load(name)
+    x = ocp.x0.copy()
+    nq = ocp.dynamics.nq
+    if name == "jump-worm":
+        x[2:5] = (0.3, 0.4, 0.5)
+    x[:2] = (1.0 if name == "catapult" else 0.0, -0.525)
+    if regime == "free":
+        x[1] = 0.5
+        x[nq:nq + 2] = (1.0, 0.5)
+    elif regime == "sliding":
+        x[nq:nq + 2] = (1.0, 0.0)
+    elif regime == "separating":
+        x[1] = -0.524
+        x[nq:nq + 2] = (0.3, 2.0)
+    elif regime == "joint limit":
+        x[1] = 0.5  # box away from everything
+        x[3] = 0.0  # second link at its lower limit, moving into it
+        x[nq + 3] = -1.0
+    return ocp, x
+
+
+@pytest.mark.parametrize("name", ["catapult", "jump-worm"])
+@pytest.mark.parametrize("regime", ["free", "resting", "sliding", "separating", "joint limit"])
+def test_jacobians_in_each_contact_regime(name, regime):
+    ocp, x = _regime_state(name, regime)
+    sim = ocp.dynamics
+    u = np.zeros(sim.nu)
+    _, Fx, Fu = sim.step_derivatives(x, u)
+    rep, state = sim.contacts, sim._data.contact
+    box = rep.body_a == 1  # contacts of the box (joint 1) with the floor
+    if regime == "free":
+        assert not box.any()
+    elif regime == "resting":  # sticking: friction strictly inside the cone (the worm's tail loads it)
+        lam = rep.impulses[box]
+        assert box.any() and np.all(lam[:, 0] > 0) and np.all(np.abs(lam[:, 1]) < 0.99 * sim.friction * lam[:, 0])
+    elif regime == "sliding":
+        lam = rep.impulses[box]
+        assert np.all(lam[:, 0] > 0)
+        assert np.allclose(np.abs(lam[:, 1]), sim.friction * lam[:, 0])  # on the friction bound
+        n = rep.normals[box]
+        friction_x = lam[:, 1] * -n[:, 1]  # tangent t = z x n = (-n_y, n_x, 0)
+        assert np.all(friction_x < 0)  # opposing the motion along +x
+    elif regime == "separating":
+        assert box.any() and np.all(rep.impulses[box] == 0)
+    else:
+        assert rep.limit_impulses.size >= 1 and rep.limit_impulses.max() > 0
+    ref = step_jacobians_fd(sim, x, u)
+    err = max(max_relative_error(Fx, ref.Fx), max_relative_error(Fu, ref.Fu))
+    assert err < 1e-6, err
+    assert state is None or regime != "free" or not box.any()
