@@ -77,6 +77,15 @@ def _scene(kind):
         q = pin.neutral(model)
         q[2] = 0.099
         return model, sc, pin.integrate(model, q, np.array([0, 0, 0, 0.3, 0.2, 0.1])), False
+    if kind == "tilted capsule on ground":
+        b = ModelBuilder("capsule")
+        j = b.add_joint("free", name="root")
+        b.add_body(j, mass=1, capsule=(0.05, 0.3), rotation=(0.0, np.pi / 2, 0.0))
+        model, geom = b.build()
+        sc = CollisionScene(model, geom, ground=0.0, margin=0.05)
+        q = pin.neutral(model)
+        q[2] = 0.04
+        return model, sc, pin.integrate(model, q, np.array([0, 0, 0, 0.2, 0.1, 0.3])), False
     model, geom = _planar_arm_and_box()  # box resting on a rotated moving link: the normal turns
     sc = CollisionScene(model, geom, margin=0.02, planar=True)
     q = np.array([0.1, 0.2, 0.8, 0.0])
@@ -86,7 +95,8 @@ def _scene(kind):
     return model, sc, q, True
 
 
-@pytest.mark.parametrize("kind", ["tilted box on ground", "sphere on ground", "box on a moving link"])
+@pytest.mark.parametrize("kind", ["tilted box on ground", "sphere on ground", "tilted capsule on ground",
+                                  "box on a moving link"])
 def test_contact_jacobian_derivatives_with_geometry_terms(kind):
     """d(J^T lambda)/dq, d(J v)/dq and dphi/dq = J_n against finite differences of re-detected contacts."""
     model, sc, q, planar = _scene(kind)
