@@ -233,28 +233,26 @@ def velocity_derivative(J6A, J6B, D, dD, dp, points, v, mask, out):
 
 
 @njit(cache=True)
-def snap_to_box_vertices(R, t, half, pts, n, toward, tol):
-    """Replace each patch point (rows of ``pts``, world frame) by the box vertex under it.
+def snap_to_vertices(R, t, local_vertices, pts, n, toward, tol):
+    """Replace each patch point (rows of ``pts``, world frame) by the shape vertex under it.
 
-    The box has rotation ``R``, centre ``t`` and half sides ``half``. Among the 8
-    vertices within ``tol`` of a point in the plane normal to ``n``, the one
-    furthest along ``toward * n`` is taken; points with none stay as they are.
+    The shape has rotation ``R``, translation ``t`` and vertices ``local_vertices``
+    (k, 3) in its own frame. Among the vertices within ``tol`` of a point in the
+    plane normal to ``n``, the one furthest along ``toward * n`` is taken; points
+    with none stay as they are.
     """
     out = pts.copy()
-    V = np.empty((8, 3))
-    k = 0
-    for sx in (-1.0, 1.0):
-        for sy in (-1.0, 1.0):
-            for sz in (-1.0, 1.0):
-                l0, l1, l2 = sx * half[0], sy * half[1], sz * half[2]
-                for i in range(3):
-                    V[k, i] = R[i, 0] * l0 + R[i, 1] * l1 + R[i, 2] * l2 + t[i]
-                k += 1
+    nvtx = local_vertices.shape[0]
+    V = np.empty((nvtx, 3))
+    for k in range(nvtx):
+        l0, l1, l2 = local_vertices[k, 0], local_vertices[k, 1], local_vertices[k, 2]
+        for i in range(3):
+            V[k, i] = R[i, 0] * l0 + R[i, 1] * l1 + R[i, 2] * l2 + t[i]
     tol2 = tol * tol
     for j in range(pts.shape[0]):
         best = -1
         best_along = -np.inf
-        for k in range(8):
+        for k in range(nvtx):
             d0, d1, d2 = V[k, 0] - pts[j, 0], V[k, 1] - pts[j, 1], V[k, 2] - pts[j, 2]
             along = d0 * n[0] + d1 * n[1] + d2 * n[2]
             g0, g1, g2 = d0 - along * n[0], d1 - along * n[1], d2 - along * n[2]

@@ -36,7 +36,8 @@ import pinocchio as pin
 
 from . import _kernels
 
-#: Tangential distance (m) within which a patch point is snapped to a box vertex.
+_BOX_SIGNS = np.array([[sx, sy, sz] for sx in (-1.0, 1.0) for sy in (-1.0, 1.0) for sz in (-1.0, 1.0)])
+#: Tangential distance (m) within which a patch point is snapped to a shape vertex.
 SNAP_TOLERANCE = 1e-4
 #: GJK tolerance of every collision request (coal's default 1e-6 fails on exactly touching boxes).
 GJK_TOLERANCE = 1e-8
@@ -121,6 +122,7 @@ class CollisionScene:
                 gm.addCollisionPair(pin.CollisionPair(first, second))
         self._pairs = [(p.first, p.second) for p in gm.collisionPairs]
         self.retries = 0  # pairs recomputed after coal returned an invalid contact
+        self._vertices = [_local_vertices(o.geometry) for o in objs]
         self._info = []
         for first, second in self._pairs:  # first = B, second = A
             oA, oB = objs[second], objs[first]
@@ -163,11 +165,13 @@ class CollisionScene:
                 patch = self._retry(k, gdata)
                 witness = patch.getPointShape2 if on_A else patch.getPointShape1
                 P = np.array([witness(i) for i in range(patch.size())])
-            shape_P, M_P = (sA, gdata.oMg[iA]) if on_A else (sB, gdata.oMg[iB])
-            if isinstance(shape_P, coal.Box):
+            iP = iA if on_A else iB
+            vertices = self._vertices[iP]
+            if vertices is not None:
                 # A's vertices facing B are the lowest along n; B's the highest.
-                P = _kernels.snap_to_box_vertices(M_P.rotation, M_P.translation, shape_P.halfSide, P, n,
-                                                  -1.0 if on_A else 1.0, SNAP_TOLERANCE)
+                M_P = gdata.oMg[iP]
+                P = _kernels.snap_to_vertices(M_P.rotation, M_P.translation, vertices, P, n,
+                                              -1.0 if on_A else 1.0, SNAP_TOLERANCE)
             if self.planar:
                 P = _merge_planar(P)
             # Each point's own signed distance to the carrier's face plane (coal
@@ -258,6 +262,17 @@ def _support(shape, M: pin.SE3, d: np.ndarray) -> float | None:
     if isinstance(shape, coal.Box):
         R = M.rotation
         return float(d @ M.translation + np.abs(R.T @ d) @ shape.halfSide)
+    if isinstance(shape, coal.ConvexBase):
+        return float(d @ M.translation + (shape.points() @ (M.rotation.T @ d)).max())
+    return None
+
+
+def _local_vertices(shape) -> np.ndarray | None:
+    """The vertices (k, 3) of a polyhedral shape in its own frame (box corners, hull points); None otherwise."""
+    if isinstance(shape, coal.Box):
+        return np.ascontiguousarray(_BOX_SIGNS * shape.halfSide)
+    if isinstance(shape, coal.ConvexBase):
+        return np.ascontiguousarray(shape.points(), dtype=float)
     return None
 
 
@@ -302,7 +317,12 @@ def _valid(patch) -> bool:
 
 
 def _aligned(shape, M: pin.SE3, n: np.ndarray) -> bool:
-    return isinstance(shape, coal.Box) and np.abs(M.rotation.T @ n).max() > 1.0 - 1e-6
+    """``n`` is (up to sign) the normal of one of the shape's faces."""
+    if isinstance(shape, coal.Box):
+        return np.abs(M.rotation.T @ n).max() > 1.0 - 1e-6
+    if isinstance(shape, coal.ConvexBase):
+        return np.abs(shape.normals() @ (M.rotation.T @ n)).max() > 1.0 - 1e-6
+    return False
 
 
 def _face_normal(shape, M: pin.SE3, d: np.ndarray, *, flip: bool = False) -> np.ndarray:
@@ -318,6 +338,9 @@ def _face_normal(shape, M: pin.SE3, d: np.ndarray, *, flip: bool = False) -> np.
         c = M.rotation.T @ d
         k = int(np.argmax(np.abs(c)))
         out = M.rotation[:, k] * np.sign(c[k])
+    elif isinstance(shape, coal.ConvexBase):
+        N = shape.normals()
+        out = M.rotation @ N[int(np.argmax(N @ (M.rotation.T @ d)))]
     else:
         out = d
     out = np.array(out, dtype=float)

@@ -178,3 +178,46 @@ def test_3d_frames_of_the_kernel_on_random_normals():
         assert np.allclose(getattr(gf, name), getattr(gr, name), atol=1e-12), name
     D = gf.D
     assert np.allclose(np.einsum("cij,cik->cjk", D, D), np.eye(3))  # orthonormal frames
+
+
+def test_convex_hull_contacts_match_a_box():
+    """A convex hull with a box's vertices gives the box's contacts and exact derivatives."""
+    import coal
+
+    def build(convex: bool):
+        b = ModelBuilder("hull")
+        j = b.add_joint("free", name="root")
+        b.add_body(j, mass=1, box=(0.2, 0.3, 0.1))
+        model, geom = b.build()
+        if convex:
+            pts = [np.array([sx * 0.1, sy * 0.15, sz * 0.05]) for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)]
+            geom.geometryObjects[0].geometry = coal.Convex.convexHull(pts, False, "")
+        return model, CollisionScene(model, geom, ground=0.0, margin=0.01)
+
+    out = {}
+    for convex in (False, True):
+        model, sc = build(convex)
+        q = pin.integrate(model, np.r_[0, 0, 0.05, 0, 0, 0, 1.0], np.array([0, 0, 0, 2e-3, -1e-3, 0.2]))
+        data, gdata = model.createData(), sc.create_data()
+        c = sc.detect(model, data, gdata, q)
+        order = np.lexsort(c.points.T)
+        out[convex] = (c.points[order], c.phi[order])
+        kin = ContactKinematics(model)
+
+        def J_of(qq):
+            cc = sc.detect(model, data, gdata, qq)
+            pin.computeJointJacobians(model, data, qq)
+            return kin.geometry(data, cc)
+
+        g = J_of(q)
+        lam = np.random.default_rng(0).standard_normal(g.J.shape[0])
+        A = kin.force_derivative(g, lam)
+        h = 1e-6
+        for k in range(6):
+            e = np.zeros(6)
+            e[k] = h
+            gp, gm = J_of(pin.integrate(model, q, e)), J_of(pin.integrate(model, q, -e))
+            assert np.allclose(A[:, k], (gp.J.T @ lam - gm.J.T @ lam) / (2 * h), atol=1e-8)
+    assert len(out[True][1]) == 4
+    assert np.allclose(out[True][0], out[False][0], atol=1e-12)
+    assert np.allclose(out[True][1], out[False][1], atol=1e-12)
