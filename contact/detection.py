@@ -86,11 +86,14 @@ class CollisionScene:
     ``self_collision``: the model's own objects collide with each other, static
     ones (a floor built in code) included; False: only the ground collides with
     the model (a robot file's links overlap where only an SRDF could sort out).
+    ``pairs``: names of the object pairs that collide, replacing the rule above
+    (the ground, when given, still collides with every moving object).
     """
 
     def __init__(self, model: pin.Model, geometry: pin.GeometryModel | None, *, ground: float | None = None,
                  up=(0.0, 0.0, 1.0), margin: float = 1e-3, planar: bool = False,
-                 exclude: list[tuple[str, str]] | None = None, self_collision: bool = True):
+                 exclude: list[tuple[str, str]] | None = None, self_collision: bool = True,
+                 pairs: list[tuple[str, str]] | None = None):
         self.geometry = pin.GeometryModel() if geometry is None else geometry.copy()
         self.margin = float(margin)
         self.planar = planar
@@ -106,7 +109,20 @@ class CollisionScene:
                 if objs[i].parentJoint != 0:
                     gm.addCollisionPair(pin.CollisionPair(ig, i))
         excluded = {frozenset(p) for p in (exclude or [])}
-        for i in range(n_model):
+        if pairs is not None:
+            names = {objs[i].name: i for i in range(n_model)}
+            for a, b in pairs:
+                if a not in names or b not in names:
+                    missing = [x for x in (a, b) if x not in names]
+                    raise ValueError(f"collision pair ({a!r}, {b!r}): no collision object named {missing}; "
+                                     f"objects: {sorted(names)}")
+                i, k = names[a], names[b]
+                if objs[i].parentJoint == objs[k].parentJoint:
+                    raise ValueError(f"collision pair ({a!r}, {b!r}): both objects are on the same body")
+                first, second = (i, k) if objs[i].parentJoint == 0 or objs[k].parentJoint != 0 else (k, i)
+                gm.addCollisionPair(pin.CollisionPair(first, second))
+            self_collision = None  # pairs given explicitly: no automatic ones
+        for i in range(n_model if self_collision is not None else 0):
             for k in range(i + 1, n_model):
                 ji, jk = objs[i].parentJoint, objs[k].parentJoint
                 if ji == jk or (ji == 0 and jk == 0):

@@ -91,7 +91,7 @@ class ContactModel:
 
     def __init__(self, model: pin.Model, geometry, *, ground, up, friction: float, margin: float,
                  planar: bool, erp: float, joint_limits: bool, exclude=None, contact: str = "lcp",
-                 self_collision: bool = True):
+                 self_collision: bool = True, pairs=None):
         if contact not in CONTACT_MODELS:
             raise ValueError(f"unknown contact model {contact!r}; available: {', '.join(CONTACT_MODELS)}")
         if not (friction >= 0.0 and np.isfinite(friction)):
@@ -100,7 +100,7 @@ class ContactModel:
             raise ValueError(f"erp must be in (0, 1], got {erp!r}")
         self.contact = contact
         self.scene = CollisionScene(model, geometry, ground=ground, up=up, margin=margin, planar=planar,
-                                    exclude=exclude, self_collision=self_collision)
+                                    exclude=exclude, self_collision=self_collision, pairs=pairs)
         self.kin = ContactKinematics(model, planar=planar)
         self.rows = self.kin.rows
         self.friction = float(friction)

@@ -106,6 +106,9 @@ class Simulator:
         Bodies of the model collide with each other (except those joined by a
         joint). ``from_urdf``/``from_mjcf`` default to False: a robot file's
         links overlap in many places that only an SRDF could sort out.
+    collision_pairs:
+        Names of the collision-object pairs that collide, instead of the
+        ``self_collision`` rule (the ground still collides with every body).
 
     Contact is active when the model has collision pairs (geometry of two bodies
     not joined by a joint, or anything against ``ground``) or joint limits.
@@ -129,6 +132,7 @@ class Simulator:
         joint_limits: bool = True,
         exclude_pairs: Sequence[tuple[str, str]] | None = None,
         self_collision: bool = True,
+        collision_pairs: Sequence[tuple[str, str]] | None = None,
     ):
         if not isinstance(model, pin.Model):
             raise TypeError(f"Simulator needs a pinocchio.Model, got {type(model).__name__}")
@@ -168,7 +172,7 @@ class Simulator:
 
         cm = ContactModel(model, geometry, ground=ground, up=up, friction=friction, margin=margin,
                           planar=planar, erp=erp, joint_limits=joint_limits, exclude=exclude_pairs,
-                          contact=contact, self_collision=self_collision)
+                          contact=contact, self_collision=self_collision, pairs=collision_pairs)
         self.contact_model = cm if cm.enabled else None
         self.contact = contact if cm.enabled else "none"
         self.friction = float(friction)

@@ -127,3 +127,14 @@ def test_ocp_validation(sim):
         ocp.rollout(np.zeros((2, 1)))
     with pytest.raises(ValueError, match="state weights have shape"):
         StateCost(sim, np.zeros(4), np.ones(3))
+
+
+def test_unknown_collision_pair_names():
+    from problems.planar import catapult_simulator
+
+    model = catapult_simulator().model
+    geom = catapult_simulator().geometry
+    with pytest.raises(ValueError, match=r"no collision object named \['ball'\]"):
+        Simulator(model, geometry=geom, collision_pairs=[("ball", "floor")])
+    sim = Simulator(model, geometry=geom, collision_pairs=[("projectile_body1", "floor")])
+    assert sim.contact_model.scene.npairs == 1
