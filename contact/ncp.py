@@ -1,0 +1,502 @@
+"""The frictional contact problem with the Coulomb cone (NCP, second paper), exact at its answer.
+
+Rows come in groups: a contact is ``(n, t1, t2)`` (3-D) or ``(n, t)`` (planar)
+with friction coefficient ``mu``; a joint limit is a lone unilateral row. With
+``c = G lambda + b`` (``G`` the Delassus matrix, PSD, often rank-deficient) each
+contact satisfies Coulomb's law with the De Saxce correction::
+
+    lambda in K_mu = {lambda_n >= 0, |lambda_T| <= mu lambda_n}
+    c + (mu |c_T|, 0) in K_mu*,   lambda . (c + (mu |c_T|, 0)) = 0
+
+i.e. exactly one of
+
+- *breaking*: ``lambda = 0`` and ``c_n >= 0``;
+- *sticking*: ``c = 0`` and ``lambda`` inside the cone;
+- *sliding*: ``c_n = 0``, ``c_T != 0`` and ``lambda_T = -mu lambda_n c_T / |c_T|`` (on the cone's
+  boundary, opposite to the slip).
+
+A unilateral row is breaking (``lambda = 0``, ``c >= 0``) or sticking (``c = 0``, ``lambda >= 0``).
+
+Method: the previous step's modes are tried first (warm start): Newton's method on
+the equations of those modes, from the previous impulses, and the answer is
+accepted if it satisfies the law. Otherwise a blocked projected Gauss-Seidel
+with an *exact* per-contact solve (break, else stick, else slide: a 1-D root in
+the slip direction) finds the modes, and Newton on their equations makes the
+answer exact. Newton steps are least-squares minimal-norm, so rank-deficient
+problems (a box flat on the ground) get well-defined impulses. A problem
+Newton cannot settle returns the Gauss-Seidel iterate with status
+``"inexact"``; nothing returns NaN.
+
+:func:`ncp_residual` is the optimality residual: per contact,
+``|lambda - P_K(lambda - rho (c + mu |c_T| e_n))|`` with ``rho = 1 / G_nn``, zero
+exactly at a solution.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+
+class NCPMode(enum.IntEnum):
+    """Mode of a contact (or of a unilateral row) at an NCP solution."""
+
+    BREAKING = 0
+    STICKING = 1
+    SLIDING = 2
+
+
+@dataclass
+class NCPSolution:
+    """``x`` impulses (m,), ``c`` velocities (m,), ``modes`` per group, ``status`` (``"solved"``
+    or ``"inexact"``), ``residual`` (:func:`ncp_residual`), ``warm_start_hit``, ``iterations``
+    (Gauss-Seidel sweeps + Newton steps)."""
+
+    x: np.ndarray
+    c: np.ndarray
+    modes: np.ndarray
+    status: str
+    residual: float
+    warm_start_hit: bool
+    iterations: int
+
+
+# -- cone geometry --------------------------------------------------------------------------------
+@njit(cache=True)
+def _project_cone(lam, mu, size, out):
+    """Projection of a group's impulse on K_mu (size 1: the half-line)."""
+    ln = lam[0]
+    if size == 1:
+        out[0] = max(ln, 0.0)
+        return
+    tn = 0.0
+    for k in range(1, size):
+        tn += lam[k] * lam[k]
+    tn = np.sqrt(tn)
+    if ln >= 0.0 and tn <= mu * ln:  # inside the cone
+        for k in range(size):
+            out[k] = lam[k]
+    elif mu * tn <= -ln or tn == 0.0:  # inside the polar cone
+        for k in range(size):
+            out[k] = 0.0
+    else:
+        a = (ln + mu * tn) / (1.0 + mu * mu)
+        out[0] = a
+        for k in range(1, size):
+            out[k] = mu * a * lam[k] / tn
+
+
+@njit(cache=True)
+def _residual(G, b, start, size, mu, lam):
+    c = G @ lam + b
+    worst = 0.0
+    tmp = np.empty(3)
+    out = np.empty(3)
+    for g in range(start.shape[0]):
+        s, n = start[g], size[g]
+        rho = 1.0 / max(G[s, s], 1e-300)
+        ct = 0.0
+        for k in range(1, n):
+            ct += c[s + k] * c[s + k]
+        ct = np.sqrt(ct)
+        for k in range(n):
+            tmp[k] = lam[s + k] - rho * c[s + k]
+        tmp[0] -= rho * mu[g] * ct
+        _project_cone(tmp[:n], mu[g], n, out[:n])
+        for k in range(n):
+            worst = max(worst, abs(lam[s + k] - out[k]))
+    return worst
+
+
+def ncp_residual(G, b, start, size, mu, lam) -> float:
+    """The natural-map residual (see the module docstring); 0 exactly at a solution."""
+    if len(b) == 0:
+        return 0.0
+    return float(_residual(np.ascontiguousarray(G), np.ascontiguousarray(b), start, size, mu,
+                           np.ascontiguousarray(lam, dtype=float)))
+
+
+# -- the exact one-contact solve ------------------------------------------------------------------
+@njit(cache=True)
+def _local_solve(W, bt, mu, n, out):
+    """Exact Coulomb solve of one group: ``c = W lambda + bt``; writes lambda to ``out``."""
+    if n == 1:
+        out[0] = max(0.0, -bt[0] / W[0, 0]) if W[0, 0] > 0 else 0.0
+        return
+    if bt[0] >= 0.0:  # breaking
+        for k in range(n):
+            out[k] = 0.0
+        return
+    if mu == 0.0:
+        out[0] = -bt[0] / W[0, 0] if W[0, 0] > 0 else 0.0
+        for k in range(1, n):
+            out[k] = 0.0
+        return
+    # sticking
+    det = np.linalg.det(W[:n, :n])
+    if abs(det) > 1e-14 * max(1.0, abs(W[0, 0])) ** n:
+        lam = np.linalg.solve(W[:n, :n], -bt[:n])
+        tn = 0.0
+        for k in range(1, n):
+            tn += lam[k] * lam[k]
+        if lam[0] >= 0.0 and np.sqrt(tn) <= mu * lam[0]:
+            for k in range(n):
+                out[k] = lam[k]
+            return
+    # sliding: lambda = ln (1, -mu u), |u| = 1, with c_n = 0 and c_T parallel to u
+    if n == 2:
+        for s in (1.0, -1.0):
+            den = W[0, 0] - mu * W[0, 1] * s
+            if den <= 0:
+                continue
+            ln = -bt[0] / den
+            ctt = ln * (W[1, 0] - mu * W[1, 1] * s) + bt[1]
+            if ln >= 0 and ctt * s > 0:
+                out[0], out[1] = ln, -mu * ln * s
+                return
+    else:
+        best_th, found = 0.0, False
+        nscan = 64
+        fprev, thprev, okprev = 0.0, 0.0, False
+        for i in range(nscan + 1):
+            th = 2.0 * np.pi * i / nscan
+            f, ok = _slide_f(W, bt, mu, th)
+            if i > 0 and ok and okprev and f * fprev <= 0.0:
+                lo, hi, flo = thprev, th, fprev
+                for _ in range(60):
+                    mid = 0.5 * (lo + hi)
+                    fm, okm = _slide_f(W, bt, mu, mid)
+                    if (fm <= 0.0) == (flo <= 0.0):
+                        lo, flo = mid, fm
+                    else:
+                        hi = mid
+                best_th, found = 0.5 * (lo + hi), True
+                break
+            fprev, thprev, okprev = f, th, ok
+        if found:
+            u0, u1 = np.cos(best_th), np.sin(best_th)
+            den = W[0, 0] - mu * (W[0, 1] * u0 + W[0, 2] * u1)
+            ln = -bt[0] / den
+            out[0], out[1], out[2] = ln, -mu * ln * u0, -mu * ln * u1
+            return
+    # fallback: one projected step
+    tmp = np.empty(n)
+    for k in range(n):
+        ck = bt[k]
+        for j in range(n):
+            ck += W[k, j] * out[j]
+        tmp[k] = out[k] - ck / W[0, 0]
+    _project_cone(tmp, mu, n, out)
+
+
+@njit(cache=True)
+def _slide_f(W, bt, mu, th):
+    """Sliding consistency at slip direction (cos th, sin th): cross(c_T, u), and whether
+    lambda_n > 0 and c_T points along u."""
+    u0, u1 = np.cos(th), np.sin(th)
+    den = W[0, 0] - mu * (W[0, 1] * u0 + W[0, 2] * u1)
+    if den <= 0:
+        return 0.0, False
+    ln = -bt[0] / den
+    c1 = ln * (W[1, 0] - mu * (W[1, 1] * u0 + W[1, 2] * u1)) + bt[1]
+    c2 = ln * (W[2, 0] - mu * (W[2, 1] * u0 + W[2, 2] * u1)) + bt[2]
+    return c1 * u1 - c2 * u0, (ln > 0 and c1 * u0 + c2 * u1 > 0)
+
+
+@njit(cache=True)
+def _pgs(G, b, start, size, mu, lam, max_sweeps, tol):
+    ng = start.shape[0]
+    W = np.empty((3, 3))
+    bt = np.empty(3)
+    new = np.empty(3)
+    scale = 1.0 + np.abs(b).max()
+    for sweep in range(max_sweeps):
+        change = 0.0
+        for g in range(ng):
+            s, n = start[g], size[g]
+            for i in range(n):
+                acc = b[s + i]
+                for j in range(G.shape[0]):
+                    acc += G[s + i, j] * lam[j]
+                for k in range(n):
+                    acc -= G[s + i, s + k] * lam[s + k]
+                    W[i, k] = G[s + i, s + k]
+                bt[i] = acc
+            for k in range(n):
+                new[k] = lam[s + k]
+            _local_solve(W, bt, mu[g], n, new)
+            for k in range(n):
+                change = max(change, abs(new[k] - lam[s + k]) * max(G[s + k, s + k], 1e-300))
+                lam[s + k] = new[k]
+        if change <= tol * scale:
+            return sweep + 1
+    return max_sweeps
+
+
+# -- modes and Newton on their equations ----------------------------------------------------------
+@njit(cache=True)
+def _modes(G, b, start, size, mu, lam, tol_c, tol_l):
+    c = G @ lam + b
+    modes = np.zeros(start.shape[0], dtype=np.int64)
+    for g in range(start.shape[0]):
+        s, n = start[g], size[g]
+        if lam[s] <= tol_l:
+            modes[g] = 0
+            continue
+        ct = 0.0
+        for k in range(1, n):
+            ct += c[s + k] * c[s + k]
+        if n == 1:
+            modes[g] = 1
+        elif mu[g] == 0.0:
+            modes[g] = 2  # frictionless: lambda_T = 0, the tangential velocity is free
+        elif np.sqrt(ct) <= tol_c:
+            modes[g] = 1
+        else:
+            modes[g] = 2
+    return modes
+
+
+@njit(cache=True)
+def _equations(G, b, start, size, mu, modes, lam, F, JF):
+    """Residual F(lambda) of the mode equations and its Jacobian JF (m x m)."""
+    m = b.shape[0]
+    c = G @ lam + b
+    JF[:] = 0.0
+    for g in range(start.shape[0]):
+        s, n = start[g], size[g]
+        md = modes[g]
+        if md == 0:
+            for k in range(n):
+                F[s + k] = lam[s + k]
+                JF[s + k, s + k] = 1.0
+        elif md == 1 or (md == 2 and mu[g] == 0.0):
+            rows = n if md == 1 else 1
+            for k in range(rows):
+                F[s + k] = c[s + k]
+                for j in range(m):
+                    JF[s + k, j] = G[s + k, j]
+            for k in range(rows, n):  # frictionless sliding: lambda_T = 0
+                F[s + k] = lam[s + k]
+                JF[s + k, s + k] = 1.0
+        else:
+            F[s] = c[s]
+            for j in range(m):
+                JF[s, j] = G[s, j]
+            ct = 0.0
+            for k in range(1, n):
+                ct += c[s + k] * c[s + k]
+            ct = max(np.sqrt(ct), 1e-300)
+            ln = lam[s]
+            for k in range(1, n):
+                uk = c[s + k] / ct
+                F[s + k] = lam[s + k] + mu[g] * ln * uk
+                JF[s + k, s + k] += 1.0
+                JF[s + k, s] += mu[g] * uk
+                # d(u_k)/dc_T = (delta - u u^T)_k / |c_T|, times dc_T/dlambda = G_T
+                for kk in range(1, n):
+                    P = (1.0 if kk == k else 0.0) - uk * c[s + kk] / ct
+                    coef = mu[g] * ln * P / ct
+                    if coef != 0.0:
+                        for j in range(m):
+                            JF[s + k, j] += coef * G[s + kk, j]
+
+
+@njit(cache=True)
+def _newton(G, b, start, size, mu, modes, lam, max_iter, tol):
+    """Damped Newton on the mode equations: least-squares steps, backtracking on |F|.
+
+    The sliding equations also vanish on the mirror cone (lambda_n < 0); the
+    backtracking keeps the iterate on the side it starts from when that does not
+    cost progress, and the caller's validity check rejects the mirror anyway.
+    """
+    m = b.shape[0]
+    F = np.empty(m)
+    JF = np.empty((m, m))
+    Ft = np.empty(m)
+    JFt = np.empty((m, m))
+    scale = 1.0 + np.abs(b).max()
+    trial = np.empty(m)
+    for it in range(max_iter):
+        _equations(G, b, start, size, mu, modes, lam, F, JF)
+        f0 = np.abs(F).max()
+        if f0 <= tol * scale:
+            return it, True
+        step = np.linalg.lstsq(JF, -F, 1e-12)[0]
+        alpha = 1.0
+        accepted = False
+        for _ in range(30):
+            for i in range(m):
+                trial[i] = lam[i] + alpha * step[i]
+            _equations(G, b, start, size, mu, modes, trial, Ft, JFt)
+            if np.abs(Ft).max() < (1.0 - 1e-4 * alpha) * f0:
+                accepted = True
+                break
+            alpha *= 0.5
+        if not accepted:
+            for i in range(m):
+                lam[i] += step[i]
+        else:
+            for i in range(m):
+                lam[i] = trial[i]
+    _equations(G, b, start, size, mu, modes, lam, F, JF)
+    return max_iter, np.abs(F).max() <= tol * scale
+
+
+@njit(cache=True)
+def _valid(G, b, start, size, mu, modes, lam, tol_c, tol_l):
+    """The impulses satisfy Coulomb's law in the given modes (to tolerance)."""
+    c = G @ lam + b
+    for g in range(start.shape[0]):
+        s, n = start[g], size[g]
+        md = modes[g]
+        if md == 0:
+            if c[s] < -tol_c:
+                return False
+        else:
+            if lam[s] < -tol_l:
+                return False
+            if n > 1 and md == 1:
+                tn = 0.0
+                for k in range(1, n):
+                    tn += lam[s + k] * lam[s + k]
+                if np.sqrt(tn) > mu[g] * lam[s] + tol_l:
+                    return False
+            if md == 2 and mu[g] > 0.0:
+                ct = 0.0
+                for k in range(1, n):
+                    ct += c[s + k] * c[s + k]
+                if np.sqrt(ct) <= tol_c:
+                    return False
+    return True
+
+
+@njit(cache=True)
+def _repair(G, b, start, size, mu, modes, lam, tol_c, tol_l):
+    """Modes implied by the violations of an answer: take-off when the normal impulse went
+    negative, contact when a breaking contact penetrates, sliding when a sticking impulse
+    left the cone, sticking when a sliding contact stopped."""
+    c = G @ lam + b
+    new = modes.copy()
+    for g in range(start.shape[0]):
+        s, n = start[g], size[g]
+        md = modes[g]
+        if md == 0:
+            if c[s] < -tol_c:
+                new[g] = 1 if (n == 1 or mu[g] > 0.0) else 2
+        elif lam[s] < -tol_l:
+            new[g] = 0
+        elif md == 1 and n > 1:
+            tn = 0.0
+            for k in range(1, n):
+                tn += lam[s + k] * lam[s + k]
+            if np.sqrt(tn) > mu[g] * lam[s] + tol_l:
+                new[g] = 2
+        elif md == 2 and mu[g] > 0.0:
+            ct = 0.0
+            for k in range(1, n):
+                ct += c[s + k] * c[s + k]
+            if np.sqrt(ct) <= tol_c:
+                new[g] = 1
+    return new
+
+
+def solve_ncp(G, b, start, size, mu, *, guess=None, tol: float = 1e-10, max_sweeps: int = 2000) -> NCPSolution:
+    """Solve the contact NCP (see the module docstring).
+
+    ``G`` (m, m), ``b`` (m,); groups given by ``start``, ``size`` (1, 2 or 3 rows) and
+    ``mu`` (one per group). ``guess = (modes, lam)`` from the previous step, when the
+    groups are the same, is tried first.
+    """
+    G = np.ascontiguousarray(G, dtype=float)
+    b = np.ascontiguousarray(b, dtype=float)
+    start = np.ascontiguousarray(start, dtype=np.int64)
+    size = np.ascontiguousarray(size, dtype=np.int64)
+    mu = np.ascontiguousarray(mu, dtype=float)
+    m = len(b)
+    if G.shape != (m, m):
+        raise ValueError(f"solve_ncp: G has shape {G.shape}, expected ({m}, {m})")
+    if not np.isfinite(G.sum() + b.sum()):
+        raise ValueError("solve_ncp: G or b contains non-finite values")
+    if m == 0:
+        return NCPSolution(np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int64), "solved", 0.0, False, 0)
+    scale_b = 1.0 + np.abs(b).max()
+    tol_c = 1e-8 * scale_b
+    if guess is not None:
+        modes0, lam0 = guess
+        lam = np.array(lam0, dtype=float, copy=True)
+        modes = np.asarray(modes0, dtype=np.int64)
+        if len(lam) == m and len(modes) == len(start):
+            its, ok = _newton(G, b, start, size, mu, modes, lam, 50, tol)
+            tol_l = 1e-10 * (1.0 + np.abs(lam).max())
+            if ok and np.all(np.isfinite(lam)) and _valid(G, b, start, size, mu, modes, lam, tol_c, tol_l):
+                return _result(G, b, start, size, mu, lam, modes, "solved", True, its)
+    # Cold: the friction-pyramid LCP (exact by pivoting; in planar groups it *is* the
+    # Coulomb problem) gives modes and impulses; Newton makes them exact on the cone.
+    lam, modes, its = _from_pyramid_lcp(G, b, start, size, mu)
+    total = its
+    for _ in range(10):  # active-set repairs: switch groups to the mode their violation points to
+        trial = lam.copy()
+        its, ok = _newton(G, b, start, size, mu, modes, trial, 50, tol)
+        total += its
+        tol_l = 1e-9 * (1.0 + np.abs(trial).max())
+        if ok and np.all(np.isfinite(trial)) and _valid(G, b, start, size, mu, modes, trial, tol_c, tol_l):
+            return _result(G, b, start, size, mu, trial, modes, "solved", False, total)
+        if not np.all(np.isfinite(trial)):
+            break
+        new = _repair(G, b, start, size, mu, modes, trial, tol_c, tol_l)
+        if np.array_equal(new, modes):
+            break
+        modes = new
+        lam = np.where(np.isfinite(trial), trial, lam)
+    # Then Gauss-Seidel on the cone from the LCP impulses, and Newton again.
+    for sweeps in (50, 500, max_sweeps):
+        total += _pgs(G, b, start, size, mu, lam, sweeps, tol)
+        tol_l = 1e-9 * (1.0 + np.abs(lam).max())
+        modes = _modes(G, b, start, size, mu, lam, tol_c, tol_l)
+        trial = lam.copy()
+        its, ok = _newton(G, b, start, size, mu, modes, trial, 50, tol)
+        total += its
+        if ok and np.all(np.isfinite(trial)) and _valid(G, b, start, size, mu, modes, trial, tol_c, tol_l):
+            return _result(G, b, start, size, mu, trial, modes, "solved", False, total)
+    modes = _modes(G, b, start, size, mu, lam, tol_c, 1e-9 * (1.0 + np.abs(lam).max()))
+    return _result(G, b, start, size, mu, lam, modes, "inexact", False, total)
+
+
+def _from_pyramid_lcp(G, b, start, size, mu):
+    """Impulses and cone modes from the boxed-LCP (pyramid) version of the problem."""
+    from .lcp import BoxedLCP, Mode, solve_lcp
+
+    m = len(b)
+    normal_of = np.full(m, -1, dtype=np.intp)
+    mu_rows = np.zeros(m)
+    for g in range(len(start)):
+        s0, n = int(start[g]), int(size[g])
+        for k in range(1, n):
+            normal_of[s0 + k] = s0
+            # the inscribed pyramid of a 3-D cone has half-width mu / sqrt(2)
+            mu_rows[s0 + k] = mu[g] / np.sqrt(n - 1.0)
+    sol = solve_lcp(BoxedLCP(A=G, b=b, normal_of=normal_of, mu=mu_rows))
+    lam = np.where(np.isfinite(sol.x), sol.x, 0.0)
+    modes = np.zeros(len(start), dtype=np.int64)
+    c = G @ lam + b
+    tol_c = 1e-8 * (1.0 + np.abs(b).max())
+    for g in range(len(start)):
+        s0, n = int(start[g]), int(size[g])
+        if sol.modes[s0] == Mode.SEPARATING or lam[s0] <= 0.0:
+            modes[g] = NCPMode.BREAKING
+        elif n == 1:
+            modes[g] = NCPMode.STICKING
+        elif mu[g] == 0.0 or np.linalg.norm(c[s0 + 1: s0 + n]) > tol_c:
+            modes[g] = NCPMode.SLIDING
+        else:
+            modes[g] = NCPMode.STICKING
+    return lam, modes, int(sol.iterations)
+
+
+def _result(G, b, start, size, mu, lam, modes, status, hit, its) -> NCPSolution:
+    return NCPSolution(lam, G @ lam + b, np.asarray(modes, dtype=np.int64), status,
+                       float(_residual(G, b, start, size, mu, lam)), hit, int(its))

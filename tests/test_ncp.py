@@ -1,0 +1,128 @@
+"""The Coulomb-cone NCP solver: residual, modes, warm start, agreement with the LCP."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from contact.lcp import BoxedLCP, solve_lcp
+from contact.ncp import NCPMode, ncp_residual, solve_ncp
+
+
+def physical_problem(rng, nc, r, mu, ndof=None):
+    """G = J M^-1 J^T (often rank-deficient) and b = J v + non-negative gaps on normal rows."""
+    m = nc * r
+    ndof = ndof or int(rng.integers(2, m + 3))
+    J = rng.standard_normal((m, ndof))
+    L = rng.standard_normal((ndof, ndof))
+    Minv = L @ L.T + 0.1 * np.eye(ndof)
+    G = J @ Minv @ J.T
+    b = J @ rng.standard_normal(ndof)
+    b[::r] += np.abs(rng.standard_normal(nc)) * rng.integers(0, 2, nc)
+    return G, b, np.arange(nc) * r, np.full(nc, r), np.full(nc, mu)
+
+
+def check_law(G, b, start, size, mu, x, tol=1e-8):
+    """Coulomb's law with the De Saxce correction, checked case by case."""
+    c = G @ x + b
+    scale = 1 + np.abs(b).max() + np.abs(x).max()
+    for s, n, m in zip(start, size, mu, strict=True):
+        ln, lt, cn, ct = x[s], x[s + 1: s + n], c[s], c[s + 1: s + n]
+        assert ln >= -tol * scale and np.linalg.norm(lt) <= m * ln + tol * scale  # in the cone
+        assert cn >= -tol * scale  # no penetration velocity
+        assert abs(ln * cn) <= tol * scale**2  # normal complementarity
+        if n > 1 and m > 0 and ln > tol * scale and np.linalg.norm(ct) > tol * scale:
+            # sliding: on the boundary, opposite to the slip
+            assert np.allclose(lt, -m * ln * ct / np.linalg.norm(ct), atol=tol * scale)
+
+
+def test_residual_is_zero_at_every_answer_of_random_physical_problems():
+    rng = np.random.default_rng(42)
+    seen = set()
+    for _ in range(400):
+        nc, r = int(rng.integers(1, 5)), int(rng.choice([2, 3]))
+        mu = float(rng.choice([0.0, 0.3, 1.0]))
+        G, b, st, sz, mus = physical_problem(rng, nc, r, mu)
+        sol = solve_ncp(G, b, st, sz, mus)
+        assert sol.status == "solved" and np.all(np.isfinite(sol.x))
+        assert sol.residual <= 1e-9 * (1 + np.abs(sol.x).max())
+        assert ncp_residual(G, b, st, sz, mus, sol.x) == pytest.approx(sol.residual)
+        check_law(G, b, st, sz, mus, sol.x)
+        seen.update(int(m) for m in sol.modes)
+    assert seen == {NCPMode.BREAKING, NCPMode.STICKING, NCPMode.SLIDING}  # every mode occurred
+
+
+def test_residual_detects_wrong_answers():
+    rng = np.random.default_rng(1)
+    G, b, st, sz, mus = physical_problem(rng, 3, 3, 0.5, ndof=9)
+    sol = solve_ncp(G, b, st, sz, mus)
+    assert ncp_residual(G, b, st, sz, mus, sol.x) < 1e-9
+    bad = sol.x.copy()
+    bad[0] += 0.1
+    assert ncp_residual(G, b, st, sz, mus, bad) > 1e-3
+    assert ncp_residual(G, b, st, sz, mus, np.zeros_like(sol.x)) > 0 or np.all(b[::3] >= 0)
+
+
+@pytest.mark.parametrize("case", ["breaking", "sticking", "sliding"])
+def test_single_contact_modes_have_closed_forms(case):
+    """One contact on a unit point mass: take-off, sticking (all velocity removed), sliding
+    (friction mu lambda_n opposite to the slip)."""
+    G = np.eye(3)
+    mu = np.array([0.5])
+    v = {"breaking": [0.2, 1.0, 0.0], "sticking": [-1.0, 0.3, 0.1], "sliding": [-1.0, 2.0, 1.0]}[case]
+    b = np.array(v)
+    sol = solve_ncp(G, b, [0], [3], mu)
+    assert sol.modes[0] == getattr(NCPMode, case.upper())
+    if case == "breaking":
+        assert np.all(sol.x == 0)
+    elif case == "sticking":
+        assert np.allclose(sol.x, -b) and np.allclose(sol.c, 0)
+    else:
+        assert sol.x[0] == pytest.approx(1.0)  # removes the normal velocity
+        slip = b[1:] / np.linalg.norm(b[1:])
+        assert np.allclose(sol.x[1:], -0.5 * slip)
+        assert np.allclose(sol.c[1:], b[1:] - 0.5 * slip)  # slides on, slowed by mu lambda_n
+
+
+def test_frictionless_and_planar_problems_agree_with_the_lcp():
+    """mu = 0 in 3-D, and any mu in planar groups (the 2-D cone is the LCP's box)."""
+    rng = np.random.default_rng(7)
+    for trial in range(150):
+        nc = int(rng.integers(1, 5))
+        r, mu = (3, 0.0) if trial % 2 else (2, float(rng.choice([0.0, 0.4, 1.0])))
+        G, b, st, sz, mus = physical_problem(rng, nc, r, mu)
+        normal_of = np.full(nc * r, -1)
+        mu_rows = np.zeros(nc * r)
+        for k in range(1, r):
+            normal_of[st + k] = st
+            mu_rows[st + k] = mu
+        lsol = solve_lcp(BoxedLCP(G, b, normal_of, mu_rows))
+        nsol = solve_ncp(G, b, st, sz, mus)
+        assert np.allclose(G @ lsol.x, G @ nsol.x, atol=1e-8)  # same velocities
+
+
+def test_warm_start_hits_and_repeats_the_answer():
+    rng = np.random.default_rng(3)
+    G, b, st, sz, mus = physical_problem(rng, 4, 3, 0.6, ndof=12)
+    sol = solve_ncp(G, b, st, sz, mus)
+    again = solve_ncp(G, b + 1e-6 * rng.standard_normal(len(b)), st, sz, mus, guess=(sol.modes, sol.x))
+    assert again.warm_start_hit and again.status == "solved"
+    assert np.allclose(again.x, sol.x, atol=1e-4)
+    wrong = solve_ncp(G, b, st, sz, mus, guess=(np.zeros_like(sol.modes), np.zeros_like(sol.x)))
+    assert wrong.status == "solved" and np.allclose(G @ wrong.x, G @ sol.x, atol=1e-8)
+
+
+def test_unilateral_rows_and_degenerate_inputs():
+    rng = np.random.default_rng(5)
+    G, b, _, _, _ = physical_problem(rng, 2, 3, 0.5, ndof=4)
+    # a joint-limit row appended as its own group
+    G2 = np.zeros((7, 7))
+    G2[:6, :6] = G
+    G2[6, 6] = 2.0
+    b2 = np.r_[b, -1.0]
+    sol = solve_ncp(G2, b2, [0, 3, 6], [3, 3, 1], [0.5, 0.5, 0.0])
+    assert sol.status == "solved" and sol.x[6] == pytest.approx(0.5)
+    empty = solve_ncp(np.zeros((0, 0)), np.zeros(0), [], [], [])
+    assert empty.status == "solved" and empty.x.size == 0
+    with pytest.raises(ValueError, match="non-finite"):
+        solve_ncp(G, np.full(6, np.nan), [0, 3], [3, 3], [0.5, 0.5])
