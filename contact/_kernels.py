@@ -342,3 +342,85 @@ def implicit_velocity_jacobian(J, Minv, A, b, lam, normal_of, mu, slope, dJv, m_
     # rank-deficient clamping sets of coplanar contacts (any exact solution gives the same dv+).
     X = np.linalg.lstsq(S, -rhs, 1e-10)[0]
     return G + MJt @ X
+
+
+@njit(cache=True)
+def implicit_velocity_jacobian_ncp(J, Minv, A, b, lam, start, size, mu, modes, slope, dJv, m_contact, G):
+    """``dv+/dtheta`` through the Coulomb-cone modes (see :mod:`dynamics.contact_step`).
+
+    Breaking groups keep ``dlambda = 0``; sticking groups (and unilateral rows in
+    contact) keep ``dc = 0``; a sliding group keeps ``dc_n = 0`` and
+    ``d(lambda_T + mu lambda_n c_T/|c_T|) = 0`` (the impulse stays on the cone's
+    boundary, opposite to the slip), i.e. with ``P = I - u u^T``::
+
+        dlambda_T + mu u dlambda_n + (mu lambda_n / |c_T|) P dc_T = 0
+
+    where ``dc = r + A_[:, active] dlambda_active`` and ``r = J G + K``.
+    """
+    m, nv = J.shape
+    ncols = G.shape[1]
+    c = A @ lam + b
+    act = np.zeros(m, dtype=np.bool_)
+    for g in range(start.shape[0]):
+        if modes[g] != 0:
+            for k in range(size[g]):
+                act[start[g] + k] = True
+    rows = np.flatnonzero(act)
+    na = rows.shape[0]
+    if na == 0:
+        return G.copy()
+    pos = -np.ones(m, dtype=np.int64)
+    for a in range(na):
+        pos[rows[a]] = a
+    # r = J G + K (K: kinematic and bias terms on the q-columns)
+    R = J @ G
+    for i in range(m):
+        for k in range(nv):
+            extra = slope[i] * J[i, k]
+            if i < m_contact:
+                extra += dJv[i, k]
+            R[i, k] += extra
+    E = np.zeros((na, na))  # equations x unknowns (dlambda on the active rows)
+    rhs = np.zeros((na, ncols))
+    for g in range(start.shape[0]):
+        if modes[g] == 0:
+            continue
+        s, n = start[g], size[g]
+        sliding = modes[g] == 2 and n > 1
+        vel_rows = 1 if sliding else n
+        for k in range(vel_rows):  # dc = 0 on these rows
+            e = pos[s + k]
+            for a in range(na):
+                E[e, a] = A[s + k, rows[a]]
+            for col in range(ncols):
+                rhs[e, col] = -R[s + k, col]
+        if not sliding:
+            continue
+        if mu[g] == 0.0:
+            for k in range(1, n):
+                E[pos[s + k], pos[s + k]] = 1.0
+            continue
+        ct = 0.0
+        for k in range(1, n):
+            ct += c[s + k] * c[s + k]
+        ct = max(np.sqrt(ct), 1e-300)
+        coef = mu[g] * lam[s] / ct
+        for k in range(1, n):
+            e = pos[s + k]
+            uk = c[s + k] / ct
+            E[e, pos[s + k]] += 1.0
+            E[e, pos[s]] += mu[g] * uk
+            for kk in range(1, n):
+                P = (1.0 if kk == k else 0.0) - uk * c[s + kk] / ct
+                w = coef * P
+                if w != 0.0:
+                    for a in range(na):
+                        E[e, a] += w * A[s + kk, rows[a]]
+                    for col in range(ncols):
+                        rhs[e, col] -= w * R[s + kk, col]
+    X = np.linalg.lstsq(E, rhs, 1e-10)[0]
+    JA = np.empty((na, nv))
+    for a in range(na):
+        for k in range(nv):
+            JA[a, k] = J[rows[a], k]
+    return G + Minv @ (JA.T @ X)

@@ -10,8 +10,11 @@ Given the free velocity ``v_f = v + dt ABA(q, v, tau)``:
    cross it) and ``-slop + erp (phi + slop)`` deeper (pushed out at ``erp`` of the
    excess depth per step). ``bias`` is continuous with a kink at ``-slop``, not at
    0 where resting contacts sit, so their Jacobians are smooth;
-3. impulses ``lambda`` from the boxed LCP (:mod:`contact.lcp`): normal
-   ``lambda_n >= 0`` complementary to ``c_n >= 0``, friction ``|lambda_t| <= mu lambda_n``;
+3. impulses ``lambda`` from the contact problem: with ``contact="lcp"`` the boxed LCP
+   (:mod:`contact.lcp`, Nimble): normal ``lambda_n >= 0`` complementary to ``c_n >= 0``,
+   friction ``|lambda_t| <= mu lambda_n`` per tangent direction (a pyramid);
+   with ``contact="ncp"`` the Coulomb cone with the De Saxce correction
+   (:mod:`contact.ncp`): ``|lambda_T| <= mu lambda_n``, sliding opposite to the slip;
 4. ``v+ = v_f + M^-1 J^T lambda``.
 
 Jacobians, by implicit differentiation on the active set the LCP found:
@@ -26,6 +29,13 @@ keep ``lambda = 0``. With ``G = dv+/dtheta`` at fixed lambda (ABA derivatives at
     dv+ = G + M^-1 (J_C^T + J_B^T E) dlambda_C
 
 solved once per step (least squares when rank-deficient).
+
+For the NCP, by contact mode: breaking contacts drop out (``dlambda = 0``);
+sticking contacts keep their three rows ``dc = 0``; a sliding contact keeps
+``dc_n = 0`` and stays on the cone's boundary opposite to the slip,
+``dlambda_T + mu u dlambda_n + (mu lambda_n / |c_T|) (I - u u^T) dc_T = 0`` with
+``u = c_T / |c_T|`` -- one linear system over the active rows, coupled through
+the Delassus matrix (``contact._kernels.implicit_velocity_jacobian_ncp``).
 """
 
 from __future__ import annotations
@@ -39,8 +49,9 @@ from contact.detection import CollisionScene, Contacts
 from contact.kinematics import ContactGeometry, ContactKinematics
 from contact import _kernels
 from contact.lcp import BoxedLCP, solve_lcp
+from contact.ncp import solve_ncp
 
-CONTACT_MODELS = ("lcp",)
+CONTACT_MODELS = ("lcp", "ncp")
 #: Penetration depth (m) below which no extra push-out is applied (see ``bias``).
 SLOP = 1e-4
 
@@ -51,7 +62,8 @@ class ContactReport:
 
     ``points``/``normals`` (nc, 3) world frame (normal from body B to body A),
     ``phi`` (nc,) signed distances, ``impulses`` (nc, r) contact-frame impulses
-    (normal first), ``modes`` (nc,) mode of each normal row (``contact.lcp.Mode``),
+    (normal first), ``modes`` (nc,) mode of each contact (``contact.lcp.Mode`` of its
+    normal row for the LCP, ``contact.ncp.NCPMode`` for the NCP),
     ``body_a``/``body_b`` (nc,) joint indices; ``limit_impulses`` per active
     joint-limit row.
     """
@@ -82,7 +94,10 @@ class ContactState:
     signs: np.ndarray
     normal_rows: np.ndarray  # rows that carry a bias(phi) term
     bias_slope: np.ndarray  # bias'(phi) on those rows
-    lcp: BoxedLCP
+    lcp: BoxedLCP | None  # the LCP (contact="lcp")
+    groups: tuple | None  # (start, size, mu) of the NCP's row groups (contact="ncp")
+    A: np.ndarray  # Delassus matrix J M^-1 J^T
+    b: np.ndarray
     key: tuple
 
 
@@ -163,24 +178,36 @@ class ContactModel:
         b[normal_rows] += bias / dt
         key = (tuple(contacts.pair.tolist()), len(contacts), tuple(x[0] * 2 + (x[2] > 0) for x in limit_rows))
         same = previous is not None and previous.key == key
-        if same:  # same rows as the last step: reuse the LCP's structure and warm-start
-            lcp = previous.lcp.with_values(A, b)
+        if self.contact == "ncp":
+            if same:
+                groups = previous.groups
+            else:
+                nlim = len(limit_rows)
+                start = np.concatenate((np.arange(nc) * r, nc * r + np.arange(nlim))).astype(np.int64)
+                size = np.concatenate((np.full(nc, r), np.ones(nlim))).astype(np.int64)
+                mu = np.concatenate((np.full(nc, self.friction), np.zeros(nlim)))
+                groups = (start, size, mu)
+            sol = solve_ncp(A, b, *groups, guess=(previous.modes, previous.lam) if same else None)
+            lcp, signs = None, None
         else:
-            normal_of = np.full(m, -1, dtype=np.intp)
-            mu = np.zeros(m)
-            idx = np.arange(nc) * r
-            for t in range(1, r):
-                normal_of[idx + t] = idx
-                mu[idx + t] = self.friction
-            lcp = BoxedLCP(A=A, b=b, normal_of=normal_of, mu=mu)
-        guess = (previous.modes, previous.signs) if same else None
-        sol = solve_lcp(lcp, guess=guess)
+            if same:  # same rows as the last step: reuse the LCP's structure and warm-start
+                lcp = previous.lcp.with_values(A, b)
+            else:
+                normal_of = np.full(m, -1, dtype=np.intp)
+                mu = np.zeros(m)
+                idx = np.arange(nc) * r
+                for t in range(1, r):
+                    normal_of[idx + t] = idx
+                    mu[idx + t] = self.friction
+                lcp = BoxedLCP(A=A, b=b, normal_of=normal_of, mu=mu)
+            sol = solve_lcp(lcp, guess=(previous.modes, previous.signs) if same else None)
+            groups, signs = None, np.asarray(sol.signs)
         lam = sol.x
         v_next = v_free + MJt @ lam
-        state = ContactState(geo, J, Minv, MJt, lam, np.asarray(sol.modes), np.asarray(sol.signs),
-                             normal_rows, bias_slope, lcp, key)
+        state = ContactState(geo, J, Minv, MJt, lam, np.asarray(sol.modes), signs, normal_rows, bias_slope,
+                             lcp, groups, A, b, key)
         state.warm_hit = bool(sol.warm_start_hit)
-        state.guessed = guess is not None
+        state.guessed = same
         state.status = sol.status
         return v_next, state
 
@@ -194,8 +221,9 @@ class ContactModel:
                                  c.body_a, c.body_b, lim)
         c = state.geo.contacts
         nc = len(c)
+        modes = state.modes[:nc] if self.contact == "ncp" else state.modes[: nc * r: r]
         return ContactReport(c.points.copy(), c.normals.copy(), c.phi.copy(),
-                             state.lam[: nc * r].reshape(nc, r).copy(), state.modes[: nc * r: r].copy(),
+                             state.lam[: nc * r].reshape(nc, r).copy(), modes.copy(),
                              c.body_a.copy(), c.body_b.copy(), state.lam[nc * r:].copy())
 
     # -- Jacobians ------------------------------------------------------------------------------
@@ -212,6 +240,11 @@ class ContactModel:
                else np.zeros((0, self.nv)))
         slope = np.zeros(m)
         slope[state.normal_rows] = state.bias_slope / dt
+        G = np.ascontiguousarray(G)
+        if state.groups is not None:
+            start, size, mu = state.groups
+            return _kernels.implicit_velocity_jacobian_ncp(state.J, state.Minv, state.A, state.b, state.lam, start,
+                                                           size, mu, state.modes, slope, dJv, m_contact, G)
         lcp = state.lcp
         return _kernels.implicit_velocity_jacobian(state.J, state.Minv, lcp.A, lcp.b, state.lam, lcp.normal_of,
-                                                   lcp.mu, slope, dJv, m_contact, np.ascontiguousarray(G))
+                                                   lcp.mu, slope, dJv, m_contact, G)

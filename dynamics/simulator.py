@@ -91,7 +91,8 @@ class Simulator:
     friction:
         Coulomb friction coefficient of every contact.
     contact:
-        Contact model: ``"lcp"`` (boxed LCP, Nimble) -- see :mod:`dynamics.contact_step`.
+        Contact model: ``"lcp"`` (boxed LCP with a friction pyramid, Nimble) or
+        ``"ncp"`` (Coulomb cone, De Saxce) -- see :mod:`dynamics.contact_step`.
     planar:
         The system moves in the xy plane: one friction direction per contact.
     margin:

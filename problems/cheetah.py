@@ -62,7 +62,7 @@ def _axis_rotation(angle: float) -> np.ndarray:
     return Rz @ Rx
 
 
-def half_cheetah_simulator(*, dt: float = 1e-3, friction: float = 0.4) -> Simulator:
+def half_cheetah_simulator(*, dt: float = 1e-3, friction: float = 0.4, contact: str = "lcp") -> Simulator:
     b = ModelBuilder("half-cheetah", gravity=(0.0, -9.81, 0.0))
     b.add_joint("translation2d", name="rootxy", placement=(0.0, ROOT_HEIGHT, 0.0))
     torso = b.add_joint("revolute", name="torso", parent="rootxy", axis="z")
@@ -77,12 +77,12 @@ def half_cheetah_simulator(*, dt: float = 1e-3, friction: float = 0.4) -> Simula
                    rotation=_axis_rotation(angle), name=f"{name}_capsule")
     model, geom = b.build()
     return Simulator(model, geometry=geom, dt=dt, actuated=[leg[0] for leg in LEGS], friction=friction,
-                     planar=True, ground=0.0, self_collision=False)
+                     planar=True, ground=0.0, self_collision=False, contact=contact)
 
 
 @register("half-cheetah", "planar 9-dof half-cheetah on the ground runs forward; 500 steps of 1 ms")
-def half_cheetah(*, horizon: int = 500, dt: float = 1e-3, control_weight: float = 1e-6) -> OCP:
-    sim = half_cheetah_simulator(dt=dt)
+def half_cheetah(*, horizon: int = 500, dt: float = 1e-3, control_weight: float = 1e-6, contact: str = "lcp") -> OCP:
+    sim = half_cheetah_simulator(dt=dt, contact=contact)
     x0 = sim.neutral_state()
 
     def value(x, u=None):

@@ -9,7 +9,9 @@ joints turn about z. Every body is a uniform box with its own inertia:
   measured from +y (straight up) and turns towards -x; limits [0, pi];
 - floors: static boxes (collision only).
 
-Contacts use the boxed LCP with friction 1.0 (one friction direction: planar).
+Contacts use friction 1.0 and one friction direction (planar); ``contact="lcp"``
+(default) or ``"ncp"`` -- in the plane the Coulomb cone is the LCP's box, so both
+give the same motion.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ def _chain(b: ModelBuilder, base, prefix, n, *, torque, placement):
     return [f"{prefix}{i + 1}" for i in range(n)]
 
 
-def catapult_simulator(*, dt: float = 1e-3, friction: float = 1.0) -> Simulator:
+def catapult_simulator(*, dt: float = 1e-3, friction: float = 1.0, contact: str = "lcp") -> Simulator:
     """Projectile at (0, 0.1); 3-link arm welded at (0.5, -0.45), torques +-1000 N m;
     floor 3.5 x 0.25 x 0.5 m centred at (1.2, -0.7)."""
     b = ModelBuilder("catapult", gravity=GRAVITY)
@@ -48,10 +50,10 @@ def catapult_simulator(*, dt: float = 1e-3, friction: float = 1.0) -> Simulator:
     arm = _chain(b, 0, "arm", 3, torque=1000.0, placement=(0.5, -0.45, 0.0))
     b.add_static_box("floor", (3.5, 0.25, 0.5), (1.2, -0.7, 0.0))
     model, geom = b.build()
-    return Simulator(model, geometry=geom, dt=dt, actuated=arm, friction=friction, planar=True)
+    return Simulator(model, geometry=geom, dt=dt, actuated=arm, friction=friction, planar=True, contact=contact)
 
 
-def jump_worm_simulator(*, dt: float = 1e-3, friction: float = 1.0) -> Simulator:
+def jump_worm_simulator(*, dt: float = 1e-3, friction: float = 1.0, contact: str = "lcp") -> Simulator:
     """Root cube on a 2-D translational joint with 3 tail links (torques +-100 N m);
     floor 2.5 x 0.25 x 0.5 m centred at (0, -0.7)."""
     b = ModelBuilder("jump-worm", gravity=GRAVITY)
@@ -60,7 +62,7 @@ def jump_worm_simulator(*, dt: float = 1e-3, friction: float = 1.0) -> Simulator
     tail = _chain(b, r, "tail", 3, torque=100.0, placement=(0.0, 0.0, 0.0))
     b.add_static_box("floor", (2.5, 0.25, 0.5), (0.0, -0.7, 0.0))
     model, geom = b.build()
-    return Simulator(model, geometry=geom, dt=dt, actuated=tail, friction=friction, planar=True)
+    return Simulator(model, geometry=geom, dt=dt, actuated=tail, friction=friction, planar=True, contact=contact)
 
 
 def _point_cost(sim, idx, fun_grad_hess):
@@ -81,8 +83,9 @@ def _point_cost(sim, idx, fun_grad_hess):
 
 
 @register("catapult", "planar 3-link arm bats a box onto the target (2.2, 2.2); 500 steps of 1 ms")
-def catapult(*, horizon: int = 500, dt: float = 1e-3, target=(2.2, 2.2), control_weight: float = 1e-9) -> OCP:
-    sim = catapult_simulator(dt=dt)
+def catapult(*, horizon: int = 500, dt: float = 1e-3, target=(2.2, 2.2), control_weight: float = 1e-9,
+             contact: str = "lcp") -> OCP:
+    sim = catapult_simulator(dt=dt, contact=contact)
     target = np.asarray(target, dtype=float)
     x0 = np.zeros(sim.nx)
     x0[:2] = (0.0, 0.1)
@@ -103,8 +106,8 @@ def catapult(*, horizon: int = 500, dt: float = 1e-3, target=(2.2, 2.2), control
 
 
 @register("jump-worm", "planar worm (root cube + 3 tail links) jumps as high as it can; 400 steps of 1 ms")
-def jump_worm(*, horizon: int = 400, dt: float = 1e-3, control_weight: float = 1e-9) -> OCP:
-    sim = jump_worm_simulator(dt=dt)
+def jump_worm(*, horizon: int = 400, dt: float = 1e-3, control_weight: float = 1e-9, contact: str = "lcp") -> OCP:
+    sim = jump_worm_simulator(dt=dt, contact=contact)
     x0 = np.zeros(sim.nx)
     x0[2:5] = np.deg2rad([90.0, 90.0, 45.0])
     # Drop the worm so that its lowest corner is 1 mm above the floor top (y = -0.575).

@@ -12,7 +12,7 @@ from trajopt import max_relative_error, step_jacobians_fd
 G = 9.81
 
 
-def cube_sim(*, mu=0.5, dt=1e-3, duplicate=False, side=0.2):
+def cube_sim(*, mu=0.5, dt=1e-3, duplicate=False, side=0.2, contact="lcp"):
     """A 1 kg cube (side 0.2 m, its own box inertia) on a free-flyer, ground at z = 0."""
     b = ModelBuilder("cube")
     j = b.add_joint("free", name="root")
@@ -20,7 +20,7 @@ def cube_sim(*, mu=0.5, dt=1e-3, duplicate=False, side=0.2):
     if duplicate:  # the same collision box twice: every contact appears twice
         b.geometry.addGeometryObject(pin.GeometryObject("dup", j, pin.SE3.Identity(), b.geometry.geometryObjects[0].geometry))
     model, geom = b.build()
-    return Simulator(model, geometry=geom, dt=dt, ground=0.0, friction=mu)
+    return Simulator(model, geometry=geom, dt=dt, ground=0.0, friction=mu, contact=contact)
 
 
 def sphere_sim(*, mu=0.5, dt=1e-3):
@@ -153,3 +153,84 @@ def test_degenerate_contacts_never_give_nan(case):
         assert len(sim.contacts) == 8
     xs = sim.rollout(cube_state(v=(0.5, 0, 0)), np.zeros((200, 0)))
     assert np.all(np.isfinite(xs)) and np.abs(xs[:, 2] - 0.1).max() < 1e-9
+
+
+
+# -- the same closed forms under the Coulomb cone (contact="ncp") --------------------------------
+@pytest.fixture(scope="module")
+def ncp_cube():
+    return cube_sim(contact="ncp")
+
+
+def test_ncp_resting_cube_stays_still(ncp_cube):
+    xs = ncp_cube.rollout(cube_state(), np.zeros((1000, 0)))
+    assert np.abs(xs[:, 2] - 0.1).max() < 1e-9 and np.abs(xs[:, 7:]).max() < 1e-8
+    assert ncp_cube.contacts.impulses[:, 0].sum() == pytest.approx(G * ncp_cube.dt, rel=1e-9)
+
+
+@pytest.mark.parametrize("direction", [(1.0, 0.0), (1.0, 1.0), (-0.3, 0.8)])
+def test_ncp_slide_stops_on_a_straight_line_at_the_closed_form_distance(direction):
+    """The isotropic cone decelerates at mu g along the slip, whatever its direction."""
+    mu, v0 = 0.5, 1.0
+    d = np.asarray(direction) / np.linalg.norm(direction)
+    sim = cube_sim(mu=mu, contact="ncp")
+    n = int(1.3 * v0 / (mu * G) / sim.dt)
+    xs = sim.rollout(cube_state(v=(v0 * d[0], v0 * d[1], 0)), np.zeros((n, 0)))
+    speed = np.linalg.norm(xs[:, 7:9], axis=1)
+    k = np.arange(n + 1)
+    moving = v0 - mu * G * sim.dt * k > 0
+    assert np.allclose(speed[moving], v0 - mu * G * sim.dt * k[moving], atol=1e-8)
+    assert speed[~moving].max() < 1e-8
+    travel = xs[-1, :2]
+    assert np.linalg.norm(travel) == pytest.approx(v0**2 / (2 * mu * G), abs=v0 * sim.dt)
+    assert abs(travel[0] * d[1] - travel[1] * d[0]) < 1e-9  # straight along the initial direction
+
+
+def test_lcp_pyramid_is_anisotropic_where_the_cone_is_not():
+    """Contrast: the LCP's friction box stops a diagonal slide short (its friction reaches sqrt(2) mu)."""
+    lcp, ncp = cube_sim(contact="lcp"), cube_sim(contact="ncp")
+    x0 = cube_state(v=(1.0, 1.0, 0.0))
+    d_lcp = np.linalg.norm(lcp.rollout(x0, np.zeros((400, 0)))[-1, :2])
+    d_ncp = np.linalg.norm(ncp.rollout(x0, np.zeros((400, 0)))[-1, :2])
+    assert d_ncp == pytest.approx(2.0 / (2 * 0.5 * G), abs=2e-3)
+    assert d_lcp < 0.75 * d_ncp
+
+
+def test_ncp_and_lcp_agree_without_friction():
+    x0 = cube_state(v=(0.7, -0.4, 0.0), w=(0, 0, 0.5))
+    a = cube_sim(mu=0.0, contact="lcp").rollout(x0, np.zeros((300, 0)))
+    b = cube_sim(mu=0.0, contact="ncp").rollout(x0, np.zeros((300, 0)))
+    assert np.allclose(a, b, atol=1e-10)
+
+
+NCP_STATES = {
+    "free flight": dict(z=0.4, v=(1.0, 0.2, -0.3), w=(0.5, -0.2, 0.3)),
+    "resting": dict(),
+    "sticking under an inclined push": dict(v=(1e-3, 5e-4, 0.0)),
+    "sliding diagonally": dict(v=(1.0, 0.4, 0.0)),
+    "separating": dict(z=0.102, v=(0.2, 0.0, 1.0)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NCP_STATES))
+def test_ncp_cube_jacobians_match_central_differences(ncp_cube, name):
+    """(A flat box sliding *with spin* is left out: its four corners share the load in a way the
+    law leaves open, and with different slip directions that share changes v+ itself.)"""
+    from contact.ncp import NCPMode
+
+    rep = _check(ncp_cube, cube_state(**NCP_STATES[name]), np.zeros(0))
+    expected = {"resting": NCPMode.STICKING, "sticking under an inclined push": NCPMode.STICKING,
+                "sliding diagonally": NCPMode.SLIDING}.get(name)
+    if expected is not None:
+        assert len(rep) == 4 and np.all(rep.modes == expected)
+
+
+def test_ncp_sphere_rolling_and_sliding_jacobians():
+    b = ModelBuilder("ball")
+    j = b.add_joint("free", name="root")
+    b.add_body(j, mass=1.0, sphere=0.1)
+    model, geom = b.build()
+    sim = Simulator(model, geometry=geom, dt=1e-3, ground=0.0, friction=0.5, contact="ncp")
+    x = np.r_[0, 0, 0.1, 0, 0, 0, 1.0, 0.8, -0.2, 0, 1.0, 3.0, -0.5]
+    rep = _check(sim, x, np.zeros(0))
+    assert len(rep) == 1 and rep.impulses[0, 0] > 0

@@ -9,14 +9,15 @@ import problems
 from trajopt import fd_tolerance, max_relative_error, step_jacobians_fd
 
 
-@pytest.fixture(scope="module", params=["catapult", "jump-worm"])
+@pytest.fixture(scope="module", params=[("catapult", "lcp"), ("jump-worm", "lcp"), ("catapult", "ncp"),
+                                        ("jump-worm", "ncp")], ids=lambda p: "-".join(p))
 def planar(request):
-    ocp = problems.load(request.param)
+    ocp = problems.load(request.param[0], contact=request.param[1])
     rng = np.random.default_rng(0)
     # Moderate random torques (20% of the limits) so that links hit the floor and each other.
     us = np.clip(rng.normal(0, 0.2, (ocp.horizon, ocp.nu)) * ocp.u_upper, ocp.u_lower, ocp.u_upper)
     xs = ocp.rollout(us)
-    return request.param, ocp, xs, us
+    return request.param[0], ocp, xs, us
 
 
 def test_scene_matches_its_statement():
@@ -155,3 +156,12 @@ def test_jacobians_in_each_contact_regime(name, regime):
     err = max(max_relative_error(Fx, ref.Fx), max_relative_error(Fu, ref.Fu))
     assert err < 1e-6, err
     assert state is None or regime != "free" or not box.any()
+
+
+
+def test_planar_lcp_and_ncp_give_the_same_motion():
+    """In the plane the Coulomb cone is the LCP's friction box."""
+    a, b = problems.load("jump-worm", contact="lcp"), problems.load("jump-worm", contact="ncp")
+    rng = np.random.default_rng(1)
+    us = np.clip(rng.normal(0, 0.1, (a.horizon, a.nu)) * a.u_upper, a.u_lower, a.u_upper)
+    assert np.allclose(a.rollout(us), b.rollout(us), atol=1e-7)

@@ -5,7 +5,8 @@
                                                    rollout from the problem's start (or a
                                                    seeded perturbation of it) with zero
                                                    controls; writes a plot of the states
-    trajopt bench [PROBLEM ...] [--json FILE]      step / Jacobian timings and errors
+    trajopt bench [PROBLEM ...] [--contact lcp|ncp] [--json FILE]
+                                                   step / Jacobian timings and errors
 
 Errors in the input (an unknown problem, a bad option) print one line naming
 what is wrong and exit with status 2.
@@ -39,7 +40,14 @@ def _load(name, **options):
     problems = _problems()
     if name not in problems.names():
         raise CLIError(f"unknown problem {name!r}; available: {', '.join(problems.names())}")
-    return problems.load(name, **options)
+    if options.get("contact") is None:
+        options.pop("contact", None)
+    try:
+        return problems.load(name, **options)
+    except TypeError as exc:
+        if "contact" in options and "contact" in str(exc):
+            raise CLIError(f"problem {name!r} has no contact to choose a model for (--contact)") from None
+        raise
 
 
 def cmd_list(args) -> int:
@@ -93,7 +101,7 @@ def cmd_bench(args) -> int:
     names = args.problems or list(DEFAULT_BENCH)
     records = []
     for name in names:
-        ocp = _load(name)
+        ocp = _load(name, contact=args.contact) if args.contact and _has_contact(name) else _load(name)
         x, u = bench_state(ocp)
         rec = bench_dynamics(ocp.dynamics, x, u, name=name, min_time=args.min_time,
                              contact=getattr(ocp.dynamics, "contact", None) or "none")
@@ -106,6 +114,15 @@ def cmd_bench(args) -> int:
             json.dump(records, f, indent=2)
         print(f"wrote {args.json}")
     return 0
+
+
+def _has_contact(name) -> bool:
+    """Whether the problem's factory takes a ``contact`` keyword."""
+    import inspect
+
+    problems = _problems()
+    factory = problems._registry._lookup(name)[0]
+    return "contact" in inspect.signature(factory).parameters
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -127,6 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("problems", nargs="*", help=f"problems (default: {' '.join(DEFAULT_BENCH)})")
     s.add_argument("--json", default=None, help="also write the records to this JSON file")
     s.add_argument("--min-time", type=float, default=0.2, help="seconds spent timing each call (default 0.2)")
+    s.add_argument("--contact", choices=("lcp", "ncp"), default=None,
+                   help="contact model of the problems that have contact (default: each problem's own)")
     s.set_defaults(func=cmd_bench)
     return p
 
