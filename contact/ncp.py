@@ -500,3 +500,36 @@ def _from_pyramid_lcp(G, b, start, size, mu):
 def _result(G, b, start, size, mu, lam, modes, status, hit, its) -> NCPSolution:
     return NCPSolution(lam, G @ lam + b, np.asarray(modes, dtype=np.int64), status,
                        float(_residual(G, b, start, size, mu, lam)), hit, int(its))
+
+
+def ncp_jacobian_b(G, b, start, size, mu, sol: NCPSolution) -> np.ndarray:
+    """``d lambda / d b`` (m, m) at a solution, by implicit differentiation of its mode equations.
+
+    Valid away from mode switches; least-squares (minimal-norm) where the
+    equations are rank-deficient.
+    """
+    G = np.ascontiguousarray(G, dtype=float)
+    b = np.ascontiguousarray(b, dtype=float)
+    start = np.asarray(start, dtype=np.int64)
+    size = np.asarray(size, dtype=np.int64)
+    mu = np.asarray(mu, dtype=float)
+    m = len(b)
+    F = np.empty(m)
+    JF = np.empty((m, m))
+    _equations(G, b, start, size, mu, sol.modes, np.asarray(sol.x, dtype=float), F, JF)
+    # dF/db: the rows whose equation involves c = G lambda + b take the same b-coefficients
+    # as their lambda-coefficients take G: JF = D_c G + D_lambda, so dF/db = D_c.
+    Fb = np.zeros((m, m))
+    c = G @ sol.x + b
+    for g in range(len(start)):
+        s, n, md = int(start[g]), int(size[g]), int(sol.modes[g])
+        if md == NCPMode.STICKING or (md == NCPMode.SLIDING and (n == 1 or mu[g] == 0.0)):
+            rows = n if md == NCPMode.STICKING else 1
+            Fb[s: s + rows, s: s + rows] = np.eye(rows)
+        elif md == NCPMode.SLIDING:
+            Fb[s, s] = 1.0
+            cT = c[s + 1: s + n]
+            nrm = np.linalg.norm(cT)
+            u = cT / nrm
+            Fb[s + 1: s + n, s + 1: s + n] = mu[g] * sol.x[s] / nrm * (np.eye(n - 1) - np.outer(u, u))
+    return -np.linalg.lstsq(JF, Fb, rcond=1e-12)[0]
