@@ -1,0 +1,53 @@
+"""Pieces shared by the solvers: rollouts, cost evaluation, the progress table."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+
+def rollout(ocp, us) -> np.ndarray:
+    """States (T+1, nx) under ``us``; a diverging simulation raises (SimulationError is a RuntimeError)."""
+    return ocp.rollout(us)
+
+
+def evaluate(ocp, xs, us) -> float:
+    cost = ocp.cost(xs, us)
+    if not np.isfinite(cost):
+        raise ValueError(f"non-finite cost {cost}")
+    return cost
+
+
+class Progress:
+    """The verbose iteration table, which doubles as the progress display."""
+
+    def __init__(self, method: str, verbose: bool, columns: list[str], stream=None):
+        self.verbose = verbose
+        self.columns = columns
+        self.stream = stream or sys.stdout
+        self.method = method
+        self._rows = 0
+
+    def row(self, info: dict) -> None:
+        if not self.verbose:
+            return
+        if self._rows % 20 == 0:
+            head = f"{'iter':>5} {'cost':>14} " + " ".join(f"{c:>10}" for c in self.columns) + f" {'time [s]':>9}"
+            print(f"[{self.method}]\n{head}", file=self.stream)
+        vals = " ".join(_fmt(info.get(c)) for c in self.columns)
+        print(f"{info['iteration']:>5} {info['cost']:>14.6e} {vals} {info['time']:>9.2f}", file=self.stream, flush=True)
+        self._rows += 1
+
+    def done(self, status, cost, wall) -> None:
+        if self.verbose:
+            print(f"[{self.method}] {status.value}: cost {cost:.6e} after {self._rows} iterations, {wall:.2f} s",
+                  file=self.stream, flush=True)
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return f"{'-':>10}"
+    if isinstance(v, (int, np.integer)):
+        return f"{v:>10d}"
+    return f"{v:>10.3e}"

@@ -1,0 +1,214 @@
+"""Box-constrained DDP (iLQR with control bounds), as named steps over an explicit state.
+
+For ``T`` knots with step Jacobians ``Fx`` (ndx, ndx), ``Fu`` (ndx, nu) and cost
+derivatives, the **backward pass** forms, from the terminal ``Vx``, ``Vxx``::
+
+    Qx = Lx + Fx' Vx        Qu = Lu + Fu' Vx
+    Qxx = Lxx + Fx' Vxx Fx  Quu = Luu + Fu' Vxx Fu + mu I   Qux = Lxu' + Fu' Vxx Fx
+
+and solves the box QP ``min 0.5 du' Quu du + Qu' du`` subject to the control
+bounds by projected Newton (Tassa et al. 2014): ``k`` is its solution, ``K`` the
+feedback restricted to the free controls. The **forward pass** rolls out
+``u = clip(u + alpha k + K (x_new - x))`` (the state difference in the tangent
+space) and accepts the first ``alpha`` of the line search that decreases the
+cost by a fraction of the expected decrease. The **regularization** ``mu`` grows
+when ``Quu`` is not positive definite, a pass produces a non-finite number, or
+no step is accepted, and shrinks after a success.
+
+Gauss-Newton: second derivatives of the dynamics are not used (iLQR).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from trajopt.solution import Solution, Status
+
+from ._common import Progress, evaluate, rollout
+
+
+class BackwardPassError(RuntimeError):
+    """The backward pass met a non-positive-definite Quu or a non-finite number."""
+
+
+def _box_qp(H, g, lower, upper, x0, max_iter=50, tol=1e-10):
+    """``min 0.5 x' H x + g' x`` s.t. ``lower <= x <= upper`` by projected Newton.
+
+    Returns ``(x, free, H_free_inverse)`` where ``free`` marks the variables not
+    clamped at a bound at the solution.
+    """
+    n = len(g)
+    x = np.clip(x0, lower, upper)
+    free = np.ones(n, dtype=bool)
+    Hf_inv = None
+    for _ in range(max_iter):
+        grad = g + H @ x
+        clamped = ((x <= lower + 1e-12) & (grad > 0)) | ((x >= upper - 1e-12) & (grad < 0))
+        free = ~clamped
+        if not free.any():
+            return x, free, np.zeros((0, 0))
+        Hff = H[np.ix_(free, free)]
+        try:
+            L = np.linalg.cholesky(Hff)
+        except np.linalg.LinAlgError as exc:
+            raise BackwardPassError("Quu is not positive definite on the free controls") from exc
+        Hf_inv = np.linalg.inv(L).T @ np.linalg.inv(L)
+        step = np.zeros(n)
+        step[free] = -Hf_inv @ grad[free]
+        if np.abs(step).max() < tol:
+            break
+        # Armijo line search on the projected step
+        f0 = 0.5 * x @ H @ x + g @ x
+        alpha = 1.0
+        while alpha > 1e-10:
+            xn = np.clip(x + alpha * step, lower, upper)
+            if 0.5 * xn @ H @ xn + g @ xn <= f0 + 1e-4 * grad @ (xn - x):
+                break
+            alpha *= 0.5
+        x = xn
+    if Hf_inv is None or Hf_inv.shape[0] != int(free.sum()):
+        Hff = H[np.ix_(free, free)]
+        Hf_inv = np.linalg.inv(Hff) if free.any() else np.zeros((0, 0))
+    return x, free, Hf_inv
+
+
+def backward_pass(ocp, xs, us, derivs, reg):
+    """Gains ``K`` (T, nu, ndx), ``k`` (T, nu) and the expected decrease terms ``(dV1, dV2)``."""
+    T, nu, ndx = ocp.horizon, ocp.nu, ocp.ndx
+    term = derivs["terminal"]
+    Vx, Vxx = term.Lx.copy(), term.Lxx.copy()
+    K = np.zeros((T, nu, ndx))
+    k = np.zeros((T, nu))
+    dV1 = dV2 = 0.0
+    eye = np.eye(nu)
+    for t in range(T - 1, -1, -1):
+        Fx, Fu = derivs["Fx"][t], derivs["Fu"][t]
+        c = derivs["running"][t]
+        Qx = c.Lx + Fx.T @ Vx
+        Qu = c.Lu + Fu.T @ Vx
+        VxxFx = Vxx @ Fx
+        Qxx = c.Lxx + Fx.T @ VxxFx
+        Qux = c.Lxu.T + Fu.T @ VxxFx
+        Quu = c.Luu + Fu.T @ Vxx @ Fu
+        Quu_r = Quu + reg * eye
+        if not (np.all(np.isfinite(Quu_r)) and np.all(np.isfinite(Qu))):
+            raise BackwardPassError(f"non-finite Q-function at knot {t}")
+        kt, free, Hf_inv = _box_qp(Quu_r, Qu, ocp.u_lower - us[t], ocp.u_upper - us[t], -k[t])
+        Kt = np.zeros((nu, ndx))
+        if free.any():
+            Kt[free] = -Hf_inv @ Qux[free]
+        K[t], k[t] = Kt, kt
+        dV1 += kt @ Qu
+        dV2 += 0.5 * kt @ Quu @ kt
+        Vx = Qx + Kt.T @ Quu @ kt + Kt.T @ Qu + Qux.T @ kt
+        Vxx = Qxx + Kt.T @ Quu @ Kt + Kt.T @ Qux + Qux.T @ Kt
+        Vxx = 0.5 * (Vxx + Vxx.T)
+    return K, k, dV1, dV2
+
+
+def forward_pass(ocp, xs, us, K, k, alpha):
+    """The new trajectory for line-search step ``alpha`` (raises on a non-finite state)."""
+    dyn = ocp.dynamics
+    T = ocp.horizon
+    xs_new = np.empty_like(xs)
+    us_new = np.empty_like(us)
+    xs_new[0] = ocp.x0
+    for t in range(T):
+        dx = dyn.state_difference(xs[t], xs_new[t])
+        us_new[t] = np.clip(us[t] + alpha * k[t] + K[t] @ dx, ocp.u_lower, ocp.u_upper)
+        xs_new[t + 1] = dyn.step(xs_new[t], us_new[t])
+    return xs_new, us_new
+
+
+def derivatives(ocp, xs, us):
+    """Step Jacobians and cost derivatives along a trajectory."""
+    dyn = ocp.dynamics
+    T = ocp.horizon
+    Fx = np.empty((T, ocp.ndx, ocp.ndx))
+    Fu = np.empty((T, ocp.ndx, ocp.nu))
+    running = []
+    for t in range(T):
+        _, Fx[t], Fu[t] = dyn.step_derivatives(xs[t], us[t])
+        running.append(ocp.running(t).derivatives(xs[t], us[t]))
+    return {"Fx": Fx, "Fu": Fu, "running": running, "terminal": ocp.terminal_cost.derivatives(xs[-1])}
+
+
+def solve_ddp(ocp, *, us_init=None, max_iter: int = 100, tol: float = 1e-8, reg_init: float = 1e-6,
+              reg_min: float = 1e-9, reg_max: float = 1e10, alphas=None, callback=None, verbose: bool = True,
+              time_limit: float | None = None) -> Solution:
+    """Solve ``ocp`` by box-constrained DDP. See the module docstring.
+
+    Stops when the expected decrease is below ``tol * (1 + |cost|)`` (CONVERGED), after
+    ``max_iter`` iterations or ``time_limit`` seconds (MAX_ITERATIONS), when no step
+    decreases the cost at the largest regularization (STALLED), or on Ctrl-C
+    (INTERRUPTED). ``callback(info)`` is called after every iteration with a dict
+    (``iteration, cost, reg, alpha, expected, time``).
+    """
+    t0 = time.perf_counter()
+    alphas = alphas if alphas is not None else [0.5**i for i in range(12)]
+    us = ocp.check_controls(ocp.us_init if us_init is None else us_init)
+    us = np.clip(us, ocp.u_lower, ocp.u_upper)
+    progress = Progress("ddp", verbose, ["reg", "alpha", "expected"])
+    history = []
+    status = Status.MAX_ITERATIONS
+    reg = reg_init
+    try:
+        xs = rollout(ocp, us)
+    except (RuntimeError, ValueError) as exc:
+        return Solution(np.full((ocp.horizon + 1, ocp.nx), np.nan), us, np.inf, [], Status.FAILED, "ddp",
+                        time.perf_counter() - t0, {"error": str(exc)})
+    cost = evaluate(ocp, xs, us)
+    try:
+        for it in range(max_iter):
+            derivs = derivatives(ocp, xs, us)
+            accepted = False
+            expected = np.nan
+            alpha = 0.0
+            while not accepted:
+                try:
+                    K, k, dV1, dV2 = backward_pass(ocp, xs, us, derivs, reg)
+                except BackwardPassError:
+                    reg = max(reg * 10.0, 1e-6)
+                    if reg > reg_max:
+                        break
+                    continue
+                expected = -(dV1 + dV2)
+                if expected < tol * (1.0 + abs(cost)):
+                    status = Status.CONVERGED
+                    break
+                for alpha in alphas:
+                    try:
+                        xs_new, us_new = forward_pass(ocp, xs, us, K, k, alpha)
+                        cost_new = evaluate(ocp, xs_new, us_new)
+                    except (RuntimeError, ValueError):
+                        continue
+                    actual = cost - cost_new
+                    exp_a = -(alpha * dV1 + alpha**2 * dV2)
+                    if np.isfinite(cost_new) and actual > 1e-4 * exp_a and actual > 0:
+                        xs, us, cost, accepted = xs_new, us_new, cost_new, True
+                        reg = max(reg / 4.0, reg_min)
+                        break
+                if not accepted:
+                    reg *= 10.0
+                    if reg > reg_max:
+                        break
+            info = {"iteration": it, "cost": cost, "reg": reg, "alpha": alpha if accepted else 0.0,
+                    "expected": expected, "time": time.perf_counter() - t0}
+            history.append(info)
+            progress.row(info)
+            if callback is not None:
+                callback(info)
+            if status == Status.CONVERGED:
+                break
+            if not accepted:
+                status = Status.STALLED
+                break
+            if time_limit is not None and info["time"] > time_limit:
+                break
+    except KeyboardInterrupt:
+        status = Status.INTERRUPTED
+    wall = time.perf_counter() - t0
+    progress.done(status, cost, wall)
+    return Solution(xs, us, float(cost), history, status, "ddp", wall, {"reg": reg})

@@ -1,0 +1,41 @@
+"""What a solver returns: :class:`Solution` with a :class:`Status`."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+class Status(str, enum.Enum):
+    """How a solve ended."""
+
+    CONVERGED = "converged"  # a stopping test on the cost decrease / step size passed
+    MAX_ITERATIONS = "max_iterations"  # the iteration budget ran out (the last iterate is returned)
+    STALLED = "stalled"  # no step decreased the cost even with the largest regularization
+    INTERRUPTED = "interrupted"  # Ctrl-C: the last iterate is returned
+    FAILED = "failed"  # the solver could not produce a usable iterate (e.g. diverged)
+
+
+@dataclass
+class Solution:
+    """``xs`` (T+1, nx), ``us`` (T, nu), total ``cost``, per-iteration ``history`` (dicts with at
+    least ``iteration``, ``cost``, ``time``), ``status``, the ``method`` name and solver ``info``."""
+
+    xs: np.ndarray
+    us: np.ndarray
+    cost: float
+    history: list = field(default_factory=list)
+    status: Status = Status.MAX_ITERATIONS
+    method: str = ""
+    wall_time: float = 0.0
+    info: dict = field(default_factory=dict)
+
+    @property
+    def iterations(self) -> int:
+        return len(self.history)
+
+    @property
+    def success(self) -> bool:
+        return self.status == Status.CONVERGED
