@@ -345,11 +345,13 @@ def implicit_velocity_jacobian(J, Minv, A, b, lam, normal_of, mu, slope, dJv, m_
 
 
 @njit(cache=True)
-def implicit_velocity_jacobian_ncp(J, Minv, A, b, lam, start, size, mu, modes, slope, dJv, m_contact, G):
+def implicit_velocity_jacobian_ncp(J, Minv, A, b, lam, start, size, mu, modes, dirs, slope, dJv, m_contact, G):
     """``dv+/dtheta`` through the Coulomb-cone modes (see :mod:`dynamics.contact_step`).
 
     Breaking groups keep ``dlambda = 0``; sticking groups (and unilateral rows in
-    contact) keep ``dc = 0``; a sliding group keeps ``dc_n = 0`` and
+    contact) keep ``dc = 0``; a saturated group (at rest, friction on the cone in a
+    fixed direction d) keeps ``dc_n = 0`` and ``dlambda_T = mu d dlambda_n``; a
+    sliding group keeps ``dc_n = 0`` and
     ``d(lambda_T + mu lambda_n c_T/|c_T|) = 0`` (the impulse stays on the cone's
     boundary, opposite to the slip), i.e. with ``P = I - u u^T``::
 
@@ -386,7 +388,7 @@ def implicit_velocity_jacobian_ncp(J, Minv, A, b, lam, start, size, mu, modes, s
         if modes[g] == 0:
             continue
         s, n = start[g], size[g]
-        sliding = modes[g] == 2 and n > 1
+        sliding = (modes[g] == 2 or modes[g] == 3) and n > 1
         vel_rows = 1 if sliding else n
         for k in range(vel_rows):  # dc = 0 on these rows
             e = pos[s + k]
@@ -399,6 +401,11 @@ def implicit_velocity_jacobian_ncp(J, Minv, A, b, lam, start, size, mu, modes, s
         if mu[g] == 0.0:
             for k in range(1, n):
                 E[pos[s + k], pos[s + k]] = 1.0
+            continue
+        if modes[g] == 3:  # saturated: the friction keeps its direction at the bound
+            for k in range(1, n):
+                E[pos[s + k], pos[s + k]] = 1.0
+                E[pos[s + k], pos[s]] = -mu[g] * dirs[g, k - 1]
             continue
         ct = 0.0
         for k in range(1, n):

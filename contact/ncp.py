@@ -42,11 +42,18 @@ from numba import njit
 
 
 class NCPMode(enum.IntEnum):
-    """Mode of a contact (or of a unilateral row) at an NCP solution."""
+    """Mode of a contact (or of a unilateral row) at an NCP solution.
+
+    ``SATURATED``: at rest with its friction on the cone's boundary in a fixed
+    direction ``d`` (impending slip) -- where the load of a statically
+    indeterminate patch (a flat foot) is split so that one corner is at its
+    friction limit. Both sticking and sliding hold at once there.
+    """
 
     BREAKING = 0
     STICKING = 1
     SLIDING = 2
+    SATURATED = 3
 
 
 @dataclass
@@ -62,6 +69,7 @@ class NCPSolution:
     residual: float
     warm_start_hit: bool
     iterations: int
+    dirs: np.ndarray | None = None  # (ng, 2) friction directions of SATURATED groups
 
 
 # -- cone geometry --------------------------------------------------------------------------------
@@ -261,8 +269,11 @@ def _modes(G, b, start, size, mu, lam, tol_c, tol_l):
 
 
 @njit(cache=True)
-def _equations(G, b, start, size, mu, modes, lam, F, JF):
-    """Residual F(lambda) of the mode equations and its Jacobian JF (m x m)."""
+def _equations(G, b, start, size, mu, modes, dirs, lam, F, JF):
+    """Residual F(lambda) of the mode equations and its Jacobian JF (m x m).
+
+    ``dirs`` (ng, 2): friction direction of SATURATED groups (unit, tangent plane).
+    """
     m = b.shape[0]
     c = G @ lam + b
     JF[:] = 0.0
@@ -273,6 +284,14 @@ def _equations(G, b, start, size, mu, modes, lam, F, JF):
             for k in range(n):
                 F[s + k] = lam[s + k]
                 JF[s + k, s + k] = 1.0
+        elif md == 3:  # saturated: c_n = 0, lambda_T = mu lambda_n d
+            F[s] = c[s]
+            for j in range(m):
+                JF[s, j] = G[s, j]
+            for k in range(1, n):
+                F[s + k] = lam[s + k] - mu[g] * lam[s] * dirs[g, k - 1]
+                JF[s + k, s + k] = 1.0
+                JF[s + k, s] = -mu[g] * dirs[g, k - 1]
         elif md == 1 or (md == 2 and mu[g] == 0.0):
             rows = n if md == 1 else 1
             for k in range(rows):
@@ -306,7 +325,7 @@ def _equations(G, b, start, size, mu, modes, lam, F, JF):
 
 
 @njit(cache=True)
-def _newton(G, b, start, size, mu, modes, lam, max_iter, tol):
+def _newton(G, b, start, size, mu, modes, dirs, lam, max_iter, tol):
     """Damped Newton on the mode equations: least-squares steps, backtracking on |F|.
 
     The sliding equations also vanish on the mirror cone (lambda_n < 0); the
@@ -320,8 +339,9 @@ def _newton(G, b, start, size, mu, modes, lam, max_iter, tol):
     JFt = np.empty((m, m))
     scale = 1.0 + np.abs(b).max()
     trial = np.empty(m)
+    stalls = 0
     for it in range(max_iter):
-        _equations(G, b, start, size, mu, modes, lam, F, JF)
+        _equations(G, b, start, size, mu, modes, dirs, lam, F, JF)
         f0 = np.abs(F).max()
         if f0 <= tol * scale:
             return it, True
@@ -331,23 +351,27 @@ def _newton(G, b, start, size, mu, modes, lam, max_iter, tol):
         for _ in range(30):
             for i in range(m):
                 trial[i] = lam[i] + alpha * step[i]
-            _equations(G, b, start, size, mu, modes, trial, Ft, JFt)
+            _equations(G, b, start, size, mu, modes, dirs, trial, Ft, JFt)
             if np.abs(Ft).max() < (1.0 - 1e-4 * alpha) * f0:
                 accepted = True
                 break
             alpha *= 0.5
-        if not accepted:
-            for i in range(m):
-                lam[i] += step[i]
-        else:
+        if accepted:
+            stalls = 0
             for i in range(m):
                 lam[i] = trial[i]
-    _equations(G, b, start, size, mu, modes, lam, F, JF)
+        else:  # no decrease along the direction: take the full step (it can leave a kink), a few times
+            stalls += 1
+            if stalls > 3:
+                return it, False
+            for i in range(m):
+                lam[i] += step[i]
+    _equations(G, b, start, size, mu, modes, dirs, lam, F, JF)
     return max_iter, np.abs(F).max() <= tol * scale
 
 
 @njit(cache=True)
-def _valid(G, b, start, size, mu, modes, lam, tol_c, tol_l):
+def _valid(G, b, start, size, mu, modes, dirs, lam, tol_c, tol_l):
     """The impulses satisfy Coulomb's law in the given modes (to tolerance)."""
     c = G @ lam + b
     for g in range(start.shape[0]):
@@ -371,11 +395,20 @@ def _valid(G, b, start, size, mu, modes, lam, tol_c, tol_l):
                     ct += c[s + k] * c[s + k]
                 if np.sqrt(ct) <= tol_c:
                     return False
+            if md == 3:  # no slip, or slip against the friction direction only
+                along = 0.0
+                for k in range(1, n):
+                    along += c[s + k] * dirs[g, k - 1]
+                if along > tol_c:
+                    return False
+                for k in range(1, n):
+                    if abs(c[s + k] - along * dirs[g, k - 1]) > tol_c:
+                        return False
     return True
 
 
 @njit(cache=True)
-def _repair(G, b, start, size, mu, modes, lam, tol_c, tol_l):
+def _repair(G, b, start, size, mu, modes, dirs, lam, tol_c, tol_l):
     """Modes implied by the violations of an answer: take-off when the normal impulse went
     negative, contact when a breaking contact penetrates, sliding when a sticking impulse
     left the cone, sticking when a sliding contact stopped."""
@@ -400,8 +433,46 @@ def _repair(G, b, start, size, mu, modes, lam, tol_c, tol_l):
             for k in range(1, n):
                 ct += c[s + k] * c[s + k]
             if np.sqrt(ct) <= tol_c:
+                # stopped while on the boundary: saturated along its friction direction
+                tn = 0.0
+                for k in range(1, n):
+                    tn += lam[s + k] * lam[s + k]
+                tn = np.sqrt(tn)
+                if tn > 0.0:
+                    new[g] = 3
+                    for k in range(1, n):
+                        dirs[g, k - 1] = lam[s + k] / tn
+                else:
+                    new[g] = 1
+        elif md == 3:
+            along = 0.0
+            for k in range(1, n):
+                along += c[s + k] * dirs[g, k - 1]
+            if along > tol_c:
                 new[g] = 1
+            else:
+                for k in range(1, n):
+                    if abs(c[s + k] - along * dirs[g, k - 1]) > tol_c:
+                        new[g] = 2
     return new
+
+
+def _accept(G, b, start, size, mu, modes, dirs, lam, converged, tol_c, tol_l):
+    """Newton's answer is taken when it obeys the law, and its mode equations hold exactly or to
+    within ``ACCEPT`` of the scale (a tied contact can leave them inconsistent at round-off level)."""
+    if not np.all(np.isfinite(lam)) or not _valid(G, b, start, size, mu, modes, dirs, lam, tol_c, tol_l):
+        return False
+    if converged:
+        return True
+    m = len(b)
+    F = np.empty(m)
+    JF = np.empty((m, m))
+    _equations(G, b, start, size, mu, modes, dirs, lam, F, JF)
+    return np.abs(F).max() <= ACCEPT * (1.0 + np.abs(b).max())
+
+
+#: Largest residual of the mode equations (relative to the scale of b) an answer may keep.
+ACCEPT = 1e-8
 
 
 def solve_ncp(G, b, start, size, mu, *, guess=None, tol: float = 1e-10, max_sweeps: int = 2000) -> NCPSolution:
@@ -409,7 +480,8 @@ def solve_ncp(G, b, start, size, mu, *, guess=None, tol: float = 1e-10, max_swee
 
     ``G`` (m, m), ``b`` (m,); groups given by ``start``, ``size`` (1, 2 or 3 rows) and
     ``mu`` (one per group). ``guess = (modes, lam)`` from the previous step, when the
-    groups are the same, is tried first.
+    groups are the same, is tried first (``(modes, lam, dirs)`` also carries the friction
+    directions of saturated groups).
     """
     G = np.ascontiguousarray(G, dtype=float)
     b = np.ascontiguousarray(b, dtype=float)
@@ -422,32 +494,39 @@ def solve_ncp(G, b, start, size, mu, *, guess=None, tol: float = 1e-10, max_swee
     if not np.isfinite(G.sum() + b.sum()):
         raise ValueError("solve_ncp: G or b contains non-finite values")
     if m == 0:
-        return NCPSolution(np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int64), "solved", 0.0, False, 0)
+        return NCPSolution(np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int64), "solved", 0.0, False, 0,
+                           np.zeros((0, 2)))
     scale_b = 1.0 + np.abs(b).max()
     tol_c = 1e-8 * scale_b
+    ng = len(start)
+    dirs = np.zeros((ng, 2))
     if guess is not None:
-        modes0, lam0 = guess
+        modes0, lam0 = guess[0], guess[1]
         lam = np.array(lam0, dtype=float, copy=True)
-        modes = np.asarray(modes0, dtype=np.int64)
-        if len(lam) == m and len(modes) == len(start):
-            its, ok = _newton(G, b, start, size, mu, modes, lam, 50, tol)
+        modes = np.array(modes0, dtype=np.int64, copy=True)
+        if len(guess) > 2 and guess[2] is not None and np.shape(guess[2]) == (ng, 2):
+            dirs = np.array(guess[2], dtype=float, copy=True)
+        elif np.any(modes == NCPMode.SATURATED):
+            modes[modes == NCPMode.SATURATED] = NCPMode.STICKING
+        if len(lam) == m and len(modes) == ng:
+            its, ok = _newton(G, b, start, size, mu, modes, dirs, lam, 50, tol)
             tol_l = 1e-10 * (1.0 + np.abs(lam).max())
-            if ok and np.all(np.isfinite(lam)) and _valid(G, b, start, size, mu, modes, lam, tol_c, tol_l):
-                return _result(G, b, start, size, mu, lam, modes, "solved", True, its)
+            if _accept(G, b, start, size, mu, modes, dirs, lam, ok, tol_c, tol_l):
+                return _result(G, b, start, size, mu, lam, modes, dirs, "solved", True, its)
     # Cold: the friction-pyramid LCP (exact by pivoting; in planar groups it *is* the
     # Coulomb problem) gives modes and impulses; Newton makes them exact on the cone.
     lam, modes, its = _from_pyramid_lcp(G, b, start, size, mu)
     total = its
     for _ in range(10):  # active-set repairs: switch groups to the mode their violation points to
         trial = lam.copy()
-        its, ok = _newton(G, b, start, size, mu, modes, trial, 50, tol)
+        its, ok = _newton(G, b, start, size, mu, modes, dirs, trial, 50, tol)
         total += its
         tol_l = 1e-9 * (1.0 + np.abs(trial).max())
-        if ok and np.all(np.isfinite(trial)) and _valid(G, b, start, size, mu, modes, trial, tol_c, tol_l):
-            return _result(G, b, start, size, mu, trial, modes, "solved", False, total)
+        if _accept(G, b, start, size, mu, modes, dirs, trial, ok, tol_c, tol_l):
+            return _result(G, b, start, size, mu, trial, modes, dirs, "solved", False, total)
         if not np.all(np.isfinite(trial)):
             break
-        new = _repair(G, b, start, size, mu, modes, trial, tol_c, tol_l)
+        new = _repair(G, b, start, size, mu, modes, dirs, trial, tol_c, tol_l)
         if np.array_equal(new, modes):
             break
         modes = new
@@ -458,12 +537,12 @@ def solve_ncp(G, b, start, size, mu, *, guess=None, tol: float = 1e-10, max_swee
         tol_l = 1e-9 * (1.0 + np.abs(lam).max())
         modes = _modes(G, b, start, size, mu, lam, tol_c, tol_l)
         trial = lam.copy()
-        its, ok = _newton(G, b, start, size, mu, modes, trial, 50, tol)
+        its, ok = _newton(G, b, start, size, mu, modes, dirs, trial, 50, tol)
         total += its
-        if ok and np.all(np.isfinite(trial)) and _valid(G, b, start, size, mu, modes, trial, tol_c, tol_l):
-            return _result(G, b, start, size, mu, trial, modes, "solved", False, total)
+        if _accept(G, b, start, size, mu, modes, dirs, trial, ok, tol_c, tol_l):
+            return _result(G, b, start, size, mu, trial, modes, dirs, "solved", False, total)
     modes = _modes(G, b, start, size, mu, lam, tol_c, 1e-9 * (1.0 + np.abs(lam).max()))
-    return _result(G, b, start, size, mu, lam, modes, "inexact", False, total)
+    return _result(G, b, start, size, mu, lam, modes, dirs, "inexact", False, total)
 
 
 def _from_pyramid_lcp(G, b, start, size, mu):
@@ -497,9 +576,9 @@ def _from_pyramid_lcp(G, b, start, size, mu):
     return lam, modes, int(sol.iterations)
 
 
-def _result(G, b, start, size, mu, lam, modes, status, hit, its) -> NCPSolution:
+def _result(G, b, start, size, mu, lam, modes, dirs, status, hit, its) -> NCPSolution:
     return NCPSolution(lam, G @ lam + b, np.asarray(modes, dtype=np.int64), status,
-                       float(_residual(G, b, start, size, mu, lam)), hit, int(its))
+                       float(_residual(G, b, start, size, mu, lam)), hit, int(its), dirs)
 
 
 def ncp_jacobian_b(G, b, start, size, mu, sol: NCPSolution) -> np.ndarray:
@@ -516,7 +595,8 @@ def ncp_jacobian_b(G, b, start, size, mu, sol: NCPSolution) -> np.ndarray:
     m = len(b)
     F = np.empty(m)
     JF = np.empty((m, m))
-    _equations(G, b, start, size, mu, sol.modes, np.asarray(sol.x, dtype=float), F, JF)
+    dirs = sol.dirs if sol.dirs is not None else np.zeros((len(start), 2))
+    _equations(G, b, start, size, mu, sol.modes, dirs, np.asarray(sol.x, dtype=float), F, JF)
     # dF/db: the rows whose equation involves c = G lambda + b take the same b-coefficients
     # as their lambda-coefficients take G: JF = D_c G + D_lambda, so dF/db = D_c.
     Fb = np.zeros((m, m))
@@ -526,6 +606,8 @@ def ncp_jacobian_b(G, b, start, size, mu, sol: NCPSolution) -> np.ndarray:
         if md == NCPMode.STICKING or (md == NCPMode.SLIDING and (n == 1 or mu[g] == 0.0)):
             rows = n if md == NCPMode.STICKING else 1
             Fb[s: s + rows, s: s + rows] = np.eye(rows)
+        elif md == NCPMode.SATURATED:
+            Fb[s, s] = 1.0
         elif md == NCPMode.SLIDING:
             Fb[s, s] = 1.0
             cT = c[s + 1: s + n]

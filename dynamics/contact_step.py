@@ -187,7 +187,7 @@ class ContactModel:
                 size = np.concatenate((np.full(nc, r), np.ones(nlim))).astype(np.int64)
                 mu = np.concatenate((np.full(nc, self.friction), np.zeros(nlim)))
                 groups = (start, size, mu)
-            sol = solve_ncp(A, b, *groups, guess=(previous.modes, previous.lam) if same else None)
+            sol = solve_ncp(A, b, *groups, guess=(previous.modes, previous.lam, previous.dirs) if same else None)
             lcp, signs = None, None
         else:
             if same:  # same rows as the last step: reuse the LCP's structure and warm-start
@@ -206,6 +206,7 @@ class ContactModel:
         v_next = v_free + MJt @ lam
         state = ContactState(geo, J, Minv, MJt, lam, np.asarray(sol.modes), signs, normal_rows, bias_slope,
                              lcp, groups, A, b, key)
+        state.dirs = getattr(sol, "dirs", None)
         state.warm_hit = bool(sol.warm_start_hit)
         state.guessed = same
         state.status = sol.status
@@ -244,7 +245,8 @@ class ContactModel:
         if state.groups is not None:
             start, size, mu = state.groups
             return _kernels.implicit_velocity_jacobian_ncp(state.J, state.Minv, state.A, state.b, state.lam, start,
-                                                           size, mu, state.modes, slope, dJv, m_contact, G)
+                                                           size, mu, state.modes, state.dirs, slope, dJv,
+                                                           m_contact, G)
         lcp = state.lcp
         return _kernels.implicit_velocity_jacobian(state.J, state.Minv, lcp.A, lcp.b, state.lam, lcp.normal_of,
                                                    lcp.mu, slope, dJv, m_contact, G)
