@@ -510,6 +510,35 @@ class Simulator:
         """The neutral configuration (identity quaternions, zero angles) at rest."""
         return np.concatenate((pin.neutral(self.model), np.zeros(self.nv)))
 
+    def shapes_2d(self, q) -> list[tuple[str, np.ndarray]]:
+        """The collision shapes at ``q`` projected on the xy plane, for drawing planar scenes.
+
+        Returns ``(kind, points)`` pairs: ``("polygon", (k, 2) corners)`` for boxes,
+        ``("circle", [x, y, r])`` for spheres, ``("segment", [x0, y0, x1, y1, r])`` for
+        capsules and cylinders (their axis and radius).
+        """
+        import coal
+
+        if self.geometry is None:
+            return []
+        gdata = pin.GeometryData(self.geometry)
+        pin.updateGeometryPlacements(self.model, self._data.pin, self.geometry, gdata, np.asarray(q, float))
+        out = []
+        for k, obj in enumerate(self.geometry.geometryObjects):
+            M, g = gdata.oMg[k], obj.geometry
+            if isinstance(g, coal.Box):
+                h = g.halfSide
+                corners = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)]) * h
+                P = corners @ M.rotation.T + M.translation
+                out.append(("polygon", _hull_2d(P[:, :2])))
+            elif isinstance(g, coal.Sphere):
+                out.append(("circle", np.r_[M.translation[:2], g.radius]))
+            elif isinstance(g, (coal.Capsule, coal.Cylinder)):
+                half = g.halfLength
+                a, b = M.act(np.array([0, 0, -half])), M.act(np.array([0, 0, half]))
+                out.append(("segment", np.r_[a[:2], b[:2], g.radius]))
+        return out
+
     def state_names(self) -> list[str]:
         """Labels of the nx state entries (``q:joint[i]``, ``v:joint[i]``), for plots and tables."""
         qn, vn = [], []
@@ -521,3 +550,24 @@ class Simulator:
 
     def __repr__(self):
         return (f"Simulator({self.name!r}, nq={self.nq}, nv={self.nv}, nu={self.nu}, dt={self.dt:g})")
+
+
+def _hull_2d(P: np.ndarray) -> np.ndarray:
+    """Convex hull of 2-D points (monotone chain), counter-clockwise."""
+    pts = sorted({(round(float(x), 12), round(float(y), 12)) for x, y in P})
+    if len(pts) <= 2:
+        return np.array(pts)
+
+    def cross(o, a, b):
+        return (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0])
+
+    lower, upper = [], []
+    for p in pts:
+        while len(lower) >= 2 and cross(lower[-2], lower[-1], p) <= 0:
+            lower.pop()
+        lower.append(p)
+    for p in reversed(pts):
+        while len(upper) >= 2 and cross(upper[-2], upper[-1], p) <= 0:
+            upper.pop()
+        upper.append(p)
+    return np.array(lower[:-1] + upper[:-1])

@@ -54,3 +54,33 @@ def test_readme_example_runs():
     namespace: dict = {}
     exec(compile(blocks[0], str(README), "exec"), namespace)  # noqa: S102
     assert len(blocks[0].strip().splitlines()) <= 12
+
+
+def test_solve_writes_solution_summary_and_plots(tmp_path, capsys):
+    assert main(["solve", "pendulum", "--max-iter", "5", "--horizon", "60", "--out", str(tmp_path)]) == 0
+    out = tmp_path / "pendulum" / "ddp"
+    summary = json.loads((out / "summary.json").read_text())
+    for key in ("problem", "method", "contact", "status", "cost", "iterations", "wall_time_s", "versions", "metrics"):
+        assert key in summary
+    assert summary["problem"] == "pendulum" and summary["method"] == "ddp" and summary["iterations"] == 5
+    assert "final_angle_error" in summary["metrics"] and summary["versions"]["pin"]
+    data = np.load(out / "solution.npz")
+    assert data["xs"].shape == (61, 2) and data["us"].shape == (60, 1)
+    for name in ("convergence.png", "states.png", "controls.png"):
+        assert (out / name).stat().st_size > 10_000
+    assert "[ddp]" in capsys.readouterr().out  # the progress table
+
+
+def test_solve_planar_contact_problem_writes_an_animation(tmp_path):
+    assert main(["solve", "jump-worm", "--max-iter", "1", "--horizon", "40", "--contact", "ncp",
+                 "--out", str(tmp_path)]) == 0
+    out = tmp_path / "jump-worm" / "ddp"
+    assert json.loads((out / "summary.json").read_text())["contact"] == "ncp"
+    assert (out / "animation.gif").stat().st_size > 10_000
+
+
+def test_solve_rejects_unknown_method_and_contact_on_smooth_problems(capsys):
+    assert main(["solve", "cartpole", "--method", "newton"]) == 2
+    assert "unknown method 'newton'" in capsys.readouterr().err
+    assert main(["solve", "cartpole", "--contact", "ncp"]) == 2
+    assert "has no contact" in capsys.readouterr().err

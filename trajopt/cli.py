@@ -5,6 +5,10 @@
                                                    rollout from the problem's start (or a
                                                    seeded perturbation of it) with zero
                                                    controls; writes a plot of the states
+    trajopt solve PROBLEM [--method M] [--contact lcp|ncp] [--max-iter N] [--out DIR]
+                                                   optimize; writes the solution, summary.json,
+                                                   convergence / state / control plots and, for
+                                                   planar problems, an animation
     trajopt bench [PROBLEM ...] [--contact lcp|ncp] [--json FILE]
                                                    step / Jacobian timings and errors
 
@@ -116,6 +120,87 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def _versions() -> dict:
+    import importlib.metadata as md
+    import platform
+
+    out = {"python": platform.python_version()}
+    for dist in ("contactraj", "pin", "coal", "casadi", "numpy", "scipy", "numba"):
+        try:
+            out[dist] = md.version(dist)
+        except md.PackageNotFoundError:
+            out[dist] = None
+    return out
+
+
+def write_solution(ocp, sol, *, problem: str, contact: str | None, out_dir: str, animate: bool = True) -> dict:
+    """Save a solution: solution.npz, summary.json, plots (and a GIF for planar problems)."""
+    from .plots import animate_planar, plot_controls, plot_convergence, plot_states
+
+    os.makedirs(out_dir, exist_ok=True)
+    dyn = ocp.dynamics
+    dt = getattr(dyn, "dt", 1.0)
+    np.savez(os.path.join(out_dir, "solution.npz"), xs=sol.xs, us=sol.us, dt=dt)
+    finite = bool(np.all(np.isfinite(sol.xs)))
+    metrics = ocp.evaluate(sol.xs, sol.us) if finite else {}
+    metrics.pop("cost", None)
+    summary = {
+        "problem": problem, "method": sol.method, "contact": contact or getattr(dyn, "contact", "none"),
+        "status": sol.status.value, "cost": float(sol.cost), "iterations": sol.iterations,
+        "wall_time_s": float(sol.wall_time), "horizon": ocp.horizon, "dt": dt, "versions": _versions(),
+        "metrics": metrics,
+    }
+    with open(os.path.join(out_dir, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    files = ["solution.npz", "summary.json"]
+    if sol.history:
+        plot_convergence({sol.method: sol.history}, path=os.path.join(out_dir, "convergence.png"),
+                         title=f"{problem}: {sol.method}")
+        files.append("convergence.png")
+    if finite:
+        names = dyn.state_names() if hasattr(dyn, "state_names") else None
+        plot_states(sol.xs, dt=dt, names=names, nq=getattr(dyn, "nq", None), path=os.path.join(out_dir, "states.png"),
+                    title=f"{problem}: {sol.method}, {sol.status.value}")
+        plot_controls(sol.us, dt=dt, lower=ocp.u_lower, upper=ocp.u_upper, path=os.path.join(out_dir, "controls.png"))
+        files += ["states.png", "controls.png"]
+        planar = getattr(getattr(dyn, "contact_model", None), "kin", None)
+        if animate and hasattr(dyn, "shapes_2d") and (planar is not None and planar.planar):
+            animate_planar(sol.xs[:, : dyn.nq], dyn.shapes_2d, dt=dt, path=os.path.join(out_dir, "animation.gif"),
+                           target=ocp.info.get("target"), title=problem)
+            files.append("animation.gif")
+    summary["files"] = files
+    return summary
+
+
+def cmd_solve(args) -> int:
+    from solvers import METHODS, solve
+
+    if args.method not in METHODS:
+        raise CLIError(f"unknown method {args.method!r}; available: {', '.join(sorted(METHODS))}")
+    options = {}
+    if args.horizon is not None:
+        options["horizon"] = args.horizon
+    if args.contact is not None:
+        if not _has_contact(args.problem):
+            raise CLIError(f"problem {args.problem!r} has no contact to choose a model for (--contact)")
+        options["contact"] = args.contact
+    ocp = _load(args.problem, **options)
+    solver_options = {"verbose": True}
+    if args.max_iter is not None:
+        solver_options["max_iter"] = args.max_iter
+    if args.time_limit is not None:
+        solver_options["time_limit"] = args.time_limit
+    sol = solve(ocp, method=args.method, **solver_options)
+    out = os.path.join(args.out, args.problem, args.method)
+    summary = write_solution(ocp, sol, problem=args.problem, contact=args.contact, out_dir=out,
+                             animate=not args.no_animation)
+    figures = ", ".join(f"{k} {v:.4g}" for k, v in summary["metrics"].items())
+    print(f"{args.problem} / {args.method}: {summary['status']}, cost {summary['cost']:.6g}, "
+          f"{summary['iterations']} iterations, {summary['wall_time_s']:.1f} s" + (f"; {figures}" if figures else ""))
+    print(f"wrote {out}/: {', '.join(summary['files'])}")
+    return 0 if sol.status.value in ("converged", "max_iterations", "interrupted") else 1
+
+
 def _has_contact(name) -> bool:
     """Whether the problem's factory takes a ``contact`` keyword."""
     import inspect
@@ -139,6 +224,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="start from a seeded random perturbation (+-0.3) of the start configuration")
     s.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT}/)")
     s.set_defaults(func=cmd_simulate)
+
+    s = sub.add_parser("solve", help="optimize a problem and save the solution, its summary and plots")
+    s.add_argument("problem")
+    s.add_argument("--method", default="ddp", help="solver (default: ddp)")
+    s.add_argument("--contact", choices=("lcp", "ncp"), default=None, help="contact model (default: the problem's)")
+    s.add_argument("--max-iter", type=int, default=None, help="iteration budget")
+    s.add_argument("--time-limit", type=float, default=None, help="stop after this many seconds")
+    s.add_argument("--horizon", type=int, default=None, help="number of steps (default: the problem's)")
+    s.add_argument("--no-animation", action="store_true", help="skip the GIF of planar problems")
+    s.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT}/)")
+    s.set_defaults(func=cmd_solve)
 
     s = sub.add_parser("bench", help="time one step and its Jacobians; compare with finite differences")
     s.add_argument("problems", nargs="*", help=f"problems (default: {' '.join(DEFAULT_BENCH)})")

@@ -47,3 +47,102 @@ def plot_states(xs, *, dt: float, names=None, title: str = "", path: str, nq: in
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def plot_convergence(histories: dict, *, path: str, title: str = "") -> str:
+    """Cost against iteration and against wall time, one line per method; writes ``path``."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for name, hist in histories.items():
+        if not hist:
+            continue
+        cost = np.array([h["cost"] for h in hist], dtype=float)
+        t = np.array([h["time"] for h in hist], dtype=float)
+        shift = min(0.0, np.nanmin(cost)) - 1e-12
+        axes[0].semilogy(np.arange(1, len(cost) + 1), cost - shift, marker=".", label=name)
+        axes[1].semilogy(t, cost - shift, marker=".", label=name)
+    axes[0].set_xlabel("iteration")
+    axes[1].set_xlabel("wall time [s]")
+    negative = any(h and min(x["cost"] for x in h) < 0 for h in histories.values())
+    for ax in axes:
+        ax.set_ylabel("cost - min cost" if negative else "cost")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_controls(us, *, dt: float, lower=None, upper=None, path: str, title: str = "") -> str:
+    """Controls against time, with their bounds dashed; writes ``path``."""
+    plt = _pyplot()
+    us = np.asarray(us)
+    t = np.arange(len(us)) * dt
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    for i in range(us.shape[1]):
+        line, = ax.plot(t, us[:, i], label=f"u[{i}]")
+        for bound in (lower, upper):
+            if bound is not None and np.isfinite(bound[i]):
+                ax.axhline(bound[i], color=line.get_color(), ls="--", lw=0.8)
+    ax.set_xlabel("time [s]")
+    ax.set_ylabel("control")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def animate_planar(qs, shapes_fn, *, dt: float, path: str, frames: int = 80, target=None, title: str = "") -> str:
+    """A GIF of a planar motion: ``shapes_fn(q)`` gives the shapes to draw (see
+    ``Simulator.shapes_2d``); ``target`` (x, y) is marked. Writes ``path``."""
+    plt = _pyplot()
+    from matplotlib.animation import FuncAnimation, PillowWriter
+    from matplotlib.patches import Circle, Polygon
+
+    qs = np.asarray(qs)
+    idx = np.unique(np.linspace(0, len(qs) - 1, min(frames, len(qs))).astype(int))
+    all_pts = []
+    for i in idx[:: max(1, len(idx) // 10)]:
+        for kind, data in shapes_fn(qs[i]):
+            all_pts.append(data.reshape(-1, 2) if kind == "polygon" else np.asarray(data[:2])[None])
+    if target is not None:
+        all_pts.append(np.asarray(target, float)[None])
+    P = np.vstack(all_pts)
+    lo, hi = P.min(axis=0) - 0.3, P.max(axis=0) + 0.3
+    fig, ax = plt.subplots(figsize=(6, 6 * (hi[1] - lo[1]) / max(hi[0] - lo[0], 1e-9) if hi[0] > lo[0] else 6))
+    ax.set_xlim(lo[0], hi[0])
+    ax.set_ylim(lo[1], hi[1])
+    ax.set_aspect("equal")
+    ax.grid(alpha=0.2)
+
+    def draw(k):
+        for patch in list(ax.patches) + list(ax.lines):
+            patch.remove()
+        i = idx[k]
+        for kind, data in shapes_fn(qs[i]):
+            if kind == "polygon":
+                ax.add_patch(Polygon(data, closed=True, fc="tab:blue", ec="k", alpha=0.6))
+            elif kind == "circle":
+                ax.add_patch(Circle(data[:2], data[2], fc="tab:orange", ec="k", alpha=0.7))
+            else:
+                ax.plot([data[0], data[2]], [data[1], data[3]], lw=max(2.0, 200 * data[4]), color="tab:green",
+                        solid_capstyle="round", alpha=0.7)
+        if target is not None:
+            ax.plot([target[0]], [target[1]], "rx", ms=12, mew=3)
+        ax.set_title(f"{title}  t = {i * dt:.3f} s")
+        return []
+
+    anim = FuncAnimation(fig, draw, frames=len(idx), blit=False)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    anim.save(path, writer=PillowWriter(fps=20))
+    plt.close(fig)
+    return path
