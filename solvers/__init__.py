@@ -2,7 +2,10 @@
 
 ``solve(ocp, method=..., **options) -> trajopt.Solution`` dispatches to plain functions:
 
-- ``"ddp"``: box-constrained DDP / iLQR (:mod:`solvers.ddp`).
+- ``"ddp"``: box-constrained DDP / iLQR (:mod:`solvers.ddp`);
+- ``"shooting"``: multiple shooting with IPOPT through CasADi callbacks (:mod:`solvers.shooting`),
+  ``shot_length=`` steps per shot;
+- ``"ipopt"``: the same with one step per shot (direct transcription).
 """
 
 from __future__ import annotations
@@ -10,8 +13,9 @@ from __future__ import annotations
 from trajopt.solution import Solution, Status
 
 from .ddp import solve_ddp
+from .shooting import solve_ipopt, solve_shooting
 
-METHODS = {"ddp": solve_ddp}
+METHODS = {"ddp": solve_ddp, "shooting": solve_shooting, "ipopt": solve_ipopt}
 
 
 def solve(ocp, method: str = "ddp", **options) -> Solution:

@@ -23,6 +23,7 @@ Any object with ``step``/``step_derivatives``/``state_integrate``/``state_differ
 and ``nx``/``ndx``/``nu`` is a :class:`Dynamics` (``dynamics.Simulator`` is one).
 """
 
+from .casadi_bridge import casadi_cost, casadi_step
 from .costs import ControlCost, Cost, CostDerivatives, CostSum, FunctionCost, StateCost
 from .numdiff import FDJacobians, fd_tolerance, max_relative_error, step_jacobians_fd
 from .ocp import OCP
@@ -30,6 +31,8 @@ from .protocol import Dynamics, check_dynamics, difference_jacobians
 
 __all__ = [
     "OCP",
+    "casadi_cost",
+    "casadi_step",
     "ControlCost",
     "Cost",
     "CostDerivatives",

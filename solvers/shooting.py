@@ -1,0 +1,177 @@
+"""Multiple shooting solved by IPOPT, through CasADi callbacks around the differentiable step.
+
+Decision variables: the states at the shot boundaries (every ``shot_length``
+steps; 1 = direct transcription) and all controls. Each shot rolls the step
+forward from its start state (the step and its exact Jacobian are CasADi
+callbacks, :func:`trajopt.casadi_step`; CasADi chains the Jacobians inside a
+shot), and a defect ``X_{k+1} - rollout(X_k, U_shot) = 0`` ties consecutive shots.
+The objective sums the OCP's running costs along the shots and its terminal
+cost (callbacks with exact gradients). Constraint Jacobians are exact; the
+Hessian of the Lagrangian is Gauss-Newton (``hessian="gauss-newton"``: the costs'
+exact Hessians, the dynamics' curvature left out) or IPOPT's L-BFGS
+(``hessian="lbfgs"``).
+
+The returned ``xs`` is the rollout of the returned controls, so it satisfies the
+dynamics exactly; ``info["max_defect"]`` is the largest defect of IPOPT's last
+iterate.
+"""
+
+from __future__ import annotations
+
+import time
+
+import casadi as ca
+import numpy as np
+
+from trajopt.casadi_bridge import casadi_cost, casadi_step
+from trajopt.solution import Solution, Status
+
+from ._common import rollout
+
+_STATUS = {
+    "Solve_Succeeded": Status.CONVERGED,
+    "Solved_To_Acceptable_Level": Status.CONVERGED,
+    "Maximum_Iterations_Exceeded": Status.MAX_ITERATIONS,
+    "Maximum_WallTime_Exceeded": Status.MAX_ITERATIONS,
+    "Maximum_CpuTime_Exceeded": Status.MAX_ITERATIONS,
+    "User_Requested_Stop": Status.INTERRUPTED,
+    "Search_Direction_Becomes_Too_Small": Status.STALLED,
+    "Restoration_Failed": Status.STALLED,
+    "Error_In_Step_Computation": Status.STALLED,
+}
+
+
+class _Recorder(ca.Callback):
+    """IPOPT's iteration callback: records cost, defect and time; stops on Ctrl-C or on request."""
+
+    def __init__(self, nz, ng, t0, history, callback, time_limit):
+        ca.Callback.__init__(self)
+        self.nz, self.ng, self.t0 = nz, ng, t0
+        self.history, self.callback, self.time_limit = history, callback, time_limit
+        self.interrupted = False
+        self.construct("recorder", {})
+
+    def get_n_in(self):
+        return ca.nlpsol_n_out()
+
+    def get_n_out(self):
+        return 1
+
+    def get_name_in(self, i):
+        return ca.nlpsol_out(i)
+
+    def get_name_out(self, i):
+        return "ret"
+
+    def get_sparsity_in(self, i):
+        n = ca.nlpsol_out(i)
+        if n == "f":
+            return ca.Sparsity.scalar()
+        if n in ("x", "lam_x"):
+            return ca.Sparsity.dense(self.nz)
+        if n in ("g", "lam_g"):
+            return ca.Sparsity.dense(self.ng)
+        return ca.Sparsity(0, 0)
+
+    def eval(self, arg):
+        try:
+            g = np.asarray(arg[2]).ravel()
+            info = {"iteration": len(self.history), "cost": float(arg[1]),
+                    "max_defect": float(np.abs(g).max()) if g.size else 0.0, "time": time.perf_counter() - self.t0}
+            self.history.append(info)
+            if self.callback is not None:
+                self.callback(info)
+        except KeyboardInterrupt:
+            self.interrupted = True
+            return [1]
+        return [0]
+
+
+def solve_shooting(ocp, *, shot_length: int = 1, hessian: str = "gauss-newton", us_init=None, max_iter: int = 300,
+                   tol: float = 1e-8,
+                   time_limit: float | None = None, verbose: bool = True, callback=None,
+                   ipopt_options: dict | None = None, method_name: str = "shooting") -> Solution:
+    """Solve ``ocp`` by multiple shooting with IPOPT (see the module docstring).
+
+    ``shot_length``: steps per shot (1 = direct transcription). ``ipopt_options``
+    are passed to IPOPT (e.g. ``{"mu_strategy": "adaptive"}``).
+    """
+    if shot_length < 1:
+        raise ValueError(f"shot_length must be >= 1, got {shot_length}")
+    if hessian not in ("gauss-newton", "lbfgs"):
+        raise ValueError(f"unknown hessian {hessian!r}; expected 'gauss-newton' or 'lbfgs'")
+    t0 = time.perf_counter()
+    dyn = ocp.dynamics
+    nx, nu, T = ocp.nx, ocp.nu, ocp.horizon
+    step = casadi_step(dyn)
+    costs = {}
+
+    def cost_fn(c, terminal=False):
+        key = (id(c), terminal)
+        if key not in costs:
+            costs[key] = casadi_cost(c, nx=nx, nu=nu, terminal=terminal, name=f"cost{len(costs)}")
+        return costs[key]
+
+    us0 = ocp.check_controls(ocp.us_init if us_init is None else us_init)
+    us0 = np.clip(us0, ocp.u_lower, ocp.u_upper)
+    xs0 = rollout(ocp, us0)
+    starts = list(range(0, T, shot_length))
+    X = [ca.MX.sym(f"X{k}", nx) for k in range(1, len(starts) + 1)]  # state at the end of shot k-1
+    U = ca.MX.sym("U", nu, T)
+    obj = 0
+    defects = []
+    x = ca.DM(ocp.x0)
+    for k, s in enumerate(starts):
+        for t in range(s, min(s + shot_length, T)):
+            obj = obj + cost_fn(ocp.running(t))(x, U[:, t])
+            x = step(x, U[:, t])
+        defects.append(X[k] - x)
+        x = X[k]
+    obj = obj + cost_fn(ocp.terminal_cost, terminal=True)(x)
+    z = ca.vertcat(*X, ca.vec(U))
+    g = ca.vertcat(*defects)
+    nz, ng = z.shape[0], g.shape[0]
+    history = []
+    recorder = _Recorder(nz, ng, t0, history, callback, time_limit)
+    opts = {"ipopt.hessian_approximation": "exact" if hessian == "gauss-newton" else "limited-memory",
+            "ipopt.max_iter": max_iter, "ipopt.tol": tol,
+            "ipopt.print_level": 5 if verbose else 0, "print_time": False, "iteration_callback": recorder,
+            "ipopt.sb": "yes"}
+    if time_limit is not None:
+        opts["ipopt.max_wall_time"] = float(time_limit)
+    for key, val in (ipopt_options or {}).items():
+        opts[f"ipopt.{key}"] = val
+    solver = ca.nlpsol(method_name, "ipopt", {"x": z, "f": obj, "g": g}, opts)
+    ends = [min(s + shot_length, T) for s in starts]
+    z0 = np.concatenate([xs0[e] for e in ends] + [us0.T.ravel(order="F")])
+    lbz = np.concatenate([np.full(nx * len(X), -np.inf), np.tile(ocp.u_lower, T)])
+    ubz = np.concatenate([np.full(nx * len(X), np.inf), np.tile(ocp.u_upper, T)])
+    try:
+        res = solver(x0=z0, lbx=lbz, ubx=ubz, lbg=0.0, ubg=0.0)
+        zs = np.asarray(res["x"]).ravel()
+        return_status = solver.stats().get("return_status", "unknown")
+        status = Status.INTERRUPTED if recorder.interrupted else _STATUS.get(return_status, Status.FAILED)
+    except RuntimeError as exc:  # a callback raised (e.g. the simulation diverged at a trial point)
+        zs, return_status, status = None, f"error: {exc}", Status.FAILED
+    if zs is None:
+        us = us0
+    else:
+        us = np.clip(zs[nx * len(X):].reshape(T, nu), ocp.u_lower, ocp.u_upper)
+    try:
+        xs = rollout(ocp, us)
+        cost = ocp.cost(xs, us)
+    except (RuntimeError, ValueError):
+        xs, us, cost, status = xs0, us0, ocp.cost(xs0, us0), Status.FAILED
+    wall = time.perf_counter() - t0
+    info = {"ipopt_status": return_status, "shot_length": shot_length, "hessian": hessian,
+            "max_defect": history[-1]["max_defect"] if history else np.nan}
+    if verbose:
+        print(f"[{method_name}] {status.value} ({return_status}): cost {cost:.6e}, {len(history)} iterations, "
+              f"{wall:.2f} s", flush=True)
+    return Solution(xs, us, float(cost), history, status, method_name, wall, info)
+
+
+def solve_ipopt(ocp, **options) -> Solution:
+    """Direct transcription (one step per shot) with IPOPT: the CasADi wrapper as a user would use it."""
+    options.setdefault("shot_length", 1)
+    return solve_shooting(ocp, method_name="ipopt", **options)

@@ -1,0 +1,252 @@
+"""The differentiable step (and costs) as CasADi functions with exact Jacobians.
+
+``casadi_step(dyn)`` returns a :class:`casadi.Function` ``x_next = step(x, u)``
+usable on ``MX`` symbols inside any ``casadi.Opti`` or ``nlpsol`` problem. CasADi
+calls back into Python for the value, and for its Jacobian it calls a second
+callback that returns the simulator's analytical ``Fx`` and ``Fu`` (no finite
+differences, no CasADi AD through the simulator)::
+
+    import casadi as ca
+    from trajopt import casadi_step
+    f = casadi_step(sim)
+    opti = ca.Opti()
+    X = opti.variable(sim.nx, T + 1)
+    U = opti.variable(sim.nu, T)
+    for t in range(T):
+        opti.subject_to(X[:, t + 1] == f(X[:, t], U[:, t]))
+
+States must be Euclidean (``nx == ndx``: every joint revolute or prismatic),
+because CasADi differentiates in coordinates, not on the Lie group. The
+returned function keeps its callbacks alive; keep the function alive while
+CasADi uses it.
+
+Second derivatives: the step's Jacobian declares its own derivative zero and
+the costs give their exact Hessians, so an exact-Hessian solver (IPOPT with
+``hessian_approximation = exact``) gets the Gauss-Newton Hessian of the
+Lagrangian (the costs' curvature, not the dynamics').
+"""
+
+from __future__ import annotations
+
+import casadi as ca
+import numpy as np
+
+
+def _euclidean(dyn, what):
+    if dyn.nx != dyn.ndx:
+        raise ValueError(
+            f"{what} needs a Euclidean state (nx == ndx); {getattr(dyn, 'name', type(dyn).__name__)} has "
+            f"nx={dyn.nx}, ndx={dyn.ndx} (a free-flyer or spherical joint): CasADi would differentiate the "
+            "quaternion coordinates, not the tangent space. Use method='ddp' for such systems."
+        )
+
+
+def _vec(a) -> np.ndarray:
+    return np.asarray(a, dtype=float).ravel()
+
+
+class _Blocks(ca.Callback):
+    """A callback with given input/output sparsities whose outputs come from ``fn(arg)``."""
+
+    def __init__(self, name, sp_in, sp_out, fn, opts=None):
+        ca.Callback.__init__(self)
+        self.sp_in, self.sp_out, self.fn = sp_in, sp_out, fn
+        self.construct(name, opts or {})
+
+    def get_n_in(self):
+        return len(self.sp_in)
+
+    def get_n_out(self):
+        return len(self.sp_out)
+
+    def get_sparsity_in(self, i):
+        return self.sp_in[i]
+
+    def get_sparsity_out(self, i):
+        return self.sp_out[i]
+
+    def eval(self, arg):
+        return self.fn(arg)
+
+
+def _second_level(name, cb, opts, blocks):
+    """The Jacobian of a Jacobian callback ``cb``: one output block per (output, input) pair of
+    ``cb``; ``blocks(arg) -> {(o, i): DM}`` fills the dense ones, the rest are structural zeros."""
+    n_in, n_out = cb.get_n_in(), cb.get_n_out()
+    sp_in = [cb.get_sparsity_in(i) for i in range(n_in)] + [
+        ca.Sparsity(cb.get_sparsity_out(o).size1(), cb.get_sparsity_out(o).size2()) for o in range(n_out)]
+    dense = blocks(None)
+    sp_out = []
+    for o in range(n_out):
+        no = cb.get_sparsity_out(o).numel()
+        for i in range(n_in):
+            ni = cb.get_sparsity_in(i).numel()
+            sp_out.append(ca.Sparsity.dense(no, ni) if (o, i) in dense else ca.Sparsity(no, ni))
+
+    def fn(arg):
+        vals = blocks(arg)
+        out = []
+        for o in range(n_out):
+            for i in range(n_in):
+                out.append(vals[(o, i)] if (o, i) in vals else ca.DM(sp_out[len(out)]))
+        return out
+
+    return _Blocks(name, sp_in, sp_out, fn, opts)
+
+
+class _StepJacobian(ca.Callback):
+    """``(Fx, Fu)`` of the step. Its own derivative (the dynamics' curvature) is declared zero: the
+    Gauss-Newton Hessian keeps only the costs' curvature."""
+
+    def __init__(self, name, dyn, opts):
+        ca.Callback.__init__(self)
+        self.dyn = dyn
+        self.construct(name, opts)
+
+    def has_jacobian(self):
+        return True
+
+    def get_jacobian(self, name, inames, onames, opts):
+        self._jac = _second_level(name, self, opts, lambda arg: {})
+        return self._jac
+
+    def get_n_in(self):
+        return 3
+
+    def get_n_out(self):
+        return 2
+
+    def get_sparsity_in(self, i):
+        return [ca.Sparsity.dense(self.dyn.nx, 1), ca.Sparsity.dense(self.dyn.nu, 1), ca.Sparsity(self.dyn.nx, 1)][i]
+
+    def get_sparsity_out(self, i):
+        return [ca.Sparsity.dense(self.dyn.nx, self.dyn.nx), ca.Sparsity.dense(self.dyn.nx, self.dyn.nu)][i]
+
+    def eval(self, arg):
+        _, Fx, Fu = self.dyn.step_derivatives(_vec(arg[0]), _vec(arg[1]))
+        return [ca.DM(Fx), ca.DM(Fu)]
+
+
+class _Step(ca.Callback):
+    def __init__(self, name, dyn):
+        ca.Callback.__init__(self)
+        self.dyn = dyn
+        self.construct(name, {})
+
+    def get_n_in(self):
+        return 2
+
+    def get_n_out(self):
+        return 1
+
+    def get_name_in(self, i):
+        return ["x", "u"][i]
+
+    def get_name_out(self, i):
+        return "x_next"
+
+    def get_sparsity_in(self, i):
+        return ca.Sparsity.dense(self.dyn.nx if i == 0 else self.dyn.nu, 1)
+
+    def get_sparsity_out(self, i):
+        return ca.Sparsity.dense(self.dyn.nx, 1)
+
+    def eval(self, arg):
+        return [ca.DM(self.dyn.step(_vec(arg[0]), _vec(arg[1])))]
+
+    def has_jacobian(self):
+        return True
+
+    def get_jacobian(self, name, inames, onames, opts):
+        self._jac = _StepJacobian(name, self.dyn, opts)
+        return self._jac
+
+
+def casadi_step(dyn, name: str = "step") -> ca.Callback:
+    """``x_next = f(x, u)`` as a CasADi function with the simulator's exact Jacobian (see the module)."""
+    _euclidean(dyn, "casadi_step")
+    return _Step(name, dyn)
+
+
+class _CostGradient(ca.Callback):
+    def __init__(self, name, cost, nx, nu, opts):
+        ca.Callback.__init__(self)
+        self.cost, self.nx, self.nu = cost, nx, nu
+        self.construct(name, opts)
+
+    def has_jacobian(self):
+        return True
+
+    def get_jacobian(self, name, inames, onames, opts):
+        """The cost's exact Hessian blocks (Lxx, Lxu, Luu)."""
+        nu = self.nu
+
+        def blocks(arg):
+            if arg is None:  # which blocks are dense
+                return {(0, 0): 1, (0, 1): 1, (1, 0): 1, (1, 1): 1} if nu else {(0, 0): 1}
+            if nu:
+                d = self.cost.derivatives(_vec(arg[0]), _vec(arg[1]))
+                return {(0, 0): ca.DM(d.Lxx), (0, 1): ca.DM(d.Lxu), (1, 0): ca.DM(d.Lxu.T), (1, 1): ca.DM(d.Luu)}
+            d = self.cost.derivatives(_vec(arg[0]))
+            return {(0, 0): ca.DM(d.Lxx)}
+
+        self._hess = _second_level(name, self, opts, blocks)
+        return self._hess
+
+    def get_n_in(self):
+        return 3 if self.nu else 2
+
+    def get_n_out(self):
+        return 2 if self.nu else 1
+
+    def get_sparsity_in(self, i):
+        if self.nu:
+            return [ca.Sparsity.dense(self.nx, 1), ca.Sparsity.dense(self.nu, 1), ca.Sparsity(1, 1)][i]
+        return [ca.Sparsity.dense(self.nx, 1), ca.Sparsity(1, 1)][i]
+
+    def get_sparsity_out(self, i):
+        return ca.Sparsity.dense(1, self.nx if i == 0 else self.nu)
+
+    def eval(self, arg):
+        if self.nu:
+            d = self.cost.derivatives(_vec(arg[0]), _vec(arg[1]))
+            return [ca.DM(d.Lx).T, ca.DM(d.Lu).T]
+        d = self.cost.derivatives(_vec(arg[0]))
+        return [ca.DM(d.Lx).T]
+
+
+class _Cost(ca.Callback):
+    def __init__(self, name, cost, nx, nu):
+        ca.Callback.__init__(self)
+        self.cost, self.nx, self.nu = cost, nx, nu
+        self.construct(name, {})
+
+    def get_n_in(self):
+        return 2 if self.nu else 1
+
+    def get_n_out(self):
+        return 1
+
+    def get_sparsity_in(self, i):
+        return ca.Sparsity.dense(self.nx if i == 0 else self.nu, 1)
+
+    def get_sparsity_out(self, i):
+        return ca.Sparsity.dense(1, 1)
+
+    def eval(self, arg):
+        if self.nu:
+            return [ca.DM(self.cost.value(_vec(arg[0]), _vec(arg[1])))]
+        return [ca.DM(self.cost.value(_vec(arg[0])))]
+
+    def has_jacobian(self):
+        return True
+
+    def get_jacobian(self, name, inames, onames, opts):
+        self._jac = _CostGradient(name, self.cost, self.nx, self.nu, opts)
+        return self._jac
+
+
+def casadi_cost(cost, *, nx: int, nu: int, terminal: bool = False, name: str = "cost") -> ca.Callback:
+    """A ``trajopt.Cost`` as a CasADi function ``l(x, u)`` (or ``l(x)`` when ``terminal``) with
+    its exact gradient (Hessians are left to the solver, e.g. IPOPT's L-BFGS)."""
+    return _Cost(name, cost, nx, 0 if terminal else nu)
