@@ -5,17 +5,19 @@
 - ``"ddp"``: box-constrained DDP / iLQR (:mod:`solvers.ddp`);
 - ``"shooting"``: multiple shooting with IPOPT through CasADi callbacks (:mod:`solvers.shooting`),
   ``shot_length=`` steps per shot;
-- ``"ipopt"``: the same with one step per shot (direct transcription).
+- ``"ipopt"``: the same with one step per shot (direct transcription);
+- ``"cem"``: the cross-entropy method, a gradient-free baseline (:mod:`solvers.cem`).
 """
 
 from __future__ import annotations
 
 from trajopt.solution import Solution, Status
 
+from .cem import solve_cem
 from .ddp import solve_ddp
 from .shooting import solve_ipopt, solve_shooting
 
-METHODS = {"ddp": solve_ddp, "shooting": solve_shooting, "ipopt": solve_ipopt}
+METHODS = {"ddp": solve_ddp, "shooting": solve_shooting, "ipopt": solve_ipopt, "cem": solve_cem}
 
 
 def solve(ocp, method: str = "ddp", **options) -> Solution:

@@ -9,6 +9,9 @@
                                                    optimize; writes the solution, summary.json,
                                                    convergence / state / control plots and, for
                                                    planar problems, an animation
+    trajopt compare PROBLEM [--methods ddp,ipopt,cem] [--time-limit S] [--out DIR]
+                                                   run several methods; cost against wall time
+                                                   on one figure
     trajopt bench [PROBLEM ...] [--contact lcp|ncp] [--json FILE]
                                                    step / Jacobian timings and errors
 
@@ -201,6 +204,38 @@ def cmd_solve(args) -> int:
     return 0 if sol.status.value in ("converged", "max_iterations", "interrupted") else 1
 
 
+def cmd_compare(args) -> int:
+    from solvers import METHODS, solve
+
+    from .plots import plot_convergence
+
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        raise CLIError(f"unknown method(s) {unknown}; available: {', '.join(sorted(METHODS))}")
+    options = {} if args.contact is None else {"contact": args.contact}
+    if args.horizon is not None:
+        options["horizon"] = args.horizon
+    histories, rows = {}, []
+    for method in methods:
+        ocp = _load(args.problem, **options)
+        sol = solve(ocp, method=method, verbose=args.verbose, time_limit=args.time_limit,
+                    **({"max_iter": args.max_iter} if args.max_iter else {}))
+        out = os.path.join(args.out, args.problem, method)
+        summary = write_solution(ocp, sol, problem=args.problem, contact=args.contact, out_dir=out, animate=False)
+        histories[method] = sol.history
+        rows.append(summary)
+        figures = ", ".join(f"{k} {v:.4g}" for k, v in summary["metrics"].items())
+        print(f"  {method:<9} {summary['status']:<15} cost {summary['cost']:<12.6g} {summary['iterations']:>4} it "
+              f"{summary['wall_time_s']:>7.1f} s  {figures}", flush=True)
+    png = plot_convergence(histories, path=os.path.join(args.out, args.problem, "compare.png"),
+                           title=f"{args.problem}: cost against iteration and wall time")
+    with open(os.path.join(args.out, args.problem, "compare.json"), "w") as f:
+        json.dump(rows, f, indent=2)
+    print(f"wrote {png}")
+    return 0
+
+
 def _has_contact(name) -> bool:
     """Whether the problem's factory takes a ``contact`` keyword."""
     import inspect
@@ -235,6 +270,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-animation", action="store_true", help="skip the GIF of planar problems")
     s.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT}/)")
     s.set_defaults(func=cmd_solve)
+
+    s = sub.add_parser("compare", help="run several methods on a problem; plot cost against wall time")
+    s.add_argument("problem")
+    s.add_argument("--methods", default="ddp,ipopt,cem", help="comma-separated methods (default: ddp,ipopt,cem)")
+    s.add_argument("--contact", choices=("lcp", "ncp"), default=None, help="contact model (default: the problem's)")
+    s.add_argument("--time-limit", type=float, default=60.0, help="seconds per method (default 60)")
+    s.add_argument("--max-iter", type=int, default=None, help="iteration budget per method")
+    s.add_argument("--horizon", type=int, default=None, help="number of steps (default: the problem's)")
+    s.add_argument("--verbose", action="store_true", help="show each solver's iteration table")
+    s.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT}/)")
+    s.set_defaults(func=cmd_compare)
 
     s = sub.add_parser("bench", help="time one step and its Jacobians; compare with finite differences")
     s.add_argument("problems", nargs="*", help=f"problems (default: {' '.join(DEFAULT_BENCH)})")

@@ -1,0 +1,93 @@
+"""Cross-entropy method: a gradient-free stochastic-search baseline (Nimble's Figure 7 comparison).
+
+Each iteration samples ``population`` control sequences from a Gaussian
+(mean ``us``, per-knot standard deviation ``sigma``, clipped to the bounds),
+rolls each out, keeps the ``elite`` fraction with the lowest cost, and moves the
+mean and standard deviation towards the elites' (smoothing ``alpha``). The best
+sequence seen is returned. Controls can be parametrised by ``knots`` (piecewise
+linear over the horizon), which shrinks the search space as gradient-free
+methods need.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from trajopt.solution import Solution, Status
+
+from ._common import Progress
+
+
+def _expand(P, T):
+    """Piecewise-linear controls (T, nu) from knot values P (K, nu)."""
+    K = len(P)
+    if K == T:
+        return P
+    s = np.linspace(0.0, K - 1.0, T)
+    i = np.minimum(s.astype(int), K - 2)
+    w = (s - i)[:, None]
+    return (1 - w) * P[i] + w * P[i + 1]
+
+
+def solve_cem(ocp, *, us_init=None, population: int = 64, elite: float = 0.1, max_iter: int = 100,
+              sigma_init: float = 0.3, alpha: float = 0.8, knots: int | None = 20, seed: int = 0,
+              time_limit: float | None = None, tol: float = 1e-10, verbose: bool = True, callback=None) -> Solution:
+    """Minimise ``ocp`` by the cross-entropy method (see the module docstring).
+
+    ``sigma_init`` is relative to the control bounds' half-range (1 where unbounded).
+    Stops after ``max_iter`` iterations or ``time_limit`` seconds, or when the
+    sampling distribution has collapsed (CONVERGED).
+    """
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    T, nu = ocp.horizon, ocp.nu
+    K = T if knots is None else max(2, min(knots, T))
+    lo, hi = ocp.u_lower, ocp.u_upper
+    half = np.where(np.isfinite(hi - lo), 0.5 * (hi - lo), 1.0)
+    us0 = np.clip(ocp.check_controls(ocp.us_init if us_init is None else us_init), lo, hi)
+    mean = us0[np.linspace(0, T - 1, K).round().astype(int)]
+    std = np.broadcast_to(sigma_init * half, (K, nu)).copy()
+    n_elite = max(2, int(round(elite * population)))
+    best_us, best_cost = us0, _cost(ocp, us0)
+    progress = Progress("cem", verbose, ["best", "elite mean", "sigma"])
+    history = []
+    status = Status.MAX_ITERATIONS
+    try:
+        for it in range(max_iter):
+            samples = mean + std * rng.standard_normal((population, K, nu))
+            samples = np.clip(samples, lo, hi)
+            costs = np.array([_cost(ocp, _expand(P, T)) for P in samples])
+            order = np.argsort(costs)[:n_elite]
+            elites = samples[order]
+            mean = alpha * elites.mean(axis=0) + (1 - alpha) * mean
+            std = alpha * elites.std(axis=0) + (1 - alpha) * std
+            if costs[order[0]] < best_cost:
+                best_cost, best_us = float(costs[order[0]]), _expand(samples[order[0]], T)
+            info = {"iteration": it, "cost": best_cost, "best": best_cost, "elite mean": float(costs[order].mean()),
+                    "sigma": float((std / half).max()), "time": time.perf_counter() - t0}
+            history.append(info)
+            progress.row(info)
+            if callback is not None:
+                callback(info)
+            if info["sigma"] < tol:
+                status = Status.CONVERGED
+                break
+            if time_limit is not None and info["time"] > time_limit:
+                break
+    except KeyboardInterrupt:
+        status = Status.INTERRUPTED
+    xs = ocp.rollout(best_us)
+    wall = time.perf_counter() - t0
+    progress.done(status, best_cost, wall)
+    return Solution(xs, best_us, float(ocp.cost(xs, best_us)), history, status, "cem", wall,
+                    {"population": population, "knots": K})
+
+
+def _cost(ocp, us) -> float:
+    """Cost of a control sequence; a diverging rollout costs +inf (it is simply not an elite)."""
+    try:
+        return ocp.cost(ocp.rollout(us), us)
+    except (RuntimeError, ValueError):
+        return np.inf

@@ -1,0 +1,41 @@
+"""The cross-entropy baseline, and what gradients buy over it."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+import problems
+from solvers import solve
+from trajopt.cli import main
+
+
+def test_cem_improves_on_its_start_and_respects_bounds():
+    ocp = problems.load("pendulum", horizon=100)
+    start = ocp.cost(ocp.rollout(ocp.us_init), ocp.us_init)
+    sol = solve(ocp, method="cem", max_iter=15, population=32, verbose=False)
+    assert sol.cost < 0.8 * start
+    assert np.all(sol.us <= ocp.u_upper) and np.all(sol.us >= ocp.u_lower)
+    costs = [h["cost"] for h in sol.history]
+    assert all(b <= a for a, b in zip(costs, costs[1:]))  # the best-so-far never gets worse
+    assert np.allclose(ocp.rollout(sol.us), sol.xs)
+
+
+def test_gradients_beat_cem_in_wall_time_to_equal_cost():
+    ocp = problems.load("pendulum", horizon=100)
+    cem = solve(ocp, method="cem", max_iter=15, population=32, verbose=False)
+    ddp = solve(ocp, method="ddp", max_iter=100, verbose=False)
+    reached = [h["time"] for h in ddp.history if h["cost"] <= cem.cost]
+    assert reached and reached[0] < cem.wall_time
+    assert ddp.cost < 0.5 * cem.cost
+
+
+def test_compare_runs_methods_and_plots(tmp_path, capsys):
+    assert main(["compare", "pendulum", "--methods", "ddp,cem", "--horizon", "50", "--max-iter", "5",
+                 "--out", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "pendulum" / "compare.json").read_text())
+    assert [r["method"] for r in rows] == ["ddp", "cem"]
+    assert (tmp_path / "pendulum" / "compare.png").stat().st_size > 10_000
+    assert main(["compare", "pendulum", "--methods", "ddp,sgd"]) == 2
+    assert "unknown method(s) ['sgd']" in capsys.readouterr().err
