@@ -15,6 +15,9 @@ differences, no CasADi AD through the simulator)::
     for t in range(T):
         opti.subject_to(X[:, t + 1] == f(X[:, t], U[:, t]))
 
+A trial point where the simulation diverges evaluates to NaN (IPOPT then cuts
+its step back) instead of raising through CasADi.
+
 States must be Euclidean (``nx == ndx``: every joint revolute or prismatic),
 because CasADi differentiates in coordinates, not on the Lie group. The
 returned function keeps its callbacks alive; keep the function alive while
@@ -123,7 +126,10 @@ class _StepJacobian(ca.Callback):
         return [ca.Sparsity.dense(self.dyn.nx, self.dyn.nx), ca.Sparsity.dense(self.dyn.nx, self.dyn.nu)][i]
 
     def eval(self, arg):
-        _, Fx, Fu = self.dyn.step_derivatives(_vec(arg[0]), _vec(arg[1]))
+        try:
+            _, Fx, Fu = self.dyn.step_derivatives(_vec(arg[0]), _vec(arg[1]))
+        except (RuntimeError, ValueError):
+            return [ca.DM.nan(self.dyn.nx, self.dyn.nx), ca.DM.nan(self.dyn.nx, self.dyn.nu)]
         return [ca.DM(Fx), ca.DM(Fu)]
 
 
@@ -152,7 +158,11 @@ class _Step(ca.Callback):
         return ca.Sparsity.dense(self.dyn.nx, 1)
 
     def eval(self, arg):
-        return [ca.DM(self.dyn.step(_vec(arg[0]), _vec(arg[1])))]
+        try:
+            return [ca.DM(self.dyn.step(_vec(arg[0]), _vec(arg[1])))]
+        except (RuntimeError, ValueError):
+            # A trial point where the simulation diverges: NaN tells IPOPT to cut its step back.
+            return [ca.DM.nan(self.dyn.nx, 1)]
 
     def has_jacobian(self):
         return True
