@@ -475,6 +475,13 @@ def _accept(G, b, start, size, mu, modes, dirs, lam, converged, tol_c, tol_l):
 ACCEPT = 1e-8
 
 
+def _arrays(G, b, start, size, mu):
+    """The problem's arrays as contiguous float64 / int64 (what the kernels take)."""
+    return (np.ascontiguousarray(G, dtype=float), np.ascontiguousarray(b, dtype=float),
+            np.ascontiguousarray(start, dtype=np.int64), np.ascontiguousarray(size, dtype=np.int64),
+            np.ascontiguousarray(mu, dtype=float))
+
+
 def solve_ncp(G, b, start, size, mu, *, guess=None, tol: float = 1e-10, max_sweeps: int = 2000) -> NCPSolution:
     """Solve the contact NCP (see the module docstring).
 
@@ -483,11 +490,7 @@ def solve_ncp(G, b, start, size, mu, *, guess=None, tol: float = 1e-10, max_swee
     groups are the same, is tried first (``(modes, lam, dirs)`` also carries the friction
     directions of saturated groups).
     """
-    G = np.ascontiguousarray(G, dtype=float)
-    b = np.ascontiguousarray(b, dtype=float)
-    start = np.ascontiguousarray(start, dtype=np.int64)
-    size = np.ascontiguousarray(size, dtype=np.int64)
-    mu = np.ascontiguousarray(mu, dtype=float)
+    G, b, start, size, mu = _arrays(G, b, start, size, mu)
     m = len(b)
     if G.shape != (m, m):
         raise ValueError(f"solve_ncp: G has shape {G.shape}, expected ({m}, {m})")
@@ -587,11 +590,7 @@ def ncp_jacobian_b(G, b, start, size, mu, sol: NCPSolution) -> np.ndarray:
     Valid away from mode switches; least-squares (minimal-norm) where the
     equations are rank-deficient.
     """
-    G = np.ascontiguousarray(G, dtype=float)
-    b = np.ascontiguousarray(b, dtype=float)
-    start = np.asarray(start, dtype=np.int64)
-    size = np.asarray(size, dtype=np.int64)
-    mu = np.asarray(mu, dtype=float)
+    G, b, start, size, mu = _arrays(G, b, start, size, mu)
     m = len(b)
     F = np.empty(m)
     JF = np.empty((m, m))

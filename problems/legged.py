@@ -211,7 +211,14 @@ def go1_standing_state(sim: Simulator) -> np.ndarray:
     return np.concatenate((q, np.zeros(model.nv)))
 
 
-def _standing_ocp(sim, x_stand, u_hold, *, name, horizon, state_weight, control_weight, metrics):
+def _standing_ocp(sim, x_stand, *, name, horizon, state_weight, control_weight):
+    """Hold ``x_stand`` with the static-contact torques as the reference and initial guess."""
+    u_hold, _, _ = static_contact_torques(sim, x_stand[: sim.nq])
+    h0 = float(x_stand[2])
+
+    def metrics(xs, us):
+        return {"base_height_change": float(xs[-1, 2] - h0), "max_base_drop": float(h0 - xs[:, 2].min())}
+
     nv = sim.nv
     w = np.concatenate((np.full(nv, state_weight), np.full(nv, 0.1 * state_weight)))
     running = StateCost(sim, x_stand, w) + ControlCost(sim, control_weight, u_ref=u_hold)
@@ -225,15 +232,8 @@ def _standing_ocp(sim, x_stand, u_hold, *, name, horizon, state_weight, control_
 def go1_standing(*, horizon: int = 200, dt: float = 1e-3, contact: str = "lcp", friction: float = 0.8,
                  state_weight: float = 1.0, control_weight: float = 1e-3) -> OCP:
     sim = go1_standing_simulator(dt=dt, contact=contact, friction=friction)
-    x = go1_standing_state(sim)
-    u, _, _ = static_contact_torques(sim, x[: sim.nq])
-    h0 = float(x[2])
-
-    def metrics(xs, us):
-        return {"base_height_change": float(xs[-1, 2] - h0), "max_base_drop": float(h0 - xs[:, 2].min())}
-
-    return _standing_ocp(sim, x, u, name="go1-standing", horizon=horizon, state_weight=state_weight,
-                         control_weight=control_weight, metrics=metrics)
+    return _standing_ocp(sim, go1_standing_state(sim), name="go1-standing", horizon=horizon,
+                         state_weight=state_weight, control_weight=control_weight)
 
 
 # ===========================================================================================
@@ -409,12 +409,5 @@ def talos_standing_state(sim: Simulator) -> np.ndarray:
 def talos_standing(*, horizon: int = 200, dt: float = 1e-3, contact: str = "lcp", friction: float = 0.8,
                    state_weight: float = 1.0, control_weight: float = 1e-4) -> OCP:
     sim = talos_standing_simulator(dt=dt, contact=contact, friction=friction)
-    x = talos_standing_state(sim)
-    u, _, _ = static_contact_torques(sim, x[: sim.nq])
-    h0 = float(x[2])
-
-    def metrics(xs, us):
-        return {"base_height_change": float(xs[-1, 2] - h0), "max_base_drop": float(h0 - xs[:, 2].min())}
-
-    return _standing_ocp(sim, x, u, name="talos-standing", horizon=horizon, state_weight=state_weight,
-                         control_weight=control_weight, metrics=metrics)
+    return _standing_ocp(sim, talos_standing_state(sim), name="talos-standing", horizon=horizon,
+                         state_weight=state_weight, control_weight=control_weight)

@@ -1,35 +1,9 @@
 """Reference (plain numpy) contact kinematics, kept in the tests.
 
 The package computes the same quantities with compiled kernels
-(:mod:`contact._kernels`, driven by :class:`contact.kinematics.ContactKinematics`);
-this slower, line-by-line version is what the tests compare them with.
-
-Contact Jacobians in the contact frame, and their derivatives contracted with a vector.
-
-World-frame joint Jacobians ``J6`` (6 x nv: linear rows first, then angular;
-the spatial velocity of the body at the world origin) come from Pinocchio. For a
-contact direction ``d`` at a world point ``p``, the velocity row is
-``[d; p x d]^T (J6_A - J6_B)`` (body A minus body B).
-
-The derivatives never form the tensor dJ/dq. They use the Lie-algebra identity
-``dS_i/dq_k = S_k x S_i`` for world-frame motion-subspace columns ``S`` whenever
-dof k's joint supports dof i's joint (same joint included: Pinocchio's
-tangent-space perturbations act on the right), and 0 otherwise:
-
-- :meth:`ContactKinematics.dJTw_dq`: ``d(J6^T w)/dq`` at a fixed world wrench w,
-  entry (i, k) = ``mask[i, k] S_k^T (S_i x* w)``;
-- :meth:`ContactKinematics.dJv_dq`: ``d(J6 v)/dq`` at fixed v, column k =
-  ``S_k x U_k`` with ``U_k = sum_i mask[i, k] S_i v_i``.
-
-The collision-geometry terms add how each contact's point ``p`` and normal
-``n`` (and the tangents built from it) move with q: the normal turns with the
-body that carries it (``dn = w_N x n``); the point is a body-fixed vertex or a
-sphere/capsule surface point ``centre + radius n`` (see
-:mod:`contact.detection`).
-
-Rows per contact: ``(n, t)`` in planar scenes (xy plane; ``t = z x n``),
-``(n, t1, t2)`` in 3-D (``t1 = e x n / |e x n|`` with ``e`` the world axis least
-aligned with n, ``t2 = n x t1``).
+(:mod:`contact._kernels`, driven by :class:`contact.kinematics.ContactKinematics`,
+whose docstring states the maths); this slower, line-by-line version is what the
+tests compare them with.
 """
 
 from __future__ import annotations

@@ -16,6 +16,16 @@ def _pyplot():
     return plt
 
 
+def _save(fig, path: str) -> str:
+    """Lay out, write (creating the folder) and close a figure; returns ``path``."""
+    plt = _pyplot()
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def plot_states(xs, *, dt: float, names=None, title: str = "", path: str, nq: int | None = None) -> str:
     """Configuration and velocity trajectories against time; writes ``path`` (PNG) and returns it.
 
@@ -42,11 +52,7 @@ def plot_states(xs, *, dt: float, names=None, title: str = "", path: str, nq: in
             ax.legend(fontsize=7, loc="best")
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def plot_convergence(histories: dict, *, path: str, title: str = "") -> str:
@@ -70,11 +76,7 @@ def plot_convergence(histories: dict, *, path: str, title: str = "") -> str:
         ax.legend(fontsize=8)
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def plot_controls(us, *, dt: float, lower=None, upper=None, path: str, title: str = "") -> str:
@@ -94,11 +96,7 @@ def plot_controls(us, *, dt: float, lower=None, upper=None, path: str, title: st
     ax.legend(fontsize=8)
     if title:
         ax.set_title(title)
-    fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def animate_planar(qs, shapes_fn, *, dt: float, path: str, frames: int = 80, target=None, title: str = "") -> str:
