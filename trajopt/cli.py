@@ -245,6 +245,17 @@ def _has_contact(name) -> bool:
     return "contact" in inspect.signature(factory).parameters
 
 
+def _solve_options(s, *, time_limit):
+    """The options ``solve`` and ``compare`` share."""
+    s.add_argument("problem")
+    s.add_argument("--contact", choices=("lcp", "ncp"), default=None, help="contact model (default: the problem's)")
+    s.add_argument("--max-iter", type=int, default=None, help="iteration budget (per method)")
+    s.add_argument("--time-limit", type=float, default=time_limit,
+                   help="stop each solve after this many seconds" + (f" (default {time_limit:g})" if time_limit else ""))
+    s.add_argument("--horizon", type=int, default=None, help="number of steps (default: the problem's)")
+    s.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT}/)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="trajopt", description="Trajectory optimization through contact.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -261,25 +272,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_simulate)
 
     s = sub.add_parser("solve", help="optimize a problem and save the solution, its summary and plots")
-    s.add_argument("problem")
     s.add_argument("--method", default="ddp", help="solver (default: ddp)")
-    s.add_argument("--contact", choices=("lcp", "ncp"), default=None, help="contact model (default: the problem's)")
-    s.add_argument("--max-iter", type=int, default=None, help="iteration budget")
-    s.add_argument("--time-limit", type=float, default=None, help="stop after this many seconds")
-    s.add_argument("--horizon", type=int, default=None, help="number of steps (default: the problem's)")
+    _solve_options(s, time_limit=None)
     s.add_argument("--no-animation", action="store_true", help="skip the GIF of planar problems")
-    s.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT}/)")
     s.set_defaults(func=cmd_solve)
 
     s = sub.add_parser("compare", help="run several methods on a problem; plot cost against wall time")
-    s.add_argument("problem")
     s.add_argument("--methods", default="ddp,ipopt,cem", help="comma-separated methods (default: ddp,ipopt,cem)")
-    s.add_argument("--contact", choices=("lcp", "ncp"), default=None, help="contact model (default: the problem's)")
-    s.add_argument("--time-limit", type=float, default=60.0, help="seconds per method (default 60)")
-    s.add_argument("--max-iter", type=int, default=None, help="iteration budget per method")
-    s.add_argument("--horizon", type=int, default=None, help="number of steps (default: the problem's)")
+    _solve_options(s, time_limit=60.0)
     s.add_argument("--verbose", action="store_true", help="show each solver's iteration table")
-    s.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT}/)")
     s.set_defaults(func=cmd_compare)
 
     s = sub.add_parser("bench", help="time one step and its Jacobians; compare with finite differences")
