@@ -499,6 +499,13 @@ class Simulator:
         J1[self._diag_v + nv, self._diag_v + nv] = 1.0
         return J0, J1
 
+    def inverse_mass_matrix(self, q) -> np.ndarray:
+        """``M(q)^-1`` (nv, nv): how an impulse ``p`` changes the velocity (``dv = M^-1 p``)."""
+        q = np.asarray(q, dtype=float)
+        if q.shape != (self.nq,):
+            raise ValueError(f"configuration q has shape {q.shape}, expected ({self.nq},)")
+        return pin.computeMinverse(self.model, self.model.createData(), q).copy()
+
     def default_state(self) -> np.ndarray:
         """The configuration written in the model file (MJCF ``qpos0``) at rest, else the neutral one."""
         refs = self.model.referenceConfigurations

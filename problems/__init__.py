@@ -7,6 +7,6 @@ and inertia is stated in its module.
 from ._registry import describe, load, names, register
 
 # Importing the modules registers their problems.
-from . import cartpole, cheetah, legged, manipulators, planar  # noqa: E402,F401
+from . import cartpole, cheetah, inverse, legged, manipulators, planar  # noqa: E402,F401
 
 __all__ = ["describe", "load", "names", "register"]

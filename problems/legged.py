@@ -7,7 +7,7 @@ torques that hold it (the contact benchmark's operating point). Every factory
 takes ``contact=`` (default ``"lcp"``: the boxed LCP, two friction directions
 per contact, a 4-sided pyramid) and passes it to the :class:`~dynamics.Simulator`.
 
-Go1 (``go1-standing``)
+Go1 (``go1-hold``; the inverse-dynamics ``go1-standing`` is in problems/inverse.py)
     Unitree Go1 of example-robot-data (``go1_description/urdf/go1.urdf``): masses,
     inertias, joint limits and torque limits (23.7 N m hip and thigh, 35.55 N m calf)
     from the URDF, 13.10 kg in all. Free-flyer base: nq 19, nv 18, 12 actuated.
@@ -228,11 +228,11 @@ def _standing_ocp(sim, x_stand, *, name, horizon, state_weight, control_weight):
                info={"bench_state": (x_stand.copy(), u_hold.copy()), "x_ref": x_stand.copy()})
 
 
-@register("go1-standing", "Unitree Go1 (18 dof, 3-D) holds its standing pose on 4 feet; 200 steps of 1 ms")
+@register("go1-hold", "Unitree Go1 (18 dof, 3-D) holds its standing pose on 4 feet; 200 steps of 1 ms")
 def go1_standing(*, horizon: int = 200, dt: float = 1e-3, contact: str = "lcp", friction: float = 0.8,
                  state_weight: float = 1.0, control_weight: float = 1e-3) -> OCP:
     sim = go1_standing_simulator(dt=dt, contact=contact, friction=friction)
-    return _standing_ocp(sim, go1_standing_state(sim), name="go1-standing", horizon=horizon,
+    return _standing_ocp(sim, go1_standing_state(sim), name="go1-hold", horizon=horizon,
                          state_weight=state_weight, control_weight=control_weight)
 
 

@@ -7,6 +7,9 @@
   ``shot_length=`` steps per shot;
 - ``"ipopt"``: the same with one step per shot (direct transcription);
 - ``"cem"``: the cross-entropy method, a gradient-free baseline (:mod:`solvers.cem`).
+
+Least-squares (inverse) problems, ``trajopt.LeastSquares``, are solved by
+``gauss_newton(problem, jacobian="analytic" | "fd")`` (:mod:`solvers.gauss_newton`).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from trajopt.solution import Solution, Status
 
 from .cem import solve_cem
 from .ddp import solve_ddp
+from .gauss_newton import gauss_newton
 from .shooting import solve_ipopt, solve_shooting
 
 METHODS = {"ddp": solve_ddp, "shooting": solve_shooting, "ipopt": solve_ipopt, "cem": solve_cem}
@@ -29,4 +33,4 @@ def solve(ocp, method: str = "ddp", **options) -> Solution:
     return fn(ocp, **options)
 
 
-__all__ = ["METHODS", "Solution", "Status", "solve"]
+__all__ = ["METHODS", "Solution", "Status", "gauss_newton", "solve"]

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 import problems
-import problems.legged as legged  # registers go1-standing, ur5-box, talos-standing
+import problems.legged as legged  # registers go1-hold, ur5-box, talos-standing
 from trajopt import max_relative_error, step_jacobians_fd
 
-NAMES = ["go1-standing", "ur5-box", "talos-standing"]
+NAMES = ["go1-hold", "ur5-box", "talos-standing"]
 
 
 @pytest.fixture(scope="module", params=NAMES)
@@ -33,7 +33,7 @@ def _contacts_at(sim, x, u):
 def test_registered_and_shaped():
     for name in NAMES:
         assert name in problems.names()
-    sizes = {"go1-standing": (19, 18, 12, 200), "ur5-box": (13, 12, 6, 300), "talos-standing": (39, 38, 32, 200)}
+    sizes = {"go1-hold": (19, 18, 12, 200), "ur5-box": (13, 12, 6, 300), "talos-standing": (39, 38, 32, 200)}
     for name, (nq, nv, nu, T) in sizes.items():
         ocp = problems.load(name, horizon=5)
         sim = ocp.dynamics
@@ -56,7 +56,7 @@ def test_contact_keyword_is_passed_on():
 
 
 def test_go1_scene_as_stated():
-    ocp = problems.load("go1-standing")
+    ocp = problems.load("go1-hold")
     sim = ocp.dynamics
     assert sum(I.mass for I in sim.model.inertias) == pytest.approx(13.100529)
     assert np.allclose(sim.u_upper, [23.7, 23.7, 35.55] * 4)
@@ -79,7 +79,7 @@ def test_bench_state_contacts(scene):
     assert np.all(np.abs(rep.phi) < 1e-9)  # touching: no gap, no penetration
     assert np.all(np.linalg.norm(lam[:, 1:], axis=1) <= sim.friction * lam[:, 0] + 1e-12)  # inside the pyramid
     dt_weight = sum(I.mass for I in sim.model.inertias[1:]) * 9.81 * sim.dt
-    if name == "go1-standing":
+    if name == "go1-hold":
         feet = {sim.model.getJointId(f"{leg}_calf_joint") for leg in legged.GO1_LEGS}
         assert len(rep) == 4 and set(rep.body_a) == feet and np.all(rep.body_b == 0)
         assert np.all(lam[:, 0] > 0.1 * dt_weight / 4)
@@ -126,7 +126,7 @@ def test_half_second_under_bench_torques_stays_put(scene):
     assert deepest > -1e-3
     assert np.abs(xs[:, 2] - x[2]).max() < 1e-2
     rep = sim.contact_model.report(data.contact)
-    assert len(rep) == {"go1-standing": 4, "ur5-box": 5, "talos-standing": 8}[name]
+    assert len(rep) == {"go1-hold": 4, "ur5-box": 5, "talos-standing": 8}[name]
     assert np.all(rep.impulses[:, 0] > 0)
     if name == "ur5-box":
         assert np.abs(xs[:, :3] - x[:3]).max() < 1e-3  # the box does not move

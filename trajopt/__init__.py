@@ -26,11 +26,13 @@ and ``nx``/``ndx``/``nu`` is a :class:`Dynamics` (``dynamics.Simulator`` is one)
 from .casadi_bridge import casadi_cost, casadi_step
 from .costs import ControlCost, Cost, CostDerivatives, CostSum, FunctionCost, StateCost
 from .numdiff import FDJacobians, fd_tolerance, max_relative_error, step_jacobians_fd
+from .lsq import LeastSquares
 from .ocp import OCP
 from .protocol import Dynamics, check_dynamics, difference_jacobians
 
 __all__ = [
     "OCP",
+    "LeastSquares",
     "casadi_cost",
     "casadi_step",
     "ControlCost",

@@ -65,8 +65,17 @@ def cmd_list(args) -> int:
     return 0
 
 
+def _require_ocp(problem, name, command):
+    from trajopt.lsq import LeastSquares
+
+    if isinstance(problem, LeastSquares):
+        raise CLIError(f"{name!r} is an inverse (least-squares) problem; `trajopt {command}` needs an optimal-"
+                       f"control problem. Use `trajopt solve {name}`.")
+    return problem
+
+
 def cmd_simulate(args) -> int:
-    ocp = _load(args.problem)
+    ocp = _require_ocp(_load(args.problem), args.problem, "simulate")
     steps = ocp.horizon if args.steps is None else args.steps
     if steps <= 0:
         raise CLIError(f"--steps must be positive, got {steps}")
@@ -175,11 +184,48 @@ def write_solution(ocp, sol, *, problem: str, contact: str | None, out_dir: str,
     return summary
 
 
+def solve_least_squares(problem, args) -> int:
+    """Gauss-Newton with analytical and with finite-difference Jacobians; residual plot and summary."""
+    from solvers import gauss_newton
+
+    from .plots import plot_residuals
+
+    out = os.path.join(args.out, args.problem, "gauss-newton")
+    os.makedirs(out, exist_ok=True)
+    runs = {}
+    for jac in ("analytic", "fd"):
+        sol = gauss_newton(problem, jacobian=jac, verbose=True,
+                           **({"max_iter": args.max_iter} if args.max_iter else {}),
+                           **({"time_limit": args.time_limit} if args.time_limit else {}))
+        runs[jac] = sol
+    png = plot_residuals({f"{k} Jacobian": v.history for k, v in runs.items()}, path=os.path.join(out, "residuals.png"),
+                         title=f"{args.problem}: Gauss-Newton")
+    sol = runs["analytic"]
+    metrics = problem.evaluate(sol.us[0])
+    summary = {
+        "problem": args.problem, "method": "gauss-newton", "contact": getattr(problem.dynamics, "contact", "none"),
+        "status": sol.status.value, "cost": float(sol.cost), "iterations": sol.iterations,
+        "wall_time_s": float(sol.wall_time), "versions": _versions(),
+        "metrics": {"final_residual": sol.info["final_residual"],
+                    **{k: v for k, v in metrics.items() if k not in ("cost", "residual")}},
+        "finite_differences": {"status": runs["fd"].status.value, "iterations": runs["fd"].iterations,
+                               "wall_time_s": float(runs["fd"].wall_time),
+                               "final_residual": runs["fd"].info["final_residual"]},
+    }
+    np.savez(os.path.join(out, "solution.npz"), z=sol.us[0], iterates=sol.xs, z_fd=runs["fd"].us[0])
+    with open(os.path.join(out, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    for jac, run in runs.items():
+        print(f"{args.problem} / gauss-newton ({jac}): {run.status.value}, residual {run.info['final_residual']:.3e}, "
+              f"{run.iterations} iterations, {run.wall_time:.2f} s")
+    print(f"wrote {out}/: solution.npz, summary.json, {os.path.basename(png)}")
+    return 0 if sol.status.value == "converged" else 1
+
+
 def cmd_solve(args) -> int:
     from solvers import METHODS, solve
+    from trajopt.lsq import LeastSquares
 
-    if args.method not in METHODS:
-        raise CLIError(f"unknown method {args.method!r}; available: {', '.join(sorted(METHODS))}")
     options = {}
     if args.horizon is not None:
         options["horizon"] = args.horizon
@@ -187,7 +233,12 @@ def cmd_solve(args) -> int:
         if not _has_contact(args.problem):
             raise CLIError(f"problem {args.problem!r} has no contact to choose a model for (--contact)")
         options["contact"] = args.contact
-    ocp = _load(args.problem, **options)
+    problem = _load(args.problem, **options)
+    if isinstance(problem, LeastSquares):  # an inverse problem: Gauss-Newton, analytical vs FD Jacobians
+        return solve_least_squares(problem, args)
+    if args.method not in METHODS:
+        raise CLIError(f"unknown method {args.method!r}; available: {', '.join(sorted(METHODS))}")
+    ocp = problem
     solver_options = {"verbose": True}
     if args.max_iter is not None:
         solver_options["max_iter"] = args.max_iter
@@ -218,7 +269,7 @@ def cmd_compare(args) -> int:
         options["horizon"] = args.horizon
     histories, rows = {}, []
     for method in methods:
-        ocp = _load(args.problem, **options)
+        ocp = _require_ocp(_load(args.problem, **options), args.problem, "compare")
         sol = solve(ocp, method=method, verbose=args.verbose, time_limit=args.time_limit,
                     **({"max_iter": args.max_iter} if args.max_iter else {}))
         out = os.path.join(args.out, args.problem, method)

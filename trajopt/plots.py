@@ -144,3 +144,19 @@ def animate_planar(qs, shapes_fn, *, dt: float, path: str, frames: int = 80, tar
     anim.save(path, writer=PillowWriter(fps=20))
     plt.close(fig)
     return path
+
+
+def plot_residuals(histories: dict, *, path: str, title: str = "") -> str:
+    """Residual norm against iteration (log scale), one line per run; writes ``path``."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name, hist in histories.items():
+        if hist:
+            ax.semilogy([h["iteration"] + 1 for h in hist], [h["residual"] for h in hist], marker="o", label=name)
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("residual |r|")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend()
+    if title:
+        ax.set_title(title)
+    return _save(fig, path)

@@ -3,7 +3,9 @@
 For ``x_{t+1} = f(x_t, u_t)`` with tangent-space Jacobians ``Fx_t``, ``Fu_t``:
 
 - **forward mode**: ``S_0 = I``, ``S_{t+1} = Fx_t S_t`` gives ``d x_T / d x_0`` (ndx, ndx);
-  ``d x_T / d u_t = Fx_{T-1} ... Fx_{t+1} Fu_t`` (ndx, nu) for every t;
+  ``d x_T / d u_t = Fx_{T-1} ... Fx_{t+1} Fu_t`` (ndx, nu) for every t; an initial
+  impulse ``p`` (generalized, nv) changes ``v_0`` by ``M(q_0)^-1 p``, so
+  ``d x_T / d p = (d x_T / d v_0) M^-1``;
 - **reverse mode** for a scalar loss ``sum_t l_t(x_t, u_t) + l_T(x_T)``:
   ``p_T = dl_T/dx_T``, ``p_t = dl_t/dx_t + Fx_t' p_{t+1}`` and
   ``dL/du_t = dl_t/du_t + Fu_t' p_{t+1}``, ``dL/dx_0 = p_0`` -- one backward sweep,
@@ -54,6 +56,16 @@ def forward_sensitivity(dyn, x0, us, jac: TrajectoryJacobians | None = None):
         dU[:, t] = P @ jac.Fu[t]
         P = P @ jac.Fx[t]
     return jac.xs[-1].copy(), S, dU
+
+
+def impulse_sensitivity(dyn, x0, us, jac: TrajectoryJacobians | None = None):
+    """``(x_T, d x_T / d p)`` (ndx, nv) for an impulse ``p`` applied at the start.
+
+    Needs ``dyn.inverse_mass_matrix(q)`` (the simulator has it).
+    """
+    xT, S, _ = forward_sensitivity(dyn, x0, us, jac)
+    nq, nv = dyn.nx - dyn.ndx // 2, dyn.ndx // 2
+    return xT, S[:, nv:] @ dyn.inverse_mass_matrix(np.asarray(x0, dtype=float)[:nq])
 
 
 def adjoint_gradient(ocp, us, *, x0=None, jac: TrajectoryJacobians | None = None):

@@ -1,0 +1,57 @@
+"""Least-squares problems whose residuals come from the simulator (inverse problems).
+
+    minimize_z  0.5 |r(z)|^2
+
+``z`` (n,) are the unknowns (an initial velocity, joint torques ...), ``r`` (m,)
+the residual (e.g. the difference between a simulated and an observed state)
+and ``J = dr/dz`` (m, n) its Jacobian, analytical from the step Jacobians.
+``solvers.gauss_newton`` solves them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class LeastSquares:
+    """A least-squares problem: ``residual(z) -> r``, ``jacobian(z) -> (r, J)``, start ``z0``.
+
+    ``metrics(z)`` maps an answer to the problem's own figures; ``dynamics`` and
+    ``info`` (e.g. ``info["bench_state"]``) describe the simulator behind it.
+    """
+
+    name: str
+    residual: Callable[[np.ndarray], np.ndarray]
+    jacobian: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+    z0: np.ndarray
+    dynamics: object = None
+    metrics: Callable[[np.ndarray], dict] | None = None
+    info: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.z0 = np.asarray(self.z0, dtype=float).copy()
+        if self.z0.ndim != 1 or not np.all(np.isfinite(self.z0)):
+            raise ValueError(f"{self.name}: z0 must be a finite 1-D array, got shape {self.z0.shape}")
+
+    def evaluate(self, z) -> dict:
+        r = self.residual(np.asarray(z, dtype=float))
+        out = {"cost": 0.5 * float(r @ r), "residual": float(np.linalg.norm(r))}
+        if self.metrics is not None:
+            out.update({k: float(v) for k, v in self.metrics(np.asarray(z, dtype=float)).items()})
+        return out
+
+
+def fd_jacobian(residual, z, h: float = 1e-6) -> tuple[np.ndarray, np.ndarray]:
+    """``(r, J)`` with ``J`` by central differences of ``residual`` (the comparison baseline)."""
+    z = np.asarray(z, dtype=float)
+    r = residual(z)
+    J = np.empty((len(r), len(z)))
+    for k in range(len(z)):
+        e = np.zeros(len(z))
+        e[k] = h
+        J[:, k] = (residual(z + e) - residual(z - e)) / (2 * h)
+    return r, J
