@@ -83,8 +83,10 @@ def _point_cost(sim, idx, fun_grad_hess):
 
 
 @register("catapult", "planar 3-link arm bats a box onto the target (2.2, 2.2); 500 steps of 1 ms")
-def catapult(*, horizon: int = 500, dt: float = 1e-3, target=(2.2, 2.2), control_weight: float = 1e-9,
+def catapult(*, horizon: int = 500, dt: float = 1e-3, target=(2.2, 2.2), control_weight: float = 1e-11,
              contact: str = "lcp") -> OCP:
+    """The loss is the squared distance of the box to the target at the last step; a tiny control
+    regularization (``control_weight`` |u|^2 per step, 1e-11) only keeps DDP's Quu invertible."""
     sim = catapult_simulator(dt=dt, contact=contact)
     target = np.asarray(target, dtype=float)
     x0 = np.zeros(sim.nx)

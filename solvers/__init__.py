@@ -6,7 +6,8 @@
 - ``"shooting"``: multiple shooting with IPOPT through CasADi callbacks (:mod:`solvers.shooting`),
   ``shot_length=`` steps per shot;
 - ``"ipopt"``: the same with one step per shot (direct transcription);
-- ``"cem"``: the cross-entropy method, a gradient-free baseline (:mod:`solvers.cem`).
+- ``"cem"``: the cross-entropy method, a gradient-free baseline (:mod:`solvers.cem`);
+- ``"cem-ddp"``: a short CEM search for the basin, then DDP (:mod:`solvers.hybrid`).
 
 Least-squares (inverse) problems, ``trajopt.LeastSquares``, are solved by
 ``gauss_newton(problem, jacobian="analytic" | "fd")`` (:mod:`solvers.gauss_newton`).
@@ -19,9 +20,11 @@ from trajopt.solution import Solution, Status
 from .cem import solve_cem
 from .ddp import solve_ddp
 from .gauss_newton import gauss_newton
+from .hybrid import solve_cem_ddp
 from .shooting import solve_ipopt, solve_shooting
 
-METHODS = {"ddp": solve_ddp, "shooting": solve_shooting, "ipopt": solve_ipopt, "cem": solve_cem}
+METHODS = {"ddp": solve_ddp, "shooting": solve_shooting, "ipopt": solve_ipopt, "cem": solve_cem,
+           "cem-ddp": solve_cem_ddp}
 
 
 def solve(ocp, method: str = "ddp", **options) -> Solution:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 import problems
 from solvers import solve
@@ -39,3 +40,21 @@ def test_compare_runs_methods_and_plots(tmp_path, capsys):
     assert (tmp_path / "pendulum" / "compare.png").stat().st_size > 10_000
     assert main(["compare", "pendulum", "--methods", "ddp,sgd"]) == 2
     assert "unknown method(s) ['sgd']" in capsys.readouterr().err
+
+
+def test_cem_then_ddp_merges_both_stages():
+    ocp = problems.load("pendulum", horizon=80)
+    sol = solve(ocp, method="cem-ddp", cem_iterations=2, population=8, max_iter=60, verbose=False)
+    stages = [h["stage"] for h in sol.history]
+    assert stages[:2] == ["cem", "cem"] and set(stages[2:]) == {"ddp"}
+    times = [h["time"] for h in sol.history]
+    assert all(b >= a for a, b in zip(times, times[1:]))  # one clock
+    assert sol.cost <= sol.info["cem_cost"] and ocp.evaluate(sol.xs, sol.us)["final_angle_error"] < 0.1
+
+
+@pytest.mark.slow
+def test_catapult_reaches_the_target_within_1cm():
+    """Issue target: the projectile within 1 cm of (2.2, 2.2). Slow: about 30 s."""
+    ocp = problems.load("catapult")
+    sol = solve(ocp, method="cem-ddp", seed=1, time_limit=60, verbose=False)
+    assert ocp.evaluate(sol.xs, sol.us)["distance_to_target"] < 0.01
