@@ -29,6 +29,11 @@ def describe(name: str) -> str:
     return _lookup(name)[1]
 
 
+def factory(name: str):
+    """The function that builds problem ``name`` (to inspect its options)."""
+    return _lookup(name)[0]
+
+
 def load(name: str, **options):
     """Build the problem ``name`` (an OCP); ``options`` go to its factory (e.g. ``horizon=``)."""
     factory, _ = _lookup(name)

@@ -292,7 +292,7 @@ def _has_contact(name) -> bool:
     import inspect
 
     problems = _problems()
-    factory = problems._registry._lookup(name)[0]
+    factory = problems.factory(name)
     return "contact" in inspect.signature(factory).parameters
 
 
