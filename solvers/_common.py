@@ -19,6 +19,18 @@ def evaluate(ocp, xs, us) -> float:
     return cost
 
 
+def record(info: dict, history: list, progress: "Progress", callback) -> None:
+    """The end of every solver iteration: keep ``info``, show its row, hand it to the callback."""
+    history.append(info)
+    progress.row(info)
+    if callback is not None:
+        callback(info)
+
+
+def out_of_time(info: dict, time_limit: float | None) -> bool:
+    return time_limit is not None and info["time"] > time_limit
+
+
 class Progress:
     """The verbose iteration table, which doubles as the progress display."""
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from trajopt.solution import Solution, Status
 
-from ._common import Progress
+from ._common import Progress, out_of_time, record
 
 
 def _expand(P, T):
@@ -67,14 +67,11 @@ def solve_cem(ocp, *, us_init=None, population: int = 64, elite: float = 0.1, ma
                 best_cost, best_us = float(costs[order[0]]), _expand(samples[order[0]], T)
             info = {"iteration": it, "cost": best_cost, "best": best_cost, "elite mean": float(costs[order].mean()),
                     "sigma": float((std / half).max()), "time": time.perf_counter() - t0}
-            history.append(info)
-            progress.row(info)
-            if callback is not None:
-                callback(info)
+            record(info, history, progress, callback)
             if info["sigma"] < tol:
                 status = Status.CONVERGED
                 break
-            if time_limit is not None and info["time"] > time_limit:
+            if out_of_time(info, time_limit):
                 break
     except KeyboardInterrupt:
         status = Status.INTERRUPTED

@@ -26,7 +26,7 @@ import numpy as np
 
 from trajopt.solution import Solution, Status
 
-from ._common import Progress, evaluate, rollout
+from ._common import Progress, evaluate, out_of_time, record, rollout
 
 
 class BackwardPassError(RuntimeError):
@@ -196,16 +196,13 @@ def solve_ddp(ocp, *, us_init=None, max_iter: int = 100, tol: float = 1e-8, reg_
                         break
             info = {"iteration": it, "cost": cost, "reg": reg, "alpha": alpha if accepted else 0.0,
                     "expected": expected, "time": time.perf_counter() - t0}
-            history.append(info)
-            progress.row(info)
-            if callback is not None:
-                callback(info)
+            record(info, history, progress, callback)
             if status == Status.CONVERGED:
                 break
             if not accepted:
                 status = Status.STALLED
                 break
-            if time_limit is not None and info["time"] > time_limit:
+            if out_of_time(info, time_limit):
                 break
     except KeyboardInterrupt:
         status = Status.INTERRUPTED

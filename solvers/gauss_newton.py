@@ -24,7 +24,7 @@ import numpy as np
 from trajopt.lsq import fd_jacobian
 from trajopt.solution import Solution, Status
 
-from ._common import Progress
+from ._common import Progress, out_of_time, record
 
 
 def gauss_newton(problem, *, z0=None, jacobian: str = "analytic", max_iter: int = 50, tol_residual: float = 1e-12,
@@ -88,17 +88,14 @@ def gauss_newton(problem, *, z0=None, jacobian: str = "analytic", max_iter: int 
             norm = float(np.linalg.norm(r))
             info = {"iteration": it, "cost": 0.5 * norm**2, "residual": norm, "damping": lam, "alpha": alpha,
                     "step": step, "time": time.perf_counter() - t0}
-            history.append(info)
-            progress.row(info)
-            if callback is not None:
-                callback(info)
+            record(info, history, progress, callback)
             if norm <= tol_residual or step <= tol_step * (1.0 + np.linalg.norm(z)):
                 status = Status.CONVERGED
                 break
             if len(history) > stagnation and norm > 0.9 * history[-1 - stagnation]["residual"]:
                 status = Status.CONVERGED  # stagnated at the residual floor
                 break
-            if time_limit is not None and info["time"] > time_limit:
+            if out_of_time(info, time_limit):
                 break
     except KeyboardInterrupt:
         status = Status.INTERRUPTED

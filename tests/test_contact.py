@@ -23,12 +23,13 @@ def cube_sim(*, mu=0.5, dt=1e-3, duplicate=False, side=0.2, contact="lcp"):
     return Simulator(model, geometry=geom, dt=dt, ground=0.0, friction=mu, contact=contact)
 
 
-def sphere_sim(*, mu=0.5, dt=1e-3):
+def sphere_sim(*, mu=0.5, dt=1e-3, contact="lcp"):
+    """A 1 kg ball of radius 0.1 m on a free-flyer, ground at z = 0."""
     b = ModelBuilder("ball")
     j = b.add_joint("free", name="root")
     b.add_body(j, mass=1.0, sphere=0.1)
     model, geom = b.build()
-    return Simulator(model, geometry=geom, dt=dt, ground=0.0, friction=mu)
+    return Simulator(model, geometry=geom, dt=dt, ground=0.0, friction=mu, contact=contact)
 
 
 def limited_pendulum(dt=1e-3):
@@ -226,11 +227,7 @@ def test_ncp_cube_jacobians_match_central_differences(ncp_cube, name):
 
 
 def test_ncp_sphere_rolling_and_sliding_jacobians():
-    b = ModelBuilder("ball")
-    j = b.add_joint("free", name="root")
-    b.add_body(j, mass=1.0, sphere=0.1)
-    model, geom = b.build()
-    sim = Simulator(model, geometry=geom, dt=1e-3, ground=0.0, friction=0.5, contact="ncp")
+    sim = sphere_sim(contact="ncp")
     x = np.r_[0, 0, 0.1, 0, 0, 0, 1.0, 0.8, -0.2, 0, 1.0, 3.0, -0.5]
     rep = _check(sim, x, np.zeros(0))
     assert len(rep) == 1 and rep.impulses[0, 0] > 0

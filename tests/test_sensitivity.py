@@ -66,14 +66,11 @@ def test_forward_sensitivity_on_a_free_flyer_in_the_tangent_space():
 
 def test_impulse_sensitivity_matches_finite_differences_through_a_landing():
     """A ball (one contact: its motion is determinate) is thrown, lands, slides and rolls."""
-    from dynamics import ModelBuilder, Simulator
     from trajopt.sensitivity import impulse_sensitivity
 
-    b = ModelBuilder("ball")
-    j = b.add_joint("free", name="root")
-    b.add_body(j, mass=1.0, sphere=0.1)
-    model, geom = b.build()
-    sim = Simulator(model, geometry=geom, dt=1e-3, ground=0.0, friction=0.3, contact="ncp")
+    from .test_contact import sphere_sim
+
+    sim = sphere_sim(mu=0.3, contact="ncp")
     x0 = sim.neutral_state()
     x0[2] = 0.15
     x0[sim.nq:] = (1.2, 0.4, 0.5, 2.0, -1.0, 3.0)
