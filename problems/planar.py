@@ -9,6 +9,12 @@ joints turn about z. Every body is a uniform box with its own inertia:
   measured from +y (straight up) and turns towards -x; limits [0, pi];
 - floors: static boxes (collision only).
 
+Each articulated system has no self-collision, as in DART (Nimble's engine), whose skeletons
+do not collide with themselves by default: the third link folds back over the second at its
+limit of pi and would otherwise rest inside the first, an overlap the contact solver can only
+answer inexactly (an infeasible LCP) at every such step. The catapult's box and arm, separate
+systems, collide; so does everything with the floor.
+
 Contacts use friction 1.0 and one friction direction (planar); ``contact="lcp"``
 (default) or ``"ncp"`` -- in the plane the Coulomb cone is the LCP's box, so both
 give the same motion.
@@ -50,7 +56,8 @@ def catapult_simulator(*, dt: float = 1e-3, friction: float = 1.0, contact: str 
     arm = _chain(b, 0, "arm", 3, torque=1000.0, placement=(0.5, -0.45, 0.0))
     b.add_static_box("floor", (3.5, 0.25, 0.5), (1.2, -0.7, 0.0))
     model, geom = b.build()
-    return Simulator(model, geometry=geom, dt=dt, actuated=arm, friction=friction, planar=True, contact=contact)
+    return Simulator(model, geometry=geom, dt=dt, actuated=arm, friction=friction, planar=True, contact=contact,
+                     exclude_pairs=[("arm1_body2", "arm3_body4")])
 
 
 def jump_worm_simulator(*, dt: float = 1e-3, friction: float = 1.0, contact: str = "lcp") -> Simulator:
@@ -62,7 +69,9 @@ def jump_worm_simulator(*, dt: float = 1e-3, friction: float = 1.0, contact: str
     tail = _chain(b, r, "tail", 3, torque=100.0, placement=(0.0, 0.0, 0.0))
     b.add_static_box("floor", (2.5, 0.25, 0.5), (0.0, -0.7, 0.0))
     model, geom = b.build()
-    return Simulator(model, geometry=geom, dt=dt, actuated=tail, friction=friction, planar=True, contact=contact)
+    return Simulator(model, geometry=geom, dt=dt, actuated=tail, friction=friction, planar=True, contact=contact,
+                     exclude_pairs=[("tail1_body2", "tail3_body4"), ("root_body1", "tail2_body3"),
+                                    ("root_body1", "tail3_body4")])
 
 
 def _point_cost(sim, idx, fun_grad_hess):
