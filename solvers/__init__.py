@@ -7,7 +7,9 @@
   ``shot_length=`` steps per shot;
 - ``"ipopt"``: the same with one step per shot (direct transcription);
 - ``"cem"``: the cross-entropy method, a gradient-free baseline (:mod:`solvers.cem`);
-- ``"cem-ddp"``: a short CEM search for the basin, then DDP (:mod:`solvers.hybrid`).
+- ``"gn"``: single-shooting Gauss-Newton (Levenberg-Marquardt over all controls, :mod:`solvers.gn`);
+- ``"cem-ddp"``, ``"cem-gn"``: a short CEM search for the basin, then DDP or Gauss-Newton
+  (:mod:`solvers.hybrid`).
 
 Least-squares (inverse) problems, ``trajopt.LeastSquares``, are solved by
 ``gauss_newton(problem, jacobian="analytic" | "fd")`` (:mod:`solvers.gauss_newton`).
@@ -20,11 +22,12 @@ from trajopt.solution import Solution, Status
 from .cem import solve_cem
 from .ddp import solve_ddp
 from .gauss_newton import gauss_newton
-from .hybrid import solve_cem_ddp
+from .gn import solve_gn
+from .hybrid import solve_cem_ddp, solve_cem_gn
 from .shooting import solve_ipopt, solve_shooting
 
-METHODS = {"ddp": solve_ddp, "shooting": solve_shooting, "ipopt": solve_ipopt, "cem": solve_cem,
-           "cem-ddp": solve_cem_ddp}
+METHODS = {"ddp": solve_ddp, "gn": solve_gn, "shooting": solve_shooting, "ipopt": solve_ipopt, "cem": solve_cem,
+           "cem-ddp": solve_cem_ddp, "cem-gn": solve_cem_gn}
 
 
 def solve(ocp, method: str = "ddp", **options) -> Solution:

@@ -1,41 +1,85 @@
-"""CEM then DDP: a short stochastic search picks the basin, DDP's exact gradients finish.
+"""CEM, then a gradient method: a short stochastic search picks the basin, exact gradients finish.
 
 Contact makes the cost landscape multi-modal (whether and how the catapult's
-arm bats the box): DDP from zero torques settles in a poor basin (13.6 cm
-from the target), while a few cheap cross-entropy iterations land in one that
-DDP then descends to millimetres. The history is the CEM iterations followed by
-the DDP ones, on one clock.
+arm bats the box): DDP from zero torques settles in a poor basin and
+single-shooting Gauss-Newton does not move at all (the box rests on the arm:
+the final position barely depends on the torques), while a few cheap
+cross-entropy iterations land in a basin that either gradient method then
+descends to millimetres. When the local method stalls at a kink, another
+round of CEM samples around the best answer so far. The history is the CEM
+iterations followed by the local solver's, round after round, on one clock.
 """
 
 from __future__ import annotations
 
 import time
 
-from trajopt.solution import Solution
+from trajopt.solution import Solution, Status
 
 from .cem import solve_cem
 from .ddp import solve_ddp
+from .gn import solve_gn
+
+LOCAL = {"ddp": solve_ddp, "gn": solve_gn}
 
 
-def solve_cem_ddp(ocp, *, cem_iterations: int = 2, population: int = 16, knots: int = 8, sigma_init: float = 0.3,
-                  seed: int = 0, max_iter: int = 200, time_limit: float | None = None, verbose: bool = True,
-                  callback=None, us_init=None, **ddp_options) -> Solution:
-    """``cem_iterations`` of CEM (``population`` samples, ``knots`` control knots), then DDP
-    from its best controls until convergence, ``max_iter`` or ``time_limit`` (total seconds)."""
+def solve_cem_then(ocp, local: str, *, cem_iterations: int = 2, population: int = 16, knots: int = 8,
+                   sigma_init: float = 0.3, seed: int = 0, rounds: int = 3, max_iter: int = 200,
+                   time_limit: float | None = None, verbose: bool = True, callback=None, us_init=None,
+                   **local_options) -> Solution:
+    """``cem_iterations`` of CEM (``population`` samples, ``knots`` control knots), then the
+    ``local`` method (``"ddp"`` or ``"gn"``) from its best controls until it converges, stops
+    after ``max_iter`` iterations or the ``time_limit`` (total seconds) runs out.
+
+    When the local method STALLS (no step decreases the cost: a kink where the contact
+    events change), up to ``rounds`` rounds in all start again: CEM samples around the best
+    answer so far (a new seed), the local method descends from CEM's best. The answer is the
+    best over all rounds.
+    """
+    if local not in LOCAL:
+        raise ValueError(f"unknown local method {local!r}; available: {', '.join(sorted(LOCAL))}")
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds}")
     t0 = time.perf_counter()
-    cem = solve_cem(ocp, us_init=us_init, max_iter=cem_iterations, population=population, knots=knots,
-                    sigma_init=sigma_init, seed=seed, verbose=verbose, callback=callback)
-    offset = time.perf_counter() - t0
-    history = [dict(h, stage="cem") for h in cem.history]
+    history: list[dict] = []
+    best = cem = None
+
+    def now():
+        return time.perf_counter() - t0
 
     def shifted(info):
         if callback is not None:
-            callback(dict(info, time=info["time"] + offset, iteration=info["iteration"] + len(cem.history)))
+            callback(dict(info, time=info["time"] + offset, iteration=info["iteration"] + len(history)))
 
-    remaining = None if time_limit is None else max(time_limit - offset, 0.0)
-    ddp = solve_ddp(ocp, us_init=cem.us, max_iter=max_iter, time_limit=remaining, verbose=verbose, callback=shifted,
-                    **ddp_options)
-    for h in ddp.history:
-        history.append(dict(h, stage="ddp", time=h["time"] + offset, iteration=h["iteration"] + len(cem.history)))
-    return Solution(ddp.xs, ddp.us, ddp.cost, history, ddp.status, "cem-ddp", time.perf_counter() - t0,
-                    {"cem_cost": cem.cost, "cem_time": offset, **ddp.info})
+    for r in range(rounds):
+        remaining = None if time_limit is None else time_limit - now()
+        if remaining is not None and remaining <= 0:
+            break
+        offset = now()
+        cem = solve_cem(ocp, us_init=us_init if best is None else best.us, max_iter=cem_iterations,
+                        population=population, knots=knots, sigma_init=sigma_init, seed=seed + r, verbose=verbose,
+                        callback=shifted, time_limit=remaining)
+        history += [dict(h, stage="cem", round=r, time=h["time"] + offset, iteration=len(history) + i)
+                    for i, h in enumerate(cem.history)]
+        offset = now()
+        remaining = None if time_limit is None else max(time_limit - offset, 0.0)
+        sol = LOCAL[local](ocp, us_init=cem.us, max_iter=max_iter, time_limit=remaining, verbose=verbose,
+                           callback=shifted, **local_options)
+        history += [dict(h, stage=local, round=r, time=h["time"] + offset, iteration=len(history) + i)
+                    for i, h in enumerate(sol.history)]
+        if best is None or sol.cost < best.cost:
+            best = sol
+        if sol.status != Status.STALLED:
+            break
+    return Solution(best.xs, best.us, best.cost, history, best.status, f"cem-{local}", now(),
+                    {"cem_cost": cem.cost, "rounds": r + 1, **best.info})
+
+
+def solve_cem_ddp(ocp, **options) -> Solution:
+    """CEM, then box-constrained DDP (:func:`solve_cem_then` with ``local="ddp"``)."""
+    return solve_cem_then(ocp, "ddp", **options)
+
+
+def solve_cem_gn(ocp, **options) -> Solution:
+    """CEM, then single-shooting Gauss-Newton (:func:`solve_cem_then` with ``local="gn"``)."""
+    return solve_cem_then(ocp, "gn", **options)

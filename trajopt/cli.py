@@ -244,7 +244,7 @@ def cmd_solve(args) -> int:
         solver_options["max_iter"] = args.max_iter
     if args.time_limit is not None:
         solver_options["time_limit"] = args.time_limit
-    sol = solve(ocp, method=args.method, **solver_options)
+    sol = solve(ocp, method=args.method, **solver_options, **_seed_option(args.method, args))
     out = os.path.join(args.out, args.problem, args.method)
     summary = write_solution(ocp, sol, problem=args.problem, contact=args.contact, out_dir=out,
                              animate=not args.no_animation)
@@ -271,7 +271,8 @@ def cmd_compare(args) -> int:
     for method in methods:
         ocp = _require_ocp(_load(args.problem, **options), args.problem, "compare")
         sol = solve(ocp, method=method, verbose=args.verbose, time_limit=args.time_limit,
-                    **({"max_iter": args.max_iter} if args.max_iter else {}))
+                    **({"max_iter": args.max_iter} if args.max_iter else {}),
+                    **({"seed": args.seed} if args.seed is not None and method in STOCHASTIC else {}))
         out = os.path.join(args.out, args.problem, method)
         summary = write_solution(ocp, sol, problem=args.problem, contact=args.contact, out_dir=out, animate=False)
         histories[method] = sol.history
@@ -304,7 +305,21 @@ def _solve_options(s, *, time_limit):
     s.add_argument("--time-limit", type=float, default=time_limit,
                    help="stop each solve after this many seconds" + (f" (default {time_limit:g})" if time_limit else ""))
     s.add_argument("--horizon", type=int, default=None, help="number of steps (default: the problem's)")
+    s.add_argument("--seed", type=int, default=None,
+                   help="random seed of the stochastic methods (cem, cem-ddp, cem-gn; default 0)")
     s.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT}/)")
+
+
+STOCHASTIC = ("cem", "cem-ddp", "cem-gn")
+
+
+def _seed_option(method, args) -> dict:
+    """``{"seed": N}`` for a stochastic method when ``--seed`` was given; a deterministic one refuses it."""
+    if args.seed is None:
+        return {}
+    if method not in STOCHASTIC:
+        raise CLIError(f"--seed applies to the stochastic methods ({', '.join(STOCHASTIC)}), not {method!r}")
+    return {"seed": args.seed}
 
 
 def build_parser() -> argparse.ArgumentParser:
