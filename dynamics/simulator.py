@@ -499,6 +499,18 @@ class Simulator:
         J1[self._diag_v + nv, self._diag_v + nv] = 1.0
         return J0, J1
 
+    def state_integrate_jacobians(self, x, dx):
+        """``(Jx, Jdx)``: derivatives of ``state_integrate(x, dx)`` w.r.t. x (tangent) and dx (ndx x ndx each)."""
+        nq, nv = self.nq, self.nv
+        x = np.asarray(x, dtype=float)
+        dx = np.asarray(dx, dtype=float)
+        if x.shape != (self.nx,) or dx.shape != (self.ndx,):
+            raise ValueError(f"state {x.shape} / tangent {dx.shape}, expected ({self.nx},) / ({self.ndx},)")
+        Jx = np.eye(self.ndx)
+        Jdx = np.eye(self.ndx)
+        Jx[:nv, :nv], Jdx[:nv, :nv] = pin.dIntegrate(self.model, x[:nq], dx[:nv])
+        return Jx, Jdx
+
     def inverse_mass_matrix(self, q) -> np.ndarray:
         """``M(q)^-1`` (nv, nv): how an impulse ``p`` changes the velocity (``dv = M^-1 p``)."""
         q = np.asarray(q, dtype=float)

@@ -11,6 +11,11 @@ Hessian of the Lagrangian is Gauss-Newton (``hessian="gauss-newton"``: the costs
 exact Hessians, the dynamics' curvature left out) or IPOPT's L-BFGS
 (``hessian="lbfgs"``).
 
+Free-flyer (non-Euclidean) states: the knot variables are tangent increments
+``d_k`` around the initial guess's rollout ``xb`` (``X_k = xb_k (+) d_k``), and the
+shots chain ``casadi_step_local`` in the same charts, so IPOPT never sees a
+quaternion.
+
 The returned ``xs`` is the rollout of the returned controls, so it satisfies the
 dynamics exactly; ``info["max_defect"]`` is the largest defect of IPOPT's last
 iterate.
@@ -23,7 +28,7 @@ import time
 import casadi as ca
 import numpy as np
 
-from trajopt.casadi_bridge import casadi_cost, casadi_step
+from trajopt.casadi_bridge import casadi_cost, casadi_cost_local, casadi_step, casadi_step_local
 from trajopt.solution import Solution, Status
 
 from ._common import rollout
@@ -103,31 +108,41 @@ def solve_shooting(ocp, *, shot_length: int = 1, hessian: str = "gauss-newton", 
     t0 = time.perf_counter()
     dyn = ocp.dynamics
     nx, nu, T = ocp.nx, ocp.nu, ocp.horizon
-    step = casadi_step(dyn)
+    local = dyn.nx != dyn.ndx  # free-flyer / spherical joints: tangent increments in local charts
+    step = casadi_step_local(dyn) if local else casadi_step(dyn)
     costs = {}
 
     def cost_fn(c, terminal=False):
         key = (id(c), terminal)
         if key not in costs:
-            costs[key] = casadi_cost(c, nx=nx, nu=nu, terminal=terminal, name=f"cost{len(costs)}")
+            nm = f"cost{len(costs)}"
+            costs[key] = (casadi_cost_local(c, dyn, terminal=terminal, name=nm) if local
+                          else casadi_cost(c, nx=nx, nu=nu, terminal=terminal, name=nm))
         return costs[key]
 
     us0 = ocp.check_controls(ocp.us_init if us_init is None else us_init)
     us0 = np.clip(us0, ocp.u_lower, ocp.u_upper)
     xs0 = rollout(ocp, us0)
+    ref = [ca.DM(x) for x in xs0]  # the charts' reference states (local mode)
+    nz_x = dyn.ndx if local else nx
     starts = list(range(0, T, shot_length))
-    X = [ca.MX.sym(f"X{k}", nx) for k in range(1, len(starts) + 1)]  # state at the end of shot k-1
+    X = [ca.MX.sym(f"X{k}", nz_x) for k in range(1, len(starts) + 1)]  # state at the end of shot k-1
     U = ca.MX.sym("U", nu, T)
     obj = 0
     defects = []
-    x = ca.DM(ocp.x0)
+    x = ca.DM.zeros(dyn.ndx) if local else ca.DM(ocp.x0)
     for k, s in enumerate(starts):
         for t in range(s, min(s + shot_length, T)):
-            obj = obj + cost_fn(ocp.running(t))(x, U[:, t])
-            x = step(x, U[:, t])
+            if local:
+                obj = obj + cost_fn(ocp.running(t))(x, U[:, t], ref[t])
+                x = step(x, U[:, t], ref[t], ref[t + 1])
+            else:
+                obj = obj + cost_fn(ocp.running(t))(x, U[:, t])
+                x = step(x, U[:, t])
         defects.append(X[k] - x)
         x = X[k]
-    obj = obj + cost_fn(ocp.terminal_cost, terminal=True)(x)
+    obj = obj + (cost_fn(ocp.terminal_cost, terminal=True)(x, ref[T]) if local
+                 else cost_fn(ocp.terminal_cost, terminal=True)(x))
     z = ca.vertcat(*X, ca.vec(U))
     g = ca.vertcat(*defects)
     nz, ng = z.shape[0], g.shape[0]
@@ -143,9 +158,9 @@ def solve_shooting(ocp, *, shot_length: int = 1, hessian: str = "gauss-newton", 
         opts[f"ipopt.{key}"] = val
     solver = ca.nlpsol(method_name, "ipopt", {"x": z, "f": obj, "g": g}, opts)
     ends = [min(s + shot_length, T) for s in starts]
-    z0 = np.concatenate([xs0[e] for e in ends] + [us0.T.ravel(order="F")])
-    lbz = np.concatenate([np.full(nx * len(X), -np.inf), np.tile(ocp.u_lower, T)])
-    ubz = np.concatenate([np.full(nx * len(X), np.inf), np.tile(ocp.u_upper, T)])
+    z0 = np.concatenate([np.zeros(nz_x) if local else xs0[e] for e in ends] + [us0.T.ravel(order="F")])
+    lbz = np.concatenate([np.full(nz_x * len(X), -np.inf), np.tile(ocp.u_lower, T)])
+    ubz = np.concatenate([np.full(nz_x * len(X), np.inf), np.tile(ocp.u_upper, T)])
     try:
         res = solver(x0=z0, lbx=lbz, ubx=ubz, lbg=0.0, ubg=0.0)
         zs = np.asarray(res["x"]).ravel()
@@ -156,7 +171,7 @@ def solve_shooting(ocp, *, shot_length: int = 1, hessian: str = "gauss-newton", 
     if zs is None:
         us = us0
     else:
-        us = np.clip(zs[nx * len(X):].reshape(T, nu), ocp.u_lower, ocp.u_upper)
+        us = np.clip(zs[nz_x * len(X):].reshape(T, nu), ocp.u_lower, ocp.u_upper)
     try:
         xs = rollout(ocp, us)
         cost = ocp.cost(xs, us)

@@ -84,3 +84,14 @@ def test_solve_rejects_unknown_method_and_contact_on_smooth_problems(capsys):
     assert "unknown method 'newton'" in capsys.readouterr().err
     assert main(["solve", "cartpole", "--contact", "ncp"]) == 2
     assert "has no contact" in capsys.readouterr().err
+
+
+def test_seed_reaches_the_stochastic_methods_only(tmp_path, capsys):
+    runs = []
+    for seed in (3, 3, 4):
+        assert main(["solve", "pendulum", "--method", "cem", "--seed", str(seed), "--max-iter", "2", "--horizon", "40",
+                     "--out", str(tmp_path / str(len(runs)))]) == 0
+        runs.append(np.load(tmp_path / str(len(runs)) / "pendulum" / "cem" / "solution.npz")["us"])
+    assert np.array_equal(runs[0], runs[1]) and not np.array_equal(runs[0], runs[2])
+    assert main(["solve", "pendulum", "--method", "ddp", "--seed", "1"]) == 2
+    assert "--seed applies to the stochastic methods" in capsys.readouterr().err

@@ -23,7 +23,7 @@ Any object with ``step``/``step_derivatives``/``state_integrate``/``state_differ
 and ``nx``/``ndx``/``nu`` is a :class:`Dynamics` (``dynamics.Simulator`` is one).
 """
 
-from .casadi_bridge import casadi_cost, casadi_step
+from .casadi_bridge import casadi_cost, casadi_cost_local, casadi_step, casadi_step_local
 from .costs import ControlCost, Cost, CostDerivatives, CostSum, FunctionCost, StateCost
 from .numdiff import FDJacobians, fd_tolerance, max_relative_error, step_jacobians_fd
 from .lsq import LeastSquares
@@ -34,7 +34,9 @@ __all__ = [
     "OCP",
     "LeastSquares",
     "casadi_cost",
+    "casadi_cost_local",
     "casadi_step",
+    "casadi_step_local",
     "ControlCost",
     "Cost",
     "CostDerivatives",

@@ -18,10 +18,15 @@ differences, no CasADi AD through the simulator)::
 A trial point where the simulation diverges evaluates to NaN (IPOPT then cuts
 its step back) instead of raising through CasADi.
 
-States must be Euclidean (``nx == ndx``: every joint revolute or prismatic),
-because CasADi differentiates in coordinates, not on the Lie group. The
-returned function keeps its callbacks alive; keep the function alive while
-CasADi uses it.
+``casadi_step`` needs a Euclidean state (``nx == ndx``: every joint revolute or
+prismatic), because CasADi differentiates in coordinates, not on the Lie group.
+For free-flyers and spherical joints, ``casadi_step_local(dyn)`` is the step in
+local charts: ``d' = step_local(d, u, xb, xb')`` with ``x = xb (+) d`` and
+``x+ = xb' (+) d'`` for given reference states ``xb, xb'`` (constants, e.g. an
+initial rollout), tangent increments in and out, so CasADi only ever sees
+Euclidean variables; ``casadi_cost_local`` does the same for costs. The
+returned functions keep their callbacks alive; keep them alive while CasADi
+uses them.
 
 Second derivatives: the step's Jacobian declares its own derivative zero and
 the costs give their exact Hessians, so an exact-Hessian solver (IPOPT with
@@ -40,7 +45,8 @@ def _euclidean(dyn, what):
         raise ValueError(
             f"{what} needs a Euclidean state (nx == ndx); {getattr(dyn, 'name', type(dyn).__name__)} has "
             f"nx={dyn.nx}, ndx={dyn.ndx} (a free-flyer or spherical joint): CasADi would differentiate the "
-            "quaternion coordinates, not the tangent space. Use method='ddp' for such systems."
+            "quaternion coordinates, not the tangent space. Use casadi_step_local (tangent increments around "
+            "reference states), which method='shooting' does for such systems."
         )
 
 
@@ -260,3 +266,185 @@ def casadi_cost(cost, *, nx: int, nu: int, terminal: bool = False, name: str = "
     """A ``trajopt.Cost`` as a CasADi function ``l(x, u)`` (or ``l(x)`` when ``terminal``) with
     its exact gradient (Hessians are left to the solver, e.g. IPOPT's L-BFGS)."""
     return _Cost(name, cost, nx, 0 if terminal else nu)
+
+
+# -- local charts: tangent increments around constant reference states (free-flyers) -----------------
+
+
+def _local_jacobian_callback(name, owner, opts, n_in_zero: int, blocks):
+    """The Jacobian callback of a local-chart function: dense blocks from ``blocks(arg)`` for the
+    first inputs, structural zeros for the trailing ``n_in_zero`` reference-state inputs."""
+    n_in, n_out = owner.get_n_in(), owner.get_n_out()
+    sp_in = [owner.get_sparsity_in(i) for i in range(n_in)] + [
+        ca.Sparsity(owner.get_sparsity_out(o).size1(), owner.get_sparsity_out(o).size2()) for o in range(n_out)]
+    sp_out = []
+    for o in range(n_out):
+        no = owner.get_sparsity_out(o).numel()
+        for i in range(n_in):
+            ni = owner.get_sparsity_in(i).numel()
+            sp_out.append(ca.Sparsity(no, ni) if i >= n_in - n_in_zero else ca.Sparsity.dense(no, ni))
+    return _Blocks(name, sp_in, sp_out, blocks, opts)
+
+
+class _LocalStepJacobian(_Blocks):
+    """``(dd'/dd, dd'/du, 0, 0)``; its own derivative is declared zero (Gauss-Newton)."""
+
+    def has_jacobian(self):
+        return True
+
+    def get_jacobian(self, name, inames, onames, opts):
+        self._jac = _second_level(name, self, opts, lambda arg: {})
+        return self._jac
+
+
+class _LocalStep(ca.Callback):
+    def __init__(self, name, dyn):
+        ca.Callback.__init__(self)
+        self.dyn = dyn
+        self.construct(name, {})
+
+    def get_n_in(self):
+        return 4
+
+    def get_n_out(self):
+        return 1
+
+    def get_name_in(self, i):
+        return ["d", "u", "xb", "xb_next"][i]
+
+    def get_name_out(self, i):
+        return "d_next"
+
+    def get_sparsity_in(self, i):
+        d = self.dyn
+        return ca.Sparsity.dense([d.ndx, d.nu, d.nx, d.nx][i], 1)
+
+    def get_sparsity_out(self, i):
+        return ca.Sparsity.dense(self.dyn.ndx, 1)
+
+    def eval(self, arg):
+        d, u, xb, xb1 = (_vec(a) for a in arg)
+        try:
+            x_next = self.dyn.step(self.dyn.state_integrate(xb, d), u)
+            return [ca.DM(self.dyn.state_difference(xb1, x_next))]
+        except (RuntimeError, ValueError):
+            return [ca.DM.nan(self.dyn.ndx, 1)]
+
+    def has_jacobian(self):
+        return True
+
+    def get_jacobian(self, name, inames, onames, opts):
+        dyn = self.dyn
+        ndx, nu, nx = dyn.ndx, dyn.nu, dyn.nx
+
+        def blocks(arg):
+            d, u, xb, xb1 = (_vec(a) for a in arg[:4])
+            try:
+                x = dyn.state_integrate(xb, d)
+                x_next, Fx, Fu = dyn.step_derivatives(x, u)
+                _, Jd = dyn.state_integrate_jacobians(xb, d)
+                _, J1 = dyn.state_difference_jacobians(xb1, x_next)
+                A, B = J1 @ Fx @ Jd, J1 @ Fu
+            except (RuntimeError, ValueError):
+                A, B = np.full((ndx, ndx), np.nan), np.full((ndx, nu), np.nan)
+            return [ca.DM(A), ca.DM(B), ca.DM(ca.Sparsity(ndx, nx)), ca.DM(ca.Sparsity(ndx, nx))]
+
+        n_in = self.get_n_in()
+        sp_in = [self.get_sparsity_in(i) for i in range(n_in)] + [ca.Sparsity(ndx, 1)]
+        sp_out = [ca.Sparsity.dense(ndx, ndx), ca.Sparsity.dense(ndx, nu), ca.Sparsity(ndx, nx), ca.Sparsity(ndx, nx)]
+        self._jac = _LocalStepJacobian(name, sp_in, sp_out, blocks, opts)
+        return self._jac
+
+
+def casadi_step_local(dyn, name: str = "step_local") -> ca.Callback:
+    """``d' = step_local(d, u, xb, xb')``: the step in local charts around constant reference
+    states (see the module), with its exact Jacobian ``J1 Fx Jd`` / ``J1 Fu`` (``Jd`` of
+    ``xb (+) d``, ``J1`` of ``x+ (-) xb'``). Works for every state, Euclidean or not."""
+    return _LocalStep(name, dyn)
+
+
+class _LocalCost(ca.Callback):
+    """``l(xb (+) d, u)`` (or ``l(xb (+) d)``): gradient ``Jd' Lx``; Gauss-Newton Hessian ``Jd' Lxx Jd``."""
+
+    def __init__(self, name, cost, dyn, terminal):
+        ca.Callback.__init__(self)
+        self.cost, self.dyn, self.terminal = cost, dyn, terminal
+        self.construct(name, {})
+
+    def _sizes(self):
+        d = self.dyn
+        return [d.ndx, d.nx] if self.terminal else [d.ndx, d.nu, d.nx]
+
+    def get_n_in(self):
+        return len(self._sizes())
+
+    def get_n_out(self):
+        return 1
+
+    def get_sparsity_in(self, i):
+        return ca.Sparsity.dense(self._sizes()[i], 1)
+
+    def get_sparsity_out(self, i):
+        return ca.Sparsity.dense(1, 1)
+
+    def _x(self, arg):
+        return self.dyn.state_integrate(_vec(arg[-1]), _vec(arg[0]))
+
+    def eval(self, arg):
+        x = self._x(arg)
+        return [ca.DM(self.cost.value(x) if self.terminal else self.cost.value(x, _vec(arg[1])))]
+
+    def has_jacobian(self):
+        return True
+
+    def get_jacobian(self, name, inames, onames, opts):
+        outer = self
+        sizes = self._sizes()
+        n = len(sizes)
+
+        def derivs(arg):  # arg: this function's inputs (reference state last), then placeholders
+            xb, d = _vec(arg[n - 1]), _vec(arg[0])
+            x = outer.dyn.state_integrate(xb, d)
+            dv = outer.cost.derivatives(x) if outer.terminal else outer.cost.derivatives(x, _vec(arg[1]))
+            _, Jd = outer.dyn.state_integrate_jacobians(xb, d)
+            return dv, Jd
+
+        class _Grad(_Blocks):
+            def has_jacobian(self):
+                return True
+
+            def get_jacobian(self, name2, inames2, onames2, opts2):
+                def blocks(arg):
+                    if arg is None:
+                        dense = {(0, 0): 1}
+                        if not outer.terminal:
+                            dense.update({(0, 1): 1, (1, 0): 1, (1, 1): 1})
+                        return dense
+                    dv, Jd = derivs(arg)
+                    out = {(0, 0): ca.DM(Jd.T @ dv.Lxx @ Jd)}
+                    if not outer.terminal:
+                        out.update({(0, 1): ca.DM(Jd.T @ dv.Lxu), (1, 0): ca.DM(dv.Lxu.T @ Jd), (1, 1): ca.DM(dv.Luu)})
+                    return out
+
+                self._hess = _second_level(name2, self, opts2, blocks)
+                return self._hess
+
+        def grad(arg):
+            dv, Jd = derivs(arg)
+            out = [ca.DM(Jd.T @ dv.Lx).T]
+            if not outer.terminal:
+                out.append(ca.DM(dv.Lu).T)
+            out.append(ca.DM(ca.Sparsity(1, outer.dyn.nx)))
+            return out
+
+        sp_in = [ca.Sparsity.dense(k, 1) for k in sizes] + [ca.Sparsity(1, 1)]
+        sp_out = [ca.Sparsity.dense(1, k) for k in sizes[:-1]] + [ca.Sparsity(1, sizes[-1])]
+        assert len(sp_out) == n
+        self._jac = _Grad(name, sp_in, sp_out, grad, opts)
+        return self._jac
+
+
+def casadi_cost_local(cost, dyn, *, terminal: bool = False, name: str = "cost_local") -> ca.Callback:
+    """A ``trajopt.Cost`` in a local chart: ``l(d, u, xb)`` (``l(d, xb)`` when ``terminal``) of
+    ``x = xb (+) d``, with its exact gradient and Gauss-Newton Hessian."""
+    return _LocalCost(name, cost, dyn, terminal)
