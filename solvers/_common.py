@@ -19,8 +19,15 @@ def evaluate(ocp, xs, us) -> float:
     return cost
 
 
-def record(info: dict, history: list, progress: "Progress", callback) -> None:
-    """The end of every solver iteration: keep ``info``, show its row, hand it to the callback."""
+def record(info: dict, history: list, progress: "Progress", callback, *, ocp=None, xs=None, us=None) -> None:
+    """The end of every solver iteration: keep ``info``, show its row, hand it to the callback.
+
+    Given the iterate (``ocp, xs, us``) and a problem with ``metrics``, ``info["metrics"]`` gets the
+    problem's own figures (e.g. the catapult's distance to the target) for the convergence plot.
+    """
+    metrics = getattr(ocp, "metrics", None)
+    if metrics is not None and xs is not None:
+        info["metrics"] = {k: float(v) for k, v in metrics(np.asarray(xs), np.asarray(us)).items()}
     history.append(info)
     progress.row(info)
     if callback is not None:

@@ -51,6 +51,7 @@ def solve_cem(ocp, *, us_init=None, population: int = 64, elite: float = 0.1, ma
     std = np.broadcast_to(sigma_init * half, (K, nu)).copy()
     n_elite = max(2, int(round(elite * population)))
     best_us, best_cost = us0, _cost(ocp, us0)
+    best_xs = None  # the best sequence's states, for the problem's metrics
     progress = Progress("cem", verbose, ["best", "elite mean", "sigma"])
     history = []
     status = Status.MAX_ITERATIONS
@@ -63,11 +64,13 @@ def solve_cem(ocp, *, us_init=None, population: int = 64, elite: float = 0.1, ma
             elites = samples[order]
             mean = alpha * elites.mean(axis=0) + (1 - alpha) * mean
             std = alpha * elites.std(axis=0) + (1 - alpha) * std
-            if costs[order[0]] < best_cost:
-                best_cost, best_us = float(costs[order[0]]), _expand(samples[order[0]], T)
+            if costs[order[0]] < best_cost or best_xs is None:
+                if costs[order[0]] < best_cost:
+                    best_cost, best_us = float(costs[order[0]]), _expand(samples[order[0]], T)
+                best_xs = _states(ocp, best_us)
             info = {"iteration": it, "cost": best_cost, "best": best_cost, "elite mean": float(costs[order].mean()),
                     "sigma": float((std / half).max()), "time": time.perf_counter() - t0}
-            record(info, history, progress, callback)
+            record(info, history, progress, callback, ocp=ocp, xs=best_xs, us=best_us)
             if info["sigma"] < tol:
                 status = Status.CONVERGED
                 break
@@ -80,6 +83,14 @@ def solve_cem(ocp, *, us_init=None, population: int = 64, elite: float = 0.1, ma
     progress.done(status, best_cost, wall)
     return Solution(xs, best_us, float(ocp.cost(xs, best_us)), history, status, "cem", wall,
                     {"population": population, "knots": K})
+
+
+def _states(ocp, us):
+    """The rollout of ``us``, or None when it diverges."""
+    try:
+        return ocp.rollout(us)
+    except (RuntimeError, ValueError):
+        return None
 
 
 def _cost(ocp, us) -> float:

@@ -196,7 +196,7 @@ def solve_ddp(ocp, *, us_init=None, max_iter: int = 100, tol: float = 1e-8, reg_
                         break
             info = {"iteration": it, "cost": cost, "reg": reg, "alpha": alpha if accepted else 0.0,
                     "expected": expected, "time": time.perf_counter() - t0}
-            record(info, history, progress, callback)
+            record(info, history, progress, callback, ocp=ocp, xs=xs, us=us)
             if status == Status.CONVERGED:
                 break
             if not accepted:

@@ -186,7 +186,7 @@ def solve_gn(ocp, *, us_init=None, knots: int | None = None, max_iter: int = 200
             if not free.any():  # every control held at a bound by its gradient: a KKT point
                 status = Status.CONVERGED
                 record({"iteration": it, "cost": cost, "damping": lam, "alpha": 0.0, "expected": 0.0,
-                        "time": time.perf_counter() - t0}, history, progress, callback)
+                        "time": time.perf_counter() - t0}, history, progress, callback, ocp=ocp, xs=xs, us=us)
                 break
             if M is None:
                 D = np.eye(int(free.sum())) * max(float(np.diag(Hf).mean()) if free.any() else 0.0, 1e-300)
@@ -240,7 +240,7 @@ def solve_gn(ocp, *, us_init=None, knots: int | None = None, max_iter: int = 200
                 lam *= 10.0
             if status == Status.CONVERGED:
                 record({"iteration": it, "cost": cost, "damping": lam, "alpha": 0.0, "expected": expected,
-                        "time": time.perf_counter() - t0}, history, progress, callback)
+                        "time": time.perf_counter() - t0}, history, progress, callback, ocp=ocp, xs=xs, us=us)
                 break
             if not accepted:
                 status = Status.STALLED
@@ -250,7 +250,7 @@ def solve_gn(ocp, *, us_init=None, knots: int | None = None, max_iter: int = 200
             xs = jac.xs
             info = {"iteration": it, "cost": cost, "damping": lam, "alpha": alpha, "expected": expected,
                     "time": time.perf_counter() - t0}
-            record(info, history, progress, callback)
+            record(info, history, progress, callback, ocp=ocp, xs=xs, us=us)
             if out_of_time(info, time_limit):
                 break
     except KeyboardInterrupt:

@@ -69,3 +69,14 @@ def test_jump_worm_clears_the_target_height_by_cem_and_both_hybrids():
         sol = solve(ocp, method=method, **({"max_iter": 3} if method == "cem" else {"max_iter": 1}),
                     verbose=False)
         assert ocp.evaluate(sol.xs, sol.us)["final_root_height"] > 0.35, method
+
+
+@pytest.mark.parametrize("method", ["ddp", "gn", "cem", "cem-ddp"])
+def test_iterations_carry_the_problems_own_figures(method):
+    """The convergence plot's third panel: each iteration's metrics are those of its iterate."""
+    ocp = problems.load("pendulum", horizon=60)
+    sol = solve(ocp, method=method, max_iter=3, verbose=False,
+                **({"cem_iterations": 1, "population": 8} if method == "cem-ddp" else {}))
+    last = sol.history[-1]["metrics"]
+    assert last["final_angle_error"] == pytest.approx(ocp.evaluate(sol.xs, sol.us)["final_angle_error"], rel=1e-9)
+    assert all("metrics" in h for h in sol.history)

@@ -56,9 +56,16 @@ def plot_states(xs, *, dt: float, names=None, title: str = "", path: str, nq: in
 
 
 def plot_convergence(histories: dict, *, path: str, title: str = "") -> str:
-    """Cost against iteration and against wall time, one line per method; writes ``path``."""
+    """Cost against iteration and against wall time, one line per method; writes ``path``.
+
+    When the iterations carry the problem's own figures (``info["metrics"]``, e.g. the
+    catapult's distance to the target), a third panel shows the first of them against
+    wall time: a cost that includes a regularization can flatten while the figure that
+    matters still moves.
+    """
     plt = _pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    metric = next((k for hist in histories.values() for h in hist if h.get("metrics") for k in h["metrics"]), None)
+    fig, axes = plt.subplots(1, 3 if metric else 2, figsize=(15 if metric else 10, 4))
     for name, hist in histories.items():
         if not hist:
             continue
@@ -67,11 +74,23 @@ def plot_convergence(histories: dict, *, path: str, title: str = "") -> str:
         shift = min(0.0, np.nanmin(cost)) - 1e-12
         axes[0].semilogy(np.arange(1, len(cost) + 1), cost - shift, marker=".", label=name)
         axes[1].semilogy(t, cost - shift, marker=".", label=name)
+        if metric:
+            pts = [(h["time"], h["metrics"][metric]) for h in hist if metric in h.get("metrics", {})]
+            if pts:
+                mt, mv = np.array(pts).T
+                axes[2].plot(mt, mv, marker=".", label=name)
     axes[0].set_xlabel("iteration")
     axes[1].set_xlabel("wall time [s]")
     negative = any(h and min(x["cost"] for x in h) < 0 for h in histories.values())
-    for ax in axes:
+    for ax in axes[:2]:
         ax.set_ylabel("cost - min cost" if negative else "cost")
+    if metric:
+        values = [h["metrics"][metric] for hist in histories.values() for h in hist if metric in h.get("metrics", {})]
+        if min(values) > 0:
+            axes[2].set_yscale("log")
+        axes[2].set_xlabel("wall time [s]")
+        axes[2].set_ylabel(metric.replace("_", " "))
+    for ax in axes:
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=8)
     if title:
