@@ -74,15 +74,18 @@ def test_ddp_is_exact_on_a_linear_quadratic_problem_in_one_iteration():
     assert again.status == Status.CONVERGED and again.iterations == 1  # nothing left to gain
 
 
-def test_ddp_respects_control_bounds_and_beats_clipping():
+@pytest.mark.parametrize("method", ["ddp", "gn"])
+def test_bounded_lq_respects_the_bounds_and_beats_clipping(method):
     ocp, (A, B, x0, Q, R, Qf) = lq_problem(bounds=np.array([0.3, 0.3]), seed=2)
     ref = dense_lq_reference(A, B, x0, Q, R, Qf, ocp.horizon)
     assert np.abs(ref).max() > 0.3  # the bounds are active
-    sol = solve(ocp, method="ddp", max_iter=50, verbose=False)
+    sol = solve(ocp, method=method, max_iter=100, verbose=False)
     assert sol.status == Status.CONVERGED
-    assert np.all(sol.us <= 0.3 + 1e-12) and np.all(sol.us >= -0.3 - 1e-12)
+    assert np.all(sol.us <= 0.3) and np.all(sol.us >= -0.3)
     clipped = np.clip(ref, -0.3, 0.3)
     assert sol.cost <= ocp.cost(ocp.rollout(clipped), clipped) - 1e-6
+    if method == "gn":  # one convex problem, one optimum
+        assert sol.cost == pytest.approx(solve(ocp, method="ddp", max_iter=100, verbose=False).cost, rel=1e-6)
 
 
 @pytest.mark.parametrize("name, bound", [("pendulum", 0.1), ("cartpole", 0.05)])

@@ -45,19 +45,6 @@ def test_gn_is_newton_on_a_linear_quadratic_problem():
     assert again.status == Status.CONVERGED and again.cost == pytest.approx(sol.cost, rel=1e-12)
 
 
-def test_gn_respects_control_bounds_and_beats_clipping():
-    ocp, (A, B, x0, Q, R, Qf) = lq_problem(bounds=np.array([0.3, 0.3]), seed=2)
-    ref = dense_lq_reference(A, B, x0, Q, R, Qf, ocp.horizon)
-    assert np.abs(ref).max() > 0.3  # the bounds are active
-    sol = solve(ocp, method="gn", max_iter=100, verbose=False)
-    assert sol.status == Status.CONVERGED
-    assert np.all(np.abs(sol.us) <= 0.3)
-    clipped = np.clip(ref, -0.3, 0.3)
-    assert sol.cost <= ocp.cost(ocp.rollout(clipped), clipped) - 1e-6
-    ddp = solve(ocp, method="ddp", max_iter=100, verbose=False)  # one convex problem, one optimum
-    assert sol.cost == pytest.approx(ddp.cost, rel=1e-6)
-
-
 def test_reduced_gradient_through_contact_equals_the_adjoint_and_central_differences():
     ocp = problems.load("catapult", horizon=120)
     rng = np.random.default_rng(0)
