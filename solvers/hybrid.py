@@ -61,6 +61,10 @@ def solve_cem_then(ocp, local: str, *, cem_iterations: int = 2, population: int 
                         callback=shifted, time_limit=remaining)
         history += [dict(h, stage="cem", round=r, time=h["time"] + offset, iteration=len(history) + i)
                     for i, h in enumerate(cem.history)]
+        if cem.status == Status.INTERRUPTED:  # Ctrl-C during the search: stop, with what it found
+            best = best if best is not None and best.cost <= cem.cost else cem
+            return Solution(best.xs, best.us, best.cost, history, Status.INTERRUPTED, f"cem-{local}", now(),
+                            {"cem_cost": cem.cost, "rounds": r + 1})
         offset = now()
         remaining = None if time_limit is None else max(time_limit - offset, 0.0)
         sol = LOCAL[local](ocp, us_init=cem.us, max_iter=max_iter, time_limit=remaining, verbose=verbose,

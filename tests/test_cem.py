@@ -10,6 +10,7 @@ import pytest
 import problems
 from solvers import solve
 from trajopt.cli import main
+from trajopt.solution import Status
 
 
 def test_cem_improves_on_its_start_and_respects_bounds():
@@ -80,3 +81,14 @@ def test_iterations_carry_the_problems_own_figures(method):
     last = sol.history[-1]["metrics"]
     assert last["final_angle_error"] == pytest.approx(ocp.evaluate(sol.xs, sol.us)["final_angle_error"], rel=1e-9)
     assert all("metrics" in h for h in sol.history)
+
+
+def test_interrupting_the_search_stops_a_hybrid_with_what_it_found():
+    ocp = problems.load("pendulum", horizon=50)
+
+    def stop(info):
+        raise KeyboardInterrupt
+
+    sol = solve(ocp, method="cem-gn", cem_iterations=3, population=8, callback=stop, verbose=False)
+    assert sol.status == Status.INTERRUPTED and [h["stage"] for h in sol.history] == ["cem"]
+    assert np.all(np.isfinite(sol.xs)) and sol.cost <= ocp.cost(ocp.rollout(ocp.us_init), ocp.us_init)
