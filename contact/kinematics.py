@@ -94,7 +94,7 @@ class ContactKinematics:
         dp = np.empty((nc, 3, nv))
         J6A = np.empty((nc, 6, nv))
         J6B = np.empty((nc, 6, nv))
-        _kernels.contact_geometry(np.asarray(data.J), self.support, contacts.body_a, contacts.body_b,
+        _kernels.contact_geometry(np.asarray(data.J).reshape(6, -1), self.support, contacts.body_a, contacts.body_b,
                                   contacts.normal_body, contacts.point_body, contacts.points, contacts.normals,
                                   contacts.radius, self.planar, J, D, dD, dp, J6A, J6B)
         return ContactGeometry(contacts, J, D, dD, dp, J6A, J6B, r)

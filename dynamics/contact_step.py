@@ -228,7 +228,36 @@ class ContactModel:
                              c.body_a.copy(), c.body_b.copy(), state.lam[nc * r:].copy())
 
     # -- Jacobians ------------------------------------------------------------------------------
-    def velocity_jacobian(self, state: ContactState, G: np.ndarray, v_next: np.ndarray, dt: float) -> np.ndarray:
+    def complementarity_aware_modes(self, state: ContactState, dl_dv: np.ndarray):
+        """Nimble's reclassification (``None`` when it changes nothing or the model is not the LCP).
+
+        ``dl_dv`` is the loss gradient with respect to v+. A normal (or limit) row whose impulse
+        would lower the loss (``dl/dlambda_i = dl_dv . M^-1 J_i' < 0``: the optimizer wants the
+        bodies apart) is read as separating, one whose impulse would raise it as clamping (its
+        friction rows then stick); friction rows of rows kept as they were keep their modes.
+        """
+        if state.lcp is None:
+            return None
+        lcp = state.lcp
+        clamp, bounded, signs = _kernels.derivative_modes(lcp.A, lcp.b, state.lam, lcp.normal_of)
+        clamp, bounded, signs = clamp.copy(), bounded.copy(), signs.copy()
+        g = state.MJt.T @ dl_dv  # dl/dlambda per row
+        normal = np.flatnonzero(lcp.normal_of < 0)
+        want = g[normal] > 0  # clamp where an impulse would raise the loss
+        if np.array_equal(want, clamp[normal]):
+            return None
+        for i, c in zip(normal, want):
+            if c == clamp[i]:
+                continue
+            clamp[i] = c
+            rows = np.flatnonzero(lcp.normal_of == i)
+            clamp[rows] = c
+            bounded[rows] = False
+            signs[rows] = 0.0
+        return clamp, bounded, signs
+
+    def velocity_jacobian(self, state: ContactState, G: np.ndarray, v_next: np.ndarray, dt: float,
+                          modes=None) -> np.ndarray:
         """``dv+/dtheta`` (nv, ncols) from ``G = dv+/dtheta`` at fixed lambda; q-columns come first.
 
         The reduced system over the clamping rows is solved in a compiled kernel
@@ -248,5 +277,9 @@ class ContactModel:
                                                            size, mu, state.modes, state.dirs, slope, dJv,
                                                            m_contact, G)
         lcp = state.lcp
+        if modes is not None:
+            clamp, bounded, signs = modes
+            return _kernels.implicit_velocity_jacobian_modes(state.J, state.Minv, clamp, bounded, signs,
+                                                             lcp.normal_of, lcp.mu, slope, dJv, m_contact, G)
         return _kernels.implicit_velocity_jacobian(state.J, state.Minv, lcp.A, lcp.b, state.lam, lcp.normal_of,
                                                    lcp.mu, slope, dJv, m_contact, G)

@@ -350,11 +350,18 @@ class Simulator:
             st["warm_hits"] += state.warm_hit
         return v_next
 
-    def step_derivatives(self, x, u, *, data: SimData | None = None):
+    def step_derivatives(self, x, u, *, data: SimData | None = None, adjoint=None):
         """``(x+, Fx, Fu)``: the step and its tangent-space Jacobians.
 
         ``Fx`` is (ndx, ndx), ``Fu`` is (ndx, nu); rows and columns are ordered
         ``(dq, dv)``. Returned arrays are fresh (safe to keep).
+
+        ``adjoint`` (ndx,), the gradient of a loss with respect to ``x+``, asks for Nimble's
+        *complementarity-aware* Jacobians (LCP contact only): besides the exact active set,
+        contacts are reclassified by whether the loss wants them apart (separating) or pushed
+        (clamping), and the Jacobians of whichever classification gives the larger
+        ``|dl/dv|^2 + |dl/du|^2 / dt`` are returned. Not the derivative of the step where they
+        differ: a search direction out of the zero gradients of clamping contacts.
         """
         x, u = self._check_x(x), self._check_u(u)
         d = data or self._data
@@ -385,7 +392,7 @@ class Simulator:
             else:
                 np.multiply(minv[:, self.actuated_dofs], dt, out=Fu[nv:])
         else:
-            self._contact_velocity_jacobian(q, v, tau, v_next, state, d, dv, Fu[nv:])
+            self._contact_velocity_jacobian(q, v, tau, v_next, state, d, dv, Fu[nv:], adjoint)
 
         if self._euclidean:
             np.multiply(v_next, dt, out=out[:nq])
@@ -404,7 +411,7 @@ class Simulator:
         self._check_next(out, x, u)
         return out, Fx, Fu
 
-    def _contact_velocity_jacobian(self, q, v, tau, v_next, state, d, dv_dx, dv_du):
+    def _contact_velocity_jacobian(self, q, v, tau, v_next, state, d, dv_dx, dv_du, adjoint=None):
         """Fill ``dv+/dx`` (nv, ndx) and ``dv+/du`` (nv, nu) through the contact solve."""
         nv, dt, cm = self.nv, self.dt, self.contact_model
         tau_total = tau + state.J.T @ state.lam / dt
@@ -418,8 +425,30 @@ class Simulator:
         G[:, nv:2 * nv] += np.eye(nv)
         G[:, 2 * nv:] = dt * minv[:, self.actuated_dofs]
         full = cm.velocity_jacobian(state, G, v_next, dt)
+        if adjoint is not None:
+            full = self._complementarity_aware(q, v_next, state, G, full, np.asarray(adjoint, dtype=float), d)
         dv_dx[:] = full[:, :2 * nv]
         dv_du[:] = full[:, 2 * nv:]
+
+    def _complementarity_aware(self, q, v_next, state, G, full, adjoint, d):
+        """The exact ``dv+/d(x, u)`` or the reclassified one, whichever moves the loss more."""
+        nv, dt, cm = self.nv, self.dt, self.contact_model
+        if adjoint.shape != (self.ndx,):
+            raise ValueError(f"adjoint has shape {adjoint.shape}, expected ({self.ndx},)")
+        J1 = np.eye(nv) if self._euclidean else pin.dIntegrate(self.model, q, v_next * dt)[1]
+        dl_dv = adjoint[nv:] + dt * (J1.T @ adjoint[:nv])  # x+ = (q (+) dt v+, v+)
+        modes = cm.complementarity_aware_modes(state, dl_dv)
+        if modes is None:
+            return full
+        alt = cm.velocity_jacobian(state, G, v_next, dt, modes=modes)
+
+        def strength(F):
+            return float(np.sum((F[:, nv:2 * nv].T @ dl_dv) ** 2) + np.sum((F[:, 2 * nv:].T @ dl_dv) ** 2) / dt)
+
+        if strength(alt) > strength(full):
+            d.stats["aware_switches"] = d.stats.get("aware_switches", 0) + 1
+            return alt
+        return full
 
     @property
     def contacts(self):

@@ -74,8 +74,12 @@ def _box_qp(H, g, lower, upper, x0, max_iter=50, tol=1e-10):
     return x, free, Hf_inv
 
 
-def backward_pass(ocp, xs, us, derivs, reg):
-    """Gains ``K`` (T, nu, ndx), ``k`` (T, nu) and the expected decrease terms ``(dV1, dV2)``."""
+def backward_pass(ocp, xs, us, derivs, reg, complementarity_aware: bool = False):
+    """Gains ``K`` (T, nu, ndx), ``k`` (T, nu) and the expected decrease terms ``(dV1, dV2)``.
+
+    With ``complementarity_aware`` each step's Jacobians are Nimble's complementarity-aware
+    ones for the value gradient ``Vx`` at the next knot (``dyn.step_derivatives(..., adjoint=Vx)``).
+    """
     T, nu, ndx = ocp.horizon, ocp.nu, ocp.ndx
     term = derivs["terminal"]
     Vx, Vxx = term.Lx.copy(), term.Lxx.copy()
@@ -84,7 +88,10 @@ def backward_pass(ocp, xs, us, derivs, reg):
     dV1 = dV2 = 0.0
     eye = np.eye(nu)
     for t in range(T - 1, -1, -1):
-        Fx, Fu = derivs["Fx"][t], derivs["Fu"][t]
+        if complementarity_aware:
+            _, Fx, Fu = ocp.dynamics.step_derivatives(xs[t], us[t], adjoint=Vx)
+        else:
+            Fx, Fu = derivs["Fx"][t], derivs["Fu"][t]
         c = derivs["running"][t]
         Qx = c.Lx + Fx.T @ Vx
         Qu = c.Lu + Fu.T @ Vx
@@ -137,8 +144,13 @@ def derivatives(ocp, xs, us):
 
 def solve_ddp(ocp, *, us_init=None, max_iter: int = 100, tol: float = 1e-8, reg_init: float = 1e-6,
               reg_min: float = 1e-9, reg_max: float = 1e10, alphas=None, callback=None, verbose: bool = True,
-              time_limit: float | None = None) -> Solution:
+              time_limit: float | None = None, complementarity_aware: bool = False) -> Solution:
     """Solve ``ocp`` by box-constrained DDP. See the module docstring.
+
+    ``complementarity_aware=True`` uses Nimble's complementarity-aware step Jacobians in the
+    backward pass (``Simulator.step_derivatives(adjoint=...)``, LCP contact): a way out of
+    the zero gradients of resting (clamping) contacts. The expected decrease then comes from
+    a model that is not the step's derivative; the line search still checks the real cost.
 
     Stops when the expected decrease is below ``tol * (1 + |cost|)`` (CONVERGED), after
     ``max_iter`` iterations or ``time_limit`` seconds (MAX_ITERATIONS), when no step
@@ -163,12 +175,12 @@ def solve_ddp(ocp, *, us_init=None, max_iter: int = 100, tol: float = 1e-8, reg_
     try:
         for it in range(max_iter):
             derivs = derivatives(ocp, xs, us)
-            accepted = False
+            accepted = timed_out = False
             expected = np.nan
             alpha = 0.0
             while not accepted:
                 try:
-                    K, k, dV1, dV2 = backward_pass(ocp, xs, us, derivs, reg)
+                    K, k, dV1, dV2 = backward_pass(ocp, xs, us, derivs, reg, complementarity_aware)
                 except BackwardPassError:
                     reg = max(reg * 10.0, 1e-6)
                     if reg > reg_max:
@@ -194,10 +206,13 @@ def solve_ddp(ocp, *, us_init=None, max_iter: int = 100, tol: float = 1e-8, reg_
                     reg *= 10.0
                     if reg > reg_max:
                         break
+                    if time_limit is not None and time.perf_counter() - t0 > time_limit:
+                        timed_out = True  # the regularization ladder can take many passes
+                        break
             info = {"iteration": it, "cost": cost, "reg": reg, "alpha": alpha if accepted else 0.0,
                     "expected": expected, "time": time.perf_counter() - t0}
             record(info, history, progress, callback, ocp=ocp, xs=xs, us=us)
-            if status == Status.CONVERGED:
+            if status == Status.CONVERGED or timed_out:
                 break
             if not accepted:
                 status = Status.STALLED

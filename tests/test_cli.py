@@ -95,3 +95,12 @@ def test_seed_reaches_the_stochastic_methods_only(tmp_path, capsys):
     assert np.array_equal(runs[0], runs[1]) and not np.array_equal(runs[0], runs[2])
     assert main(["solve", "pendulum", "--method", "ddp", "--seed", "1"]) == 2
     assert "--seed applies to the stochastic methods" in capsys.readouterr().err
+
+
+def test_solve_with_complementarity_aware_gradients(tmp_path, capsys):
+    assert main(["solve", "jump-worm", "--complementarity-aware", "--max-iter", "1", "--horizon", "60",
+                 "--no-animation", "--out", str(tmp_path)]) == 0
+    summary = json.loads((tmp_path / "jump-worm" / "ddp-aware" / "summary.json").read_text())
+    assert summary["complementarity_aware"] is True and summary["method"] == "ddp"
+    assert main(["solve", "cartpole", "--method", "cem", "--complementarity-aware"]) == 2
+    assert "applies to ddp and cem-ddp" in capsys.readouterr().err

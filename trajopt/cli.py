@@ -145,7 +145,8 @@ def _versions() -> dict:
     return out
 
 
-def write_solution(ocp, sol, *, problem: str, contact: str | None, out_dir: str, animate: bool = True) -> dict:
+def write_solution(ocp, sol, *, problem: str, contact: str | None, out_dir: str, animate: bool = True,
+                   extra: dict | None = None) -> dict:
     """Save a solution: solution.npz, summary.json, plots (and a GIF for planar problems)."""
     from .plots import animate_planar, plot_controls, plot_convergence, plot_states
 
@@ -161,6 +162,7 @@ def write_solution(ocp, sol, *, problem: str, contact: str | None, out_dir: str,
         "status": sol.status.value, "cost": float(sol.cost), "iterations": sol.iterations,
         "wall_time_s": float(sol.wall_time), "horizon": ocp.horizon, "dt": dt, "versions": _versions(),
         "metrics": metrics,
+        **(extra or {}),
     }
     with open(os.path.join(out_dir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)
@@ -244,12 +246,19 @@ def cmd_solve(args) -> int:
         solver_options["max_iter"] = args.max_iter
     if args.time_limit is not None:
         solver_options["time_limit"] = args.time_limit
+    name = args.method
+    if args.complementarity_aware:
+        if args.method not in ("ddp", "cem-ddp"):
+            raise CLIError(f"--complementarity-aware applies to ddp and cem-ddp, not {args.method!r}")
+        solver_options["complementarity_aware"] = True
+        name = f"{args.method}-aware"
     sol = solve(ocp, method=args.method, **solver_options, **_seed_option(args.method, args))
-    out = os.path.join(args.out, args.problem, args.method)
+    out = os.path.join(args.out, args.problem, name)
     summary = write_solution(ocp, sol, problem=args.problem, contact=args.contact, out_dir=out,
-                             animate=not args.no_animation)
+                             animate=not args.no_animation,
+                             extra={"complementarity_aware": True} if args.complementarity_aware else None)
     figures = ", ".join(f"{k} {v:.4g}" for k, v in summary["metrics"].items())
-    print(f"{args.problem} / {args.method}: {summary['status']}, cost {summary['cost']:.6g}, "
+    print(f"{args.problem} / {name}: {summary['status']}, cost {summary['cost']:.6g}, "
           f"{summary['iterations']} iterations, {summary['wall_time_s']:.1f} s" + (f"; {figures}" if figures else ""))
     print(f"wrote {out}/: {', '.join(summary['files'])}")
     return 0 if sol.status.value in ("converged", "max_iterations", "interrupted") else 1
@@ -341,6 +350,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--method", default="ddp", help="solver (default: ddp)")
     _solve_options(s, time_limit=None)
     s.add_argument("--no-animation", action="store_true", help="skip the GIF of planar problems")
+    s.add_argument("--complementarity-aware", action="store_true",
+                   help="ddp / cem-ddp: Nimble's complementarity-aware Jacobians in the backward pass (LCP contact; "
+                        "a way out of resting contacts' zero gradients); output in METHOD-aware/")
     s.set_defaults(func=cmd_solve)
 
     s = sub.add_parser("compare", help="run several methods on a problem; plot cost against wall time")

@@ -68,11 +68,20 @@ def impulse_sensitivity(dyn, x0, us, jac: TrajectoryJacobians | None = None):
     return xT, S[:, nv:] @ dyn.inverse_mass_matrix(np.asarray(x0, dtype=float)[:nq])
 
 
-def adjoint_gradient(ocp, us, *, x0=None, jac: TrajectoryJacobians | None = None):
-    """``(cost, dcost/dx_0 (ndx,), dcost/dus (T, nu))`` of ``ocp``'s cost by one backward sweep."""
+def adjoint_gradient(ocp, us, *, x0=None, jac: TrajectoryJacobians | None = None,
+                     complementarity_aware: bool = False):
+    """``(cost, dcost/dx_0 (ndx,), dcost/dus (T, nu))`` of ``ocp``'s cost by one backward sweep.
+
+    ``complementarity_aware``: each step's Jacobians are Nimble's complementarity-aware ones for
+    the adjoint at the next knot (``dyn.step_derivatives(x, u, adjoint=p)``): not the gradient
+    where they differ, a search direction out of resting contacts' zero gradients.
+    """
     us = ocp.check_controls(us)
     x0 = ocp.x0 if x0 is None else np.asarray(x0, dtype=float)
-    jac = jac or trajectory_jacobians(ocp.dynamics, x0, us)
+    if complementarity_aware:
+        jac = jac or TrajectoryJacobians(ocp.dynamics.rollout(x0, us), None, None)
+    else:
+        jac = jac or trajectory_jacobians(ocp.dynamics, x0, us)
     T = ocp.horizon
     term = ocp.terminal_cost.derivatives(jac.xs[-1])
     p = term.Lx.copy()
@@ -81,6 +90,10 @@ def adjoint_gradient(ocp, us, *, x0=None, jac: TrajectoryJacobians | None = None
     for t in range(T - 1, -1, -1):
         d = ocp.running(t).derivatives(jac.xs[t], us[t])
         cost += d.L
-        g_u[t] = d.Lu + jac.Fu[t].T @ p
-        p = d.Lx + jac.Fx[t].T @ p
+        if complementarity_aware:
+            _, Fx, Fu = ocp.dynamics.step_derivatives(jac.xs[t], us[t], adjoint=p)
+        else:
+            Fx, Fu = jac.Fx[t], jac.Fu[t]
+        g_u[t] = d.Lu + Fu.T @ p
+        p = d.Lx + Fx.T @ p
     return float(cost), p, g_u
