@@ -51,7 +51,7 @@ import time
 import numpy as np
 import scipy.linalg
 
-from trajopt.sensitivity import trajectory_jacobians
+from trajopt.sensitivity import aware_trajectory_jacobians, trajectory_jacobians
 from trajopt.solution import Solution, Status
 
 from ._common import Progress, evaluate, out_of_time, record
@@ -134,7 +134,8 @@ def interpolation_matrix(T: int, K: int) -> np.ndarray:
 
 def solve_gn(ocp, *, us_init=None, knots: int | None = None, max_iter: int = 200, tol: float = 1e-10,
              lam_init: float = 1e-3, lam_max: float = 1e6, time_limit: float | None = None, verbose: bool = True,
-             callback=None, max_controls: int = 6000, metric: str = "state", metric_stride: int = 5) -> Solution:
+             callback=None, max_controls: int = 6000, metric: str = "state", metric_stride: int = 5,
+             complementarity_aware: bool = False) -> Solution:
     """Solve ``ocp`` by single-shooting Gauss-Newton with Levenberg-Marquardt damping (module docstring).
 
     Stops when the undamped Gauss-Newton step's model decrease is below
@@ -143,6 +144,10 @@ def solve_gn(ocp, *, us_init=None, knots: int | None = None, max_iter: int = 200
     near, e.g. at a kink made by a contact event), after ``max_iter`` iterations or
     ``time_limit`` seconds (MAX_ITERATIONS), or on Ctrl-C (INTERRUPTED). ``callback(info)`` gets
     ``iteration, cost, damping, alpha, expected, time`` after every iteration.
+
+    ``complementarity_aware=True``: the sensitivities chain Nimble's complementarity-aware step
+    Jacobians (:func:`trajopt.sensitivity.aware_trajectory_jacobians`), a way out of resting
+    contacts' zero gradients; the line search still checks the real cost.
     """
     if metric not in ("state", "identity"):
         raise ValueError(f"unknown metric {metric!r}; expected 'state' or 'identity'")
@@ -164,11 +169,16 @@ def solve_gn(ocp, *, us_init=None, knots: int | None = None, max_iter: int = 200
         Z = us
     lo, hi = np.tile(ocp.u_lower, K), np.tile(ocp.u_upper, K)
     progress = Progress("gn", verbose, ["damping", "alpha", "expected"])
+
+    def jacobians(us_):
+        return (aware_trajectory_jacobians(ocp, us_) if complementarity_aware
+                else trajectory_jacobians(ocp.dynamics, ocp.x0, us_))
+
     history = []
     status = Status.MAX_ITERATIONS
     lam = lam_init
     try:
-        jac = trajectory_jacobians(ocp.dynamics, ocp.x0, us)
+        jac = jacobians(us)
     except (RuntimeError, ValueError) as exc:
         return Solution(np.full((T + 1, ocp.nx), np.nan), us, np.inf, [], Status.FAILED, "gn",
                         time.perf_counter() - t0, {"error": str(exc)})
@@ -246,7 +256,7 @@ def solve_gn(ocp, *, us_init=None, knots: int | None = None, max_iter: int = 200
                 status = Status.STALLED
                 break
             us, Z, cost = us_new, Z_new, cost_new
-            jac = trajectory_jacobians(ocp.dynamics, ocp.x0, us)
+            jac = jacobians(us)
             xs = jac.xs
             info = {"iteration": it, "cost": cost, "damping": lam, "alpha": alpha, "expected": expected,
                     "time": time.perf_counter() - t0}

@@ -43,6 +43,24 @@ def trajectory_jacobians(dyn, x0, us) -> TrajectoryJacobians:
     return TrajectoryJacobians(xs, Fx, Fu)
 
 
+def aware_trajectory_jacobians(ocp, us, x0=None) -> TrajectoryJacobians:
+    """Like :func:`trajectory_jacobians`, with Nimble's complementarity-aware step Jacobians for
+    ``ocp``'s cost: one backward sweep hands each step the adjoint of its next state
+    (``dyn.step_derivatives(x, u, adjoint=p)``); Euclidean and free-flyer states alike."""
+    us = ocp.check_controls(us)
+    x0 = ocp.x0 if x0 is None else np.asarray(x0, dtype=float)
+    dyn = ocp.dynamics
+    xs = dyn.rollout(x0, us)
+    T = len(us)
+    Fx = np.empty((T, dyn.ndx, dyn.ndx))
+    Fu = np.empty((T, dyn.ndx, dyn.nu))
+    p = ocp.terminal_cost.derivatives(xs[-1]).Lx.copy()
+    for t in range(T - 1, -1, -1):
+        _, Fx[t], Fu[t] = dyn.step_derivatives(xs[t], us[t], adjoint=p)
+        p = ocp.running(t).derivatives(xs[t], us[t]).Lx + Fx[t].T @ p
+    return TrajectoryJacobians(xs, Fx, Fu)
+
+
 def forward_sensitivity(dyn, x0, us, jac: TrajectoryJacobians | None = None):
     """``(x_T, dx_T/dx_0 (ndx, ndx), dx_T/du (ndx, T, nu))`` by forward accumulation."""
     jac = jac or trajectory_jacobians(dyn, x0, us)
@@ -73,15 +91,14 @@ def adjoint_gradient(ocp, us, *, x0=None, jac: TrajectoryJacobians | None = None
     """``(cost, dcost/dx_0 (ndx,), dcost/dus (T, nu))`` of ``ocp``'s cost by one backward sweep.
 
     ``complementarity_aware``: each step's Jacobians are Nimble's complementarity-aware ones for
-    the adjoint at the next knot (``dyn.step_derivatives(x, u, adjoint=p)``): not the gradient
-    where they differ, a search direction out of resting contacts' zero gradients.
+    the adjoint at the next knot (:func:`aware_trajectory_jacobians`): not the gradient where
+    they differ, a search direction out of resting contacts' zero gradients.
     """
     us = ocp.check_controls(us)
     x0 = ocp.x0 if x0 is None else np.asarray(x0, dtype=float)
-    if complementarity_aware:
-        jac = jac or TrajectoryJacobians(ocp.dynamics.rollout(x0, us), None, None)
-    else:
-        jac = jac or trajectory_jacobians(ocp.dynamics, x0, us)
+    if jac is None:
+        jac = (aware_trajectory_jacobians(ocp, us, x0) if complementarity_aware
+               else trajectory_jacobians(ocp.dynamics, x0, us))
     T = ocp.horizon
     term = ocp.terminal_cost.derivatives(jac.xs[-1])
     p = term.Lx.copy()
@@ -90,10 +107,6 @@ def adjoint_gradient(ocp, us, *, x0=None, jac: TrajectoryJacobians | None = None
     for t in range(T - 1, -1, -1):
         d = ocp.running(t).derivatives(jac.xs[t], us[t])
         cost += d.L
-        if complementarity_aware:
-            _, Fx, Fu = ocp.dynamics.step_derivatives(jac.xs[t], us[t], adjoint=p)
-        else:
-            Fx, Fu = jac.Fx[t], jac.Fu[t]
-        g_u[t] = d.Lu + Fu.T @ p
-        p = d.Lx + Fx.T @ p
+        g_u[t] = d.Lu + jac.Fu[t].T @ p
+        p = d.Lx + jac.Fx[t].T @ p
     return float(cost), p, g_u
