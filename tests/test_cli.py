@@ -103,4 +103,4 @@ def test_solve_with_complementarity_aware_gradients(tmp_path, capsys):
     summary = json.loads((tmp_path / "jump-worm" / "ddp-aware" / "summary.json").read_text())
     assert summary["complementarity_aware"] is True and summary["method"] == "ddp"
     assert main(["solve", "cartpole", "--method", "cem", "--complementarity-aware"]) == 2
-    assert "applies to ddp and cem-ddp" in capsys.readouterr().err
+    assert "applies to ddp, gn, cem-ddp and cem-gn" in capsys.readouterr().err

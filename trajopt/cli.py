@@ -248,8 +248,8 @@ def cmd_solve(args) -> int:
         solver_options["time_limit"] = args.time_limit
     name = args.method
     if args.complementarity_aware:
-        if args.method not in ("ddp", "cem-ddp"):
-            raise CLIError(f"--complementarity-aware applies to ddp and cem-ddp, not {args.method!r}")
+        if args.method not in ("ddp", "gn", "cem-ddp", "cem-gn"):
+            raise CLIError(f"--complementarity-aware applies to ddp, gn, cem-ddp and cem-gn, not {args.method!r}")
         solver_options["complementarity_aware"] = True
         name = f"{args.method}-aware"
     sol = solve(ocp, method=args.method, **solver_options, **_seed_option(args.method, args))
@@ -351,7 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
     _solve_options(s, time_limit=None)
     s.add_argument("--no-animation", action="store_true", help="skip the GIF of planar problems")
     s.add_argument("--complementarity-aware", action="store_true",
-                   help="ddp / cem-ddp: Nimble's complementarity-aware Jacobians in the backward pass (LCP contact; "
+                   help="ddp, gn, cem-ddp, cem-gn: Nimble's complementarity-aware step Jacobians (LCP contact; "
                         "a way out of resting contacts' zero gradients); output in METHOD-aware/")
     s.set_defaults(func=cmd_solve)
 
