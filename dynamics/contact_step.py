@@ -239,8 +239,7 @@ class ContactModel:
         if state.lcp is None:
             return None
         lcp = state.lcp
-        clamp, bounded, signs = _kernels.derivative_modes(lcp.A, lcp.b, state.lam, lcp.normal_of)
-        clamp, bounded, signs = clamp.copy(), bounded.copy(), signs.copy()
+        clamp, bounded, signs = _kernels.derivative_modes(lcp.A, lcp.b, state.lam, lcp.normal_of)  # fresh arrays
         g = state.MJt.T @ dl_dv  # dl/dlambda per row
         normal = np.flatnonzero(lcp.normal_of < 0)
         want = g[normal] > 0  # clamp where an impulse would raise the loss

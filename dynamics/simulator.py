@@ -364,6 +364,10 @@ class Simulator:
         differ: a search direction out of the zero gradients of clamping contacts.
         """
         x, u = self._check_x(x), self._check_u(u)
+        if adjoint is not None:
+            adjoint = np.asarray(adjoint, dtype=float)
+            if adjoint.shape != (self.ndx,):
+                raise ValueError(f"adjoint has shape {adjoint.shape}, expected ({self.ndx},)")
         d = data or self._data
         nq, nv, dt = self.nq, self.nv, self.dt
         q, v = x[:nq], x[nq:]
@@ -426,15 +430,13 @@ class Simulator:
         G[:, 2 * nv:] = dt * minv[:, self.actuated_dofs]
         full = cm.velocity_jacobian(state, G, v_next, dt)
         if adjoint is not None:
-            full = self._complementarity_aware(q, v_next, state, G, full, np.asarray(adjoint, dtype=float), d)
+            full = self._complementarity_aware(q, v_next, state, G, full, adjoint, d)
         dv_dx[:] = full[:, :2 * nv]
         dv_du[:] = full[:, 2 * nv:]
 
     def _complementarity_aware(self, q, v_next, state, G, full, adjoint, d):
         """The exact ``dv+/d(x, u)`` or the reclassified one, whichever moves the loss more."""
         nv, dt, cm = self.nv, self.dt, self.contact_model
-        if adjoint.shape != (self.ndx,):
-            raise ValueError(f"adjoint has shape {adjoint.shape}, expected ({self.ndx},)")
         J1 = np.eye(nv) if self._euclidean else pin.dIntegrate(self.model, q, v_next * dt)[1]
         dl_dv = adjoint[nv:] + dt * (J1.T @ adjoint[:nv])  # x+ = (q (+) dt v+, v+)
         modes = cm.complementarity_aware_modes(state, dl_dv)

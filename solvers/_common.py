@@ -7,6 +7,14 @@ import sys
 import numpy as np
 
 
+def knot_weights(T: int, K: int):
+    """``(i, w)``: step t's controls are ``(1 - w[t]) P[i[t]] + w[t] P[i[t] + 1]`` for ``K < T`` knot
+    values ``P`` spread over ``T`` steps (piecewise linear; CEM's and gn's parametrisation)."""
+    s = np.linspace(0.0, K - 1.0, T)
+    i = np.minimum(s.astype(int), K - 2)
+    return i, s - i
+
+
 def rollout(ocp, us) -> np.ndarray:
     """States (T+1, nx) under ``us``; a diverging simulation raises (SimulationError is a RuntimeError)."""
     return ocp.rollout(us)

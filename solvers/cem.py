@@ -17,7 +17,7 @@ import numpy as np
 
 from trajopt.solution import Solution, Status
 
-from ._common import Progress, out_of_time, record
+from ._common import Progress, knot_weights, out_of_time, record
 
 
 def _expand(P, T):
@@ -25,9 +25,8 @@ def _expand(P, T):
     K = len(P)
     if K == T:
         return P
-    s = np.linspace(0.0, K - 1.0, T)
-    i = np.minimum(s.astype(int), K - 2)
-    w = (s - i)[:, None]
+    i, w = knot_weights(T, K)
+    w = w[:, None]
     return (1 - w) * P[i] + w * P[i + 1]
 
 
@@ -50,8 +49,8 @@ def solve_cem(ocp, *, us_init=None, population: int = 64, elite: float = 0.1, ma
     mean = us0[np.linspace(0, T - 1, K).round().astype(int)]
     std = np.broadcast_to(sigma_init * half, (K, nu)).copy()
     n_elite = max(2, int(round(elite * population)))
-    best_us, best_cost = us0, _cost(ocp, us0)
-    best_xs = None  # the best sequence's states, for the problem's metrics
+    best_us = us0
+    best_cost, best_xs = _evaluate(ocp, us0)
     progress = Progress("cem", verbose, ["best", "elite mean", "sigma"])
     history = []
     status = Status.MAX_ITERATIONS
@@ -59,15 +58,15 @@ def solve_cem(ocp, *, us_init=None, population: int = 64, elite: float = 0.1, ma
         for it in range(max_iter):
             samples = mean + std * rng.standard_normal((population, K, nu))
             samples = np.clip(samples, lo, hi)
-            costs = np.array([_cost(ocp, _expand(P, T)) for P in samples])
+            controls = [_expand(P, T) for P in samples]
+            results = [_evaluate(ocp, us) for us in controls]
+            costs = np.array([c for c, _ in results])
             order = np.argsort(costs)[:n_elite]
             elites = samples[order]
             mean = alpha * elites.mean(axis=0) + (1 - alpha) * mean
             std = alpha * elites.std(axis=0) + (1 - alpha) * std
-            if costs[order[0]] < best_cost or best_xs is None:
-                if costs[order[0]] < best_cost:
-                    best_cost, best_us = float(costs[order[0]]), _expand(samples[order[0]], T)
-                best_xs = _states(ocp, best_us)
+            if costs[order[0]] < best_cost:
+                best_cost, best_us, best_xs = float(costs[order[0]]), controls[order[0]], results[order[0]][1]
             info = {"iteration": it, "cost": best_cost, "best": best_cost, "elite mean": float(costs[order].mean()),
                     "sigma": float((std / half).max()), "time": time.perf_counter() - t0}
             record(info, history, progress, callback, ocp=ocp, xs=best_xs, us=best_us)
@@ -78,24 +77,18 @@ def solve_cem(ocp, *, us_init=None, population: int = 64, elite: float = 0.1, ma
                 break
     except KeyboardInterrupt:
         status = Status.INTERRUPTED
-    xs = ocp.rollout(best_us)
+    xs = best_xs if best_xs is not None else ocp.rollout(best_us)  # (the start diverged: raises, as it should)
     wall = time.perf_counter() - t0
     progress.done(status, best_cost, wall)
     return Solution(xs, best_us, float(ocp.cost(xs, best_us)), history, status, "cem", wall,
                     {"population": population, "knots": K})
 
 
-def _states(ocp, us):
-    """The rollout of ``us``, or None when it diverges."""
+def _evaluate(ocp, us):
+    """``(cost, states)`` of a control sequence; a diverging rollout costs +inf with no states
+    (it is simply not an elite)."""
     try:
-        return ocp.rollout(us)
+        xs = ocp.rollout(us)
     except (RuntimeError, ValueError):
-        return None
-
-
-def _cost(ocp, us) -> float:
-    """Cost of a control sequence; a diverging rollout costs +inf (it is simply not an elite)."""
-    try:
-        return ocp.cost(ocp.rollout(us), us)
-    except (RuntimeError, ValueError):
-        return np.inf
+        return np.inf, None
+    return ocp.cost(xs, us), xs

@@ -129,15 +129,17 @@ def forward_pass(ocp, xs, us, K, k, alpha):
     return xs_new, us_new
 
 
-def derivatives(ocp, xs, us):
-    """Step Jacobians and cost derivatives along a trajectory."""
+def derivatives(ocp, xs, us, *, step_jacobians: bool = True):
+    """Step Jacobians (unless ``step_jacobians`` is False: the complementarity-aware backward
+    pass makes its own) and cost derivatives along a trajectory."""
     dyn = ocp.dynamics
     T = ocp.horizon
-    Fx = np.empty((T, ocp.ndx, ocp.ndx))
-    Fu = np.empty((T, ocp.ndx, ocp.nu))
+    Fx = np.empty((T, ocp.ndx, ocp.ndx)) if step_jacobians else None
+    Fu = np.empty((T, ocp.ndx, ocp.nu)) if step_jacobians else None
     running = []
     for t in range(T):
-        _, Fx[t], Fu[t] = dyn.step_derivatives(xs[t], us[t])
+        if step_jacobians:
+            _, Fx[t], Fu[t] = dyn.step_derivatives(xs[t], us[t])
         running.append(ocp.running(t).derivatives(xs[t], us[t]))
     return {"Fx": Fx, "Fu": Fu, "running": running, "terminal": ocp.terminal_cost.derivatives(xs[-1])}
 
@@ -174,7 +176,7 @@ def solve_ddp(ocp, *, us_init=None, max_iter: int = 100, tol: float = 1e-8, reg_
     cost = evaluate(ocp, xs, us)
     try:
         for it in range(max_iter):
-            derivs = derivatives(ocp, xs, us)
+            derivs = derivatives(ocp, xs, us, step_jacobians=not complementarity_aware)
             accepted = timed_out = False
             expected = np.nan
             alpha = 0.0

@@ -54,7 +54,7 @@ import scipy.linalg
 from trajopt.sensitivity import aware_trajectory_jacobians, trajectory_jacobians
 from trajopt.solution import Solution, Status
 
-from ._common import Progress, evaluate, out_of_time, record
+from ._common import Progress, evaluate, knot_weights, out_of_time, record
 
 
 def _psd_factor(A: np.ndarray, rtol: float = 1e-12) -> np.ndarray:
@@ -123,9 +123,7 @@ def interpolation_matrix(T: int, K: int) -> np.ndarray:
     (the identity for ``K = T``; the same parametrisation as ``solvers.cem``)."""
     if K >= T:
         return np.eye(T)
-    s = np.linspace(0.0, K - 1.0, T)
-    i = np.minimum(s.astype(int), K - 2)
-    w = s - i
+    i, w = knot_weights(T, K)
     P = np.zeros((T, K))
     P[np.arange(T), i] = 1.0 - w
     P[np.arange(T), i + 1] = w
@@ -160,9 +158,9 @@ def solve_gn(ocp, *, us_init=None, knots: int | None = None, max_iter: int = 200
                          f"max_controls.")
     t0 = time.perf_counter()
     us = np.clip(ocp.check_controls(ocp.us_init if us_init is None else us_init), ocp.u_lower, ocp.u_upper)
-    P = interpolation_matrix(T, K)
-    E = np.kron(P, np.eye(nu))  # d(us flat)/d(knots flat)
     if K < T:  # the knots that fit the start best (exact when it is piecewise linear on them)
+        P = interpolation_matrix(T, K)
+        E = np.kron(P, np.eye(nu))  # d(us flat)/d(knots flat)
         Z = np.clip(np.linalg.lstsq(P, us, rcond=None)[0], ocp.u_lower, ocp.u_upper)
         us = P @ Z
     else:
@@ -193,31 +191,29 @@ def solve_gn(ocp, *, us_init=None, knots: int | None = None, max_iter: int = 200
             u = Z.ravel()
             free = _free(u, g, lo, hi)
             Hf, gf = H[np.ix_(free, free)], g[free]
-            if not free.any():  # every control held at a bound by its gradient: a KKT point
-                status = Status.CONVERGED
-                record({"iteration": it, "cost": cost, "damping": lam, "alpha": 0.0, "expected": 0.0,
-                        "time": time.perf_counter() - t0}, history, progress, callback, ocp=ocp, xs=xs, us=us)
-                break
-            if M is None:
-                D = np.eye(int(free.sum())) * max(float(np.diag(Hf).mean()) if free.any() else 0.0, 1e-300)
-            else:
-                Mf = M[np.ix_(free, free)]
-                scale = float(np.diag(Hf).mean()) / max(float(np.diag(Mf).mean()), 1e-300)
-                D = scale * (Mf + 1e-6 * float(np.diag(Mf).mean()) * np.eye(len(Mf)))
-
-            def model_step(lam_):
-                """The clipped step for damping ``lam_`` and the model's decrease for it."""
-                du = np.zeros(N)
-                du[free] = -scipy.linalg.cho_solve(scipy.linalg.cho_factor(Hf + lam_ * D), gf)
-                full = np.clip(u + du, lo, hi) - u
-                return du, -(g @ full + 0.5 * full @ H @ full)
-
             accepted = False
             alpha = 0.0
-            try:  # converged when even the undamped Gauss-Newton step promises (almost) nothing
-                _, expected = model_step(1e-12)
-            except (np.linalg.LinAlgError, ValueError):
-                expected = np.inf
+            if free.any():
+                if M is None:
+                    D = np.eye(len(gf)) * max(float(np.diag(Hf).mean()), 1e-300)
+                else:
+                    Mf = M[np.ix_(free, free)]
+                    scale = float(np.diag(Hf).mean()) / max(float(np.diag(Mf).mean()), 1e-300)
+                    D = scale * (Mf + 1e-6 * float(np.diag(Mf).mean()) * np.eye(len(Mf)))
+
+                def model_step(lam_):
+                    """The step for damping ``lam_`` and the model's decrease for its clipped version."""
+                    du = np.zeros(N)
+                    du[free] = -scipy.linalg.cho_solve(scipy.linalg.cho_factor(Hf + lam_ * D), gf)
+                    full = np.clip(u + du, lo, hi) - u
+                    return du, -(g @ full + 0.5 * full @ H @ full)
+
+                try:  # converged when even the undamped Gauss-Newton step promises (almost) nothing
+                    _, expected = model_step(1e-12)
+                except (np.linalg.LinAlgError, ValueError):
+                    expected = np.inf
+            else:  # every control held at a bound by its gradient: a KKT point
+                expected = 0.0
             if expected < tol * (1.0 + abs(cost)):
                 status = Status.CONVERGED
             while status != Status.CONVERGED and lam <= lam_max:
@@ -227,10 +223,11 @@ def solve_gn(ocp, *, us_init=None, knots: int | None = None, max_iter: int = 200
                     lam *= 10.0
                     continue
                 for alpha in (1.0, 0.5, 0.25, 0.125, 0.0625):
-                    step = np.clip(u + alpha * du, lo, hi) - u
+                    Z_new = np.clip(u + alpha * du, lo, hi)
+                    step = Z_new - u
                     pred = -(g @ step + 0.5 * step @ H @ step)
-                    Z_new = np.clip(u + step, lo, hi).reshape(K, nu)
-                    us_new = np.clip(P @ Z_new, ocp.u_lower, ocp.u_upper)
+                    Z_new = Z_new.reshape(K, nu)
+                    us_new = np.clip(P @ Z_new, ocp.u_lower, ocp.u_upper) if K < T else Z_new
                     try:
                         xs_new = ocp.rollout(us_new)
                         cost_new = evaluate(ocp, xs_new, us_new)
