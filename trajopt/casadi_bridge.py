@@ -55,12 +55,24 @@ def _vec(a) -> np.ndarray:
 
 
 class _Blocks(ca.Callback):
-    """A callback with given input/output sparsities whose outputs come from ``fn(arg)``."""
+    """A callback with given input/output sparsities whose outputs come from ``fn(arg)``.
 
-    def __init__(self, name, sp_in, sp_out, fn, opts=None):
+    With ``jacobian`` (a ``blocks`` function for :func:`_second_level`), CasADi may differentiate
+    it: the Jacobian callbacks of the step (``_ZERO``: the dynamics' curvature left out) and of
+    the costs (their exact Hessian blocks) are such callbacks.
+    """
+
+    def __init__(self, name, sp_in, sp_out, fn, opts=None, jacobian=None):
         ca.Callback.__init__(self)
-        self.sp_in, self.sp_out, self.fn = sp_in, sp_out, fn
+        self.sp_in, self.sp_out, self.fn, self.jacobian_blocks = sp_in, sp_out, fn, jacobian
         self.construct(name, opts or {})
+
+    def has_jacobian(self):
+        return self.jacobian_blocks is not None
+
+    def get_jacobian(self, name, inames, onames, opts):
+        self._jac = _second_level(name, self, opts, self.jacobian_blocks)
+        return self._jac
 
     def get_n_in(self):
         return len(self.sp_in)
@@ -103,40 +115,26 @@ def _second_level(name, cb, opts, blocks):
     return _Blocks(name, sp_in, sp_out, fn, opts)
 
 
-class _StepJacobian(ca.Callback):
+def _ZERO(arg):
+    """No dense blocks: a Jacobian callback whose own derivative is zero."""
+    return {}
+
+
+def _step_jacobian(name, dyn, opts):
     """``(Fx, Fu)`` of the step. Its own derivative (the dynamics' curvature) is declared zero: the
     Gauss-Newton Hessian keeps only the costs' curvature."""
+    nx, nu = dyn.nx, dyn.nu
 
-    def __init__(self, name, dyn, opts):
-        ca.Callback.__init__(self)
-        self.dyn = dyn
-        self.construct(name, opts)
-
-    def has_jacobian(self):
-        return True
-
-    def get_jacobian(self, name, inames, onames, opts):
-        self._jac = _second_level(name, self, opts, lambda arg: {})
-        return self._jac
-
-    def get_n_in(self):
-        return 3
-
-    def get_n_out(self):
-        return 2
-
-    def get_sparsity_in(self, i):
-        return [ca.Sparsity.dense(self.dyn.nx, 1), ca.Sparsity.dense(self.dyn.nu, 1), ca.Sparsity(self.dyn.nx, 1)][i]
-
-    def get_sparsity_out(self, i):
-        return [ca.Sparsity.dense(self.dyn.nx, self.dyn.nx), ca.Sparsity.dense(self.dyn.nx, self.dyn.nu)][i]
-
-    def eval(self, arg):
+    def fn(arg):
         try:
-            _, Fx, Fu = self.dyn.step_derivatives(_vec(arg[0]), _vec(arg[1]))
+            _, Fx, Fu = dyn.step_derivatives(_vec(arg[0]), _vec(arg[1]))
         except (RuntimeError, ValueError):
-            return [ca.DM.nan(self.dyn.nx, self.dyn.nx), ca.DM.nan(self.dyn.nx, self.dyn.nu)]
+            return [ca.DM.nan(nx, nx), ca.DM.nan(nx, nu)]
         return [ca.DM(Fx), ca.DM(Fu)]
+
+    sp_in = [ca.Sparsity.dense(nx, 1), ca.Sparsity.dense(nu, 1), ca.Sparsity(nx, 1)]
+    sp_out = [ca.Sparsity.dense(nx, nx), ca.Sparsity.dense(nx, nu)]
+    return _Blocks(name, sp_in, sp_out, fn, opts, jacobian=_ZERO)
 
 
 class _Step(ca.Callback):
@@ -174,7 +172,7 @@ class _Step(ca.Callback):
         return True
 
     def get_jacobian(self, name, inames, onames, opts):
-        self._jac = _StepJacobian(name, self.dyn, opts)
+        self._jac = _step_jacobian(name, self.dyn, opts)
         return self._jac
 
 
@@ -184,51 +182,28 @@ def casadi_step(dyn, name: str = "step") -> ca.Callback:
     return _Step(name, dyn)
 
 
-class _CostGradient(ca.Callback):
-    def __init__(self, name, cost, nx, nu, opts):
-        ca.Callback.__init__(self)
-        self.cost, self.nx, self.nu = cost, nx, nu
-        self.construct(name, opts)
+def _cost_gradient(name, cost, nx, nu, opts):
+    """``(Lx', Lu')`` (``Lx'`` when terminal, ``nu = 0``); its Jacobian: the exact Hessian blocks."""
 
-    def has_jacobian(self):
-        return True
+    def derivatives(arg):
+        return cost.derivatives(_vec(arg[0]), _vec(arg[1])) if nu else cost.derivatives(_vec(arg[0]))
 
-    def get_jacobian(self, name, inames, onames, opts):
-        """The cost's exact Hessian blocks (Lxx, Lxu, Luu)."""
-        nu = self.nu
+    def fn(arg):
+        d = derivatives(arg)
+        return [ca.DM(d.Lx).T, ca.DM(d.Lu).T] if nu else [ca.DM(d.Lx).T]
 
-        def blocks(arg):
-            if arg is None:  # which blocks are dense
-                return {(0, 0): 1, (0, 1): 1, (1, 0): 1, (1, 1): 1} if nu else {(0, 0): 1}
-            if nu:
-                d = self.cost.derivatives(_vec(arg[0]), _vec(arg[1]))
-                return {(0, 0): ca.DM(d.Lxx), (0, 1): ca.DM(d.Lxu), (1, 0): ca.DM(d.Lxu.T), (1, 1): ca.DM(d.Luu)}
-            d = self.cost.derivatives(_vec(arg[0]))
-            return {(0, 0): ca.DM(d.Lxx)}
+    def hessian(arg):
+        if arg is None:  # which blocks are dense
+            return {(0, 0): 1, (0, 1): 1, (1, 0): 1, (1, 1): 1} if nu else {(0, 0): 1}
+        d = derivatives(arg)
+        if nu:
+            return {(0, 0): ca.DM(d.Lxx), (0, 1): ca.DM(d.Lxu), (1, 0): ca.DM(d.Lxu.T), (1, 1): ca.DM(d.Luu)}
+        return {(0, 0): ca.DM(d.Lxx)}
 
-        self._hess = _second_level(name, self, opts, blocks)
-        return self._hess
-
-    def get_n_in(self):
-        return 3 if self.nu else 2
-
-    def get_n_out(self):
-        return 2 if self.nu else 1
-
-    def get_sparsity_in(self, i):
-        if self.nu:
-            return [ca.Sparsity.dense(self.nx, 1), ca.Sparsity.dense(self.nu, 1), ca.Sparsity(1, 1)][i]
-        return [ca.Sparsity.dense(self.nx, 1), ca.Sparsity(1, 1)][i]
-
-    def get_sparsity_out(self, i):
-        return ca.Sparsity.dense(1, self.nx if i == 0 else self.nu)
-
-    def eval(self, arg):
-        if self.nu:
-            d = self.cost.derivatives(_vec(arg[0]), _vec(arg[1]))
-            return [ca.DM(d.Lx).T, ca.DM(d.Lu).T]
-        d = self.cost.derivatives(_vec(arg[0]))
-        return [ca.DM(d.Lx).T]
+    sizes = [nx, nu] if nu else [nx]
+    sp_in = [ca.Sparsity.dense(k, 1) for k in sizes] + [ca.Sparsity(1, 1)]
+    sp_out = [ca.Sparsity.dense(1, k) for k in sizes]
+    return _Blocks(name, sp_in, sp_out, fn, opts, jacobian=hessian)
 
 
 class _Cost(ca.Callback):
@@ -258,7 +233,7 @@ class _Cost(ca.Callback):
         return True
 
     def get_jacobian(self, name, inames, onames, opts):
-        self._jac = _CostGradient(name, self.cost, self.nx, self.nu, opts)
+        self._jac = _cost_gradient(name, self.cost, self.nx, self.nu, opts)
         return self._jac
 
 
@@ -269,32 +244,6 @@ def casadi_cost(cost, *, nx: int, nu: int, terminal: bool = False, name: str = "
 
 
 # -- local charts: tangent increments around constant reference states (free-flyers) -----------------
-
-
-def _local_jacobian_callback(name, owner, opts, n_in_zero: int, blocks):
-    """The Jacobian callback of a local-chart function: dense blocks from ``blocks(arg)`` for the
-    first inputs, structural zeros for the trailing ``n_in_zero`` reference-state inputs."""
-    n_in, n_out = owner.get_n_in(), owner.get_n_out()
-    sp_in = [owner.get_sparsity_in(i) for i in range(n_in)] + [
-        ca.Sparsity(owner.get_sparsity_out(o).size1(), owner.get_sparsity_out(o).size2()) for o in range(n_out)]
-    sp_out = []
-    for o in range(n_out):
-        no = owner.get_sparsity_out(o).numel()
-        for i in range(n_in):
-            ni = owner.get_sparsity_in(i).numel()
-            sp_out.append(ca.Sparsity(no, ni) if i >= n_in - n_in_zero else ca.Sparsity.dense(no, ni))
-    return _Blocks(name, sp_in, sp_out, blocks, opts)
-
-
-class _LocalStepJacobian(_Blocks):
-    """``(dd'/dd, dd'/du, 0, 0)``; its own derivative is declared zero (Gauss-Newton)."""
-
-    def has_jacobian(self):
-        return True
-
-    def get_jacobian(self, name, inames, onames, opts):
-        self._jac = _second_level(name, self, opts, lambda arg: {})
-        return self._jac
 
 
 class _LocalStep(ca.Callback):
@@ -352,7 +301,7 @@ class _LocalStep(ca.Callback):
         n_in = self.get_n_in()
         sp_in = [self.get_sparsity_in(i) for i in range(n_in)] + [ca.Sparsity(ndx, 1)]
         sp_out = [ca.Sparsity.dense(ndx, ndx), ca.Sparsity.dense(ndx, nu), ca.Sparsity(ndx, nx), ca.Sparsity(ndx, nx)]
-        self._jac = _LocalStepJacobian(name, sp_in, sp_out, blocks, opts)
+        self._jac = _Blocks(name, sp_in, sp_out, blocks, opts, jacobian=_ZERO)
         return self._jac
 
 
@@ -409,25 +358,14 @@ class _LocalCost(ca.Callback):
             _, Jd = outer.dyn.state_integrate_jacobians(xb, d)
             return dv, Jd
 
-        class _Grad(_Blocks):
-            def has_jacobian(self):
-                return True
-
-            def get_jacobian(self, name2, inames2, onames2, opts2):
-                def blocks(arg):
-                    if arg is None:
-                        dense = {(0, 0): 1}
-                        if not outer.terminal:
-                            dense.update({(0, 1): 1, (1, 0): 1, (1, 1): 1})
-                        return dense
-                    dv, Jd = derivs(arg)
-                    out = {(0, 0): ca.DM(Jd.T @ dv.Lxx @ Jd)}
-                    if not outer.terminal:
-                        out.update({(0, 1): ca.DM(Jd.T @ dv.Lxu), (1, 0): ca.DM(dv.Lxu.T @ Jd), (1, 1): ca.DM(dv.Luu)})
-                    return out
-
-                self._hess = _second_level(name2, self, opts2, blocks)
-                return self._hess
+        def hessian(arg):  # Gauss-Newton: Jd' Lxx Jd (and the u blocks)
+            if arg is None:
+                return {(0, 0): 1} if outer.terminal else {(0, 0): 1, (0, 1): 1, (1, 0): 1, (1, 1): 1}
+            dv, Jd = derivs(arg)
+            out = {(0, 0): ca.DM(Jd.T @ dv.Lxx @ Jd)}
+            if not outer.terminal:
+                out.update({(0, 1): ca.DM(Jd.T @ dv.Lxu), (1, 0): ca.DM(dv.Lxu.T @ Jd), (1, 1): ca.DM(dv.Luu)})
+            return out
 
         def grad(arg):
             dv, Jd = derivs(arg)
@@ -439,8 +377,7 @@ class _LocalCost(ca.Callback):
 
         sp_in = [ca.Sparsity.dense(k, 1) for k in sizes] + [ca.Sparsity(1, 1)]
         sp_out = [ca.Sparsity.dense(1, k) for k in sizes[:-1]] + [ca.Sparsity(1, sizes[-1])]
-        assert len(sp_out) == n
-        self._jac = _Grad(name, sp_in, sp_out, grad, opts)
+        self._jac = _Blocks(name, sp_in, sp_out, grad, opts, jacobian=hessian)
         return self._jac
 
 
