@@ -300,21 +300,15 @@ def derivative_modes(A, b, lam, normal_of):
 
 
 @njit(cache=True)
-def implicit_velocity_jacobian(J, Minv, A, b, lam, normal_of, mu, slope, dJv, m_contact, G):
-    """``dv+/dtheta`` (nv, ncols) through the active set; see :mod:`dynamics.contact_step`.
+def implicit_velocity_jacobian(J, Minv, clamp, bounded, signs, normal_of, mu, slope, dJv, m_contact, G):
+    """``dv+/dtheta`` (nv, ncols) through the active set ``clamp, bounded, signs`` (per row, from
+    :func:`derivative_modes`, or reclassified for complementarity-aware gradients); see
+    :mod:`dynamics.contact_step`.
 
     ``G`` (nv, ncols) is dv+/dtheta at fixed impulses with the q-columns first;
     ``slope`` (m,) is bias'(phi)/dt on normal and limit rows (0 elsewhere);
     ``dJv`` (m_contact, nv) is d(J w)/dq at w = v+ for the contact rows.
     """
-    clamp, bounded, signs = derivative_modes(A, b, lam, normal_of)
-    return implicit_velocity_jacobian_modes(J, Minv, clamp, bounded, signs, normal_of, mu, slope, dJv, m_contact, G)
-
-
-@njit(cache=True)
-def implicit_velocity_jacobian_modes(J, Minv, clamp, bounded, signs, normal_of, mu, slope, dJv, m_contact, G):
-    """:func:`implicit_velocity_jacobian` on given modes (``clamp, bounded, signs`` per row), e.g. a
-    reclassified set for complementarity-aware gradients."""
     nv = J.shape[1]
     C = np.flatnonzero(clamp)
     nC = C.shape[0]

@@ -100,6 +100,11 @@ class ContactState:
     b: np.ndarray
     key: tuple
 
+    @property
+    def m_contact(self) -> int:
+        """Number of contact rows (the limit rows follow them)."""
+        return 0 if self.geo is None else self.geo.J.shape[0]
+
 
 class ContactModel:
     """Everything about contact that does not change between steps."""
@@ -228,57 +233,75 @@ class ContactModel:
                              c.body_a.copy(), c.body_b.copy(), state.lam[nc * r:].copy())
 
     # -- Jacobians ------------------------------------------------------------------------------
-    def complementarity_aware_modes(self, state: ContactState, dl_dv: np.ndarray):
-        """Nimble's reclassification (``None`` when it changes nothing or the model is not the LCP).
+    def _jacobian_terms(self, state: ContactState, v_next: np.ndarray, dt: float):
+        """``(slope, dJv, m_contact)`` for the implicit kernels: bias'(phi)/dt on the normal and
+        limit rows, d(J w)/dq at w = v+ on the contact rows."""
+        m_contact = state.m_contact
+        dJv = self.kin.velocity_derivative(state.geo, v_next) if m_contact else np.zeros((0, self.nv))
+        slope = np.zeros(state.J.shape[0])
+        slope[state.normal_rows] = state.bias_slope / dt
+        return slope, dJv, m_contact
 
-        ``dl_dv`` is the loss gradient with respect to v+. A normal (or limit) row whose impulse
-        would lower the loss (``dl/dlambda_i = dl_dv . M^-1 J_i' < 0``: the optimizer wants the
-        bodies apart) is read as separating, one whose impulse would raise it as clamping (its
-        friction rows then stick); friction rows of rows kept as they were keep their modes.
-        """
-        if state.lcp is None:
-            return None
-        lcp = state.lcp
-        clamp, bounded, signs = _kernels.derivative_modes(lcp.A, lcp.b, state.lam, lcp.normal_of)  # fresh arrays
-        g = state.MJt.T @ dl_dv  # dl/dlambda per row
-        normal = np.flatnonzero(lcp.normal_of < 0)
-        want = g[normal] > 0  # clamp where an impulse would raise the loss
-        if np.array_equal(want, clamp[normal]):
-            return None
-        for i, c in zip(normal, want):
-            if c == clamp[i]:
-                continue
-            clamp[i] = c
-            rows = np.flatnonzero(lcp.normal_of == i)
-            clamp[rows] = c
-            bounded[rows] = False
-            signs[rows] = 0.0
-        return clamp, bounded, signs
+    def _lcp_jacobian(self, state, modes, terms, G):
+        clamp, bounded, signs = modes
+        slope, dJv, m_contact = terms
+        return _kernels.implicit_velocity_jacobian(state.J, state.Minv, clamp, bounded, signs, state.lcp.normal_of,
+                                                   state.lcp.mu, slope, dJv, m_contact, G)
 
-    def velocity_jacobian(self, state: ContactState, G: np.ndarray, v_next: np.ndarray, dt: float,
-                          modes=None) -> np.ndarray:
+    def velocity_jacobian(self, state: ContactState, G: np.ndarray, v_next: np.ndarray, dt: float) -> np.ndarray:
         """``dv+/dtheta`` (nv, ncols) from ``G = dv+/dtheta`` at fixed lambda; q-columns come first.
 
         The reduced system over the clamping rows is solved in a compiled kernel
         (plain solve, least squares when the clamping set is rank-deficient, as
         for a box flat on the ground: any exact solution gives the same dv+).
         """
-        m = state.J.shape[0]
-        m_contact = 0 if state.geo is None else len(state.geo.contacts) * self.rows
-        dJv = (self.kin.velocity_derivative(state.geo, v_next) if m_contact
-               else np.zeros((0, self.nv)))
-        slope = np.zeros(m)
-        slope[state.normal_rows] = state.bias_slope / dt
+        terms = self._jacobian_terms(state, v_next, dt)
         G = np.ascontiguousarray(G)
         if state.groups is not None:
             start, size, mu = state.groups
+            slope, dJv, m_contact = terms
             return _kernels.implicit_velocity_jacobian_ncp(state.J, state.Minv, state.A, state.b, state.lam, start,
                                                            size, mu, state.modes, state.dirs, slope, dJv,
                                                            m_contact, G)
-        lcp = state.lcp
-        if modes is not None:
-            clamp, bounded, signs = modes
-            return _kernels.implicit_velocity_jacobian_modes(state.J, state.Minv, clamp, bounded, signs,
-                                                             lcp.normal_of, lcp.mu, slope, dJv, m_contact, G)
-        return _kernels.implicit_velocity_jacobian(state.J, state.Minv, lcp.A, lcp.b, state.lam, lcp.normal_of,
-                                                   lcp.mu, slope, dJv, m_contact, G)
+        return self._lcp_jacobian(state, self._derivative_modes(state), terms, G)
+
+    def _derivative_modes(self, state: ContactState):
+        return _kernels.derivative_modes(state.A, state.b, state.lam, state.lcp.normal_of)
+
+    def aware_velocity_jacobian(self, state: ContactState, G: np.ndarray, v_next: np.ndarray, dt: float,
+                                dl_dv: np.ndarray):
+        """``(dv+/dtheta, reclassified)``: Nimble's complementarity-aware choice (LCP only; the NCP's
+        Jacobian is returned as is).
+
+        ``dl_dv`` is the loss gradient with respect to v+. A normal (or limit) row whose impulse
+        would lower the loss (``dl/dlambda_i = dl_dv . M^-1 J_i' < 0``: the optimizer wants the
+        bodies apart) is read as separating, one whose impulse would raise it as clamping (its
+        friction rows then stick); friction rows of unchanged rows keep their modes. The
+        reclassified Jacobian is kept when it gives the larger ``|dl/dv|^2 + |dl/du|^2 / dt``
+        (``G``'s columns: q, v, then the controls).
+        """
+        if state.lcp is None:
+            return self.velocity_jacobian(state, G, v_next, dt), False
+        terms = self._jacobian_terms(state, v_next, dt)
+        G = np.ascontiguousarray(G)
+        modes = self._derivative_modes(state)
+        full = self._lcp_jacobian(state, modes, terms, G)
+        clamp, bounded, signs = modes  # fresh arrays from the kernel: reclassify in place
+        normal_of = state.lcp.normal_of
+        normal = np.flatnonzero(normal_of < 0)
+        want = (state.MJt.T @ dl_dv)[normal] > 0  # clamp where an impulse would raise the loss
+        flip = normal[want != clamp[normal]]
+        if not len(flip):
+            return full, False
+        clamp[flip] = ~clamp[flip]
+        rows = np.isin(normal_of, flip)  # their friction rows follow them
+        clamp[rows] = clamp[normal_of[rows]]
+        bounded[rows] = False
+        signs[rows] = 0.0
+        alt = self._lcp_jacobian(state, (clamp, bounded, signs), terms, G)
+        nv = self.nv
+
+        def strength(F):
+            return float(np.sum((F[:, nv:2 * nv].T @ dl_dv) ** 2) + np.sum((F[:, 2 * nv:].T @ dl_dv) ** 2) / dt)
+
+        return (alt, True) if strength(alt) > strength(full) else (full, False)

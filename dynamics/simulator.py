@@ -62,7 +62,7 @@ class SimData:
         self.geom = cm.scene.create_data() if cm is not None else None
         self.contact = None  # ContactState of the last step
         # steps with contact, steps with a warm-start guess, guesses that held
-        self.stats = {"contact_steps": 0, "guesses": 0, "warm_hits": 0}
+        self.stats = {"contact_steps": 0, "guesses": 0, "warm_hits": 0, "aware_switches": 0}
 
 
 class Simulator:
@@ -423,34 +423,18 @@ class Simulator:
         G = np.empty((nv, self.ndx + self.nu))
         np.multiply(ddq_dq, dt, out=G[:, :nv])
         if state.geo is not None:
-            m_c = len(state.geo.contacts) * cm.rows
-            G[:, :nv] += minv @ cm.kin.force_derivative(state.geo, state.lam[:m_c])
+            G[:, :nv] += minv @ cm.kin.force_derivative(state.geo, state.lam[:state.m_contact])
         np.multiply(ddq_dv, dt, out=G[:, nv:2 * nv])
         G[:, nv:2 * nv] += np.eye(nv)
         G[:, 2 * nv:] = dt * minv[:, self.actuated_dofs]
-        full = cm.velocity_jacobian(state, G, v_next, dt)
-        if adjoint is not None:
-            full = self._complementarity_aware(q, v_next, state, G, full, adjoint, d)
+        if adjoint is None:
+            full = cm.velocity_jacobian(state, G, v_next, dt)
+        else:  # complementarity-aware: dl/dv+ from dl/dx+, with x+ = (q (+) dt v+, v+)
+            J1 = np.eye(nv) if self._euclidean else pin.dIntegrate(self.model, q, v_next * dt)[1]
+            full, switched = cm.aware_velocity_jacobian(state, G, v_next, dt, adjoint[nv:] + dt * (J1.T @ adjoint[:nv]))
+            d.stats["aware_switches"] += switched
         dv_dx[:] = full[:, :2 * nv]
         dv_du[:] = full[:, 2 * nv:]
-
-    def _complementarity_aware(self, q, v_next, state, G, full, adjoint, d):
-        """The exact ``dv+/d(x, u)`` or the reclassified one, whichever moves the loss more."""
-        nv, dt, cm = self.nv, self.dt, self.contact_model
-        J1 = np.eye(nv) if self._euclidean else pin.dIntegrate(self.model, q, v_next * dt)[1]
-        dl_dv = adjoint[nv:] + dt * (J1.T @ adjoint[:nv])  # x+ = (q (+) dt v+, v+)
-        modes = cm.complementarity_aware_modes(state, dl_dv)
-        if modes is None:
-            return full
-        alt = cm.velocity_jacobian(state, G, v_next, dt, modes=modes)
-
-        def strength(F):
-            return float(np.sum((F[:, nv:2 * nv].T @ dl_dv) ** 2) + np.sum((F[:, 2 * nv:].T @ dl_dv) ** 2) / dt)
-
-        if strength(alt) > strength(full):
-            d.stats["aware_switches"] = d.stats.get("aware_switches", 0) + 1
-            return alt
-        return full
 
     @property
     def contacts(self):

@@ -164,7 +164,7 @@ def _first_contact_state(sim: Simulator, x0: np.ndarray, horizon: int):
     for _ in range(horizon):
         x_next = sim.step(x, u, data=data)
         st = data.contact
-        if st is not None and st.geo is not None and np.abs(st.lam[: len(st.geo.contacts) * sim.contact_model.rows]).max() > 0:
+        if st is not None and st.m_contact and np.abs(st.lam[: st.m_contact]).max() > 0:
             return x.copy(), u
         x = x_next
     return x.copy(), u
