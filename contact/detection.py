@@ -137,7 +137,6 @@ class CollisionScene:
                 first, second = (i, k) if ji == 0 or jk != 0 else (k, i)
                 gm.addCollisionPair(pin.CollisionPair(first, second))
         self._pairs = [(p.first, p.second) for p in gm.collisionPairs]
-        self.retries = 0  # pairs recomputed after coal returned an invalid contact
         self._vertices = [_local_vertices(o.geometry) for o in objs]
         self._info = []
         for first, second in self._pairs:  # first = B, second = A
@@ -159,10 +158,9 @@ class CollisionScene:
         if not self._pairs:
             pin.forwardKinematics(model, data, q)
             return Contacts.empty()
-        pin.computeCollisions(model, data, self.geometry, gdata, q, False)
-        hit = [k for k, r in enumerate(gdata.collisionResults) if r.isCollision()]
-        if not hit:
+        if not pin.computeCollisions(model, data, self.geometry, gdata, q, False):  # no pair within the margin
             return Contacts.empty()
+        hit = [k for k, r in enumerate(gdata.collisionResults) if r.isCollision()]
         pin.computeContactPatches(self.geometry, gdata)
         parts = []
         for k in hit:
@@ -236,7 +234,6 @@ class CollisionScene:
             coal.computeContactPatch(sB, M_B, sA, M_A, res, preq, pres)
             patch = pres.getContactPatch(0)
             if _valid(patch):
-                self.retries += 1
                 return patch
         names = [self.geometry.geometryObjects[i].name for i in (iB, iA)]
         raise RuntimeError(f"collision detection failed between {names[0]!r} and {names[1]!r} "
@@ -320,16 +317,7 @@ def _merge_planar(P: np.ndarray) -> np.ndarray:
 
 def _valid(patch) -> bool:
     """A contact patch coal computed sensibly: finite unit normal, finite sane depth and points."""
-    if patch.size() == 0:
-        return False
-    n = np.asarray(patch.getNormal())
-    depth = patch.penetration_depth
-    if not (np.all(np.isfinite(n)) and abs(n @ n - 1.0) < 1e-6 and np.isfinite(depth) and abs(depth) < 1e3):
-        return False
-    for i in range(patch.size()):
-        if not np.all(np.abs(patch.getPoint(i)) < 1e6):
-            return False
-    return True
+    return _valid_normal(patch) and all(np.all(np.abs(patch.getPoint(i)) < 1e6) for i in range(patch.size()))
 
 
 def _aligned(shape, M: pin.SE3, n: np.ndarray) -> bool:

@@ -79,7 +79,6 @@ class ContactKinematics:
     """Contact-frame Jacobians and their derivative contractions for one model."""
 
     def __init__(self, model: pin.Model, *, planar: bool = False):
-        self.model = model
         self.nv = model.nv
         self.planar = planar
         self.rows = 2 if planar else 3

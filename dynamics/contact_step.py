@@ -99,6 +99,9 @@ class ContactState:
     A: np.ndarray  # Delassus matrix J M^-1 J^T
     b: np.ndarray
     key: tuple
+    dirs: np.ndarray | None = None  # the NCP's sliding/saturated directions
+    warm_hit: bool = False  # the warm start held
+    guessed: bool = False  # a warm start was tried (same rows as the last step)
 
     @property
     def m_contact(self) -> int:
@@ -210,11 +213,8 @@ class ContactModel:
         lam = sol.x
         v_next = v_free + MJt @ lam
         state = ContactState(geo, J, Minv, MJt, lam, np.asarray(sol.modes), signs, normal_rows, bias_slope,
-                             lcp, groups, A, b, key)
-        state.dirs = getattr(sol, "dirs", None)
-        state.warm_hit = bool(sol.warm_start_hit)
-        state.guessed = same
-        state.status = sol.status
+                             lcp, groups, A, b, key, dirs=getattr(sol, "dirs", None),
+                             warm_hit=bool(sol.warm_start_hit), guessed=same)
         return v_next, state
 
     def report(self, state: ContactState | None) -> ContactReport:

@@ -82,12 +82,11 @@ def load_mjcf(path: str, *, load_geometry: bool = True):
 
 
 def _restore_slide_ranges(model, root):
-    defaults_limited = {}
     for jel in root.iter("joint"):
         if jel.get("type") != "slide" or not jel.get("range"):
             continue
         name = jel.get("name")
-        if not name or not model.existJointName(name) or jel.get("limited", defaults_limited.get(name, "auto")) == "false":
+        if not name or not model.existJointName(name) or jel.get("limited", "auto") == "false":
             continue
         lo, hi = _floats(jel.get("range"))
         j = model.joints[model.getJointId(name)]
