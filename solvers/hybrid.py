@@ -47,6 +47,12 @@ def solve_cem_then(ocp, local: str, *, cem_iterations: int = 2, population: int 
     def now():
         return time.perf_counter() - t0
 
+    def merge(stage_history, stage, r, offset):
+        """Append a stage's iterations on the hybrid's clock and iteration count."""
+        start = len(history)
+        history.extend(dict(h, stage=stage, round=r, time=h["time"] + offset, iteration=start + i)
+                       for i, h in enumerate(stage_history))
+
     def shifted(info):
         if callback is not None:
             callback(dict(info, time=info["time"] + offset, iteration=info["iteration"] + len(history)))
@@ -59,8 +65,7 @@ def solve_cem_then(ocp, local: str, *, cem_iterations: int = 2, population: int 
         cem = solve_cem(ocp, us_init=us_init if best is None else best.us, max_iter=cem_iterations,
                         population=population, knots=knots, sigma_init=sigma_init, seed=seed + r, verbose=verbose,
                         callback=shifted, time_limit=remaining)
-        history += [dict(h, stage="cem", round=r, time=h["time"] + offset, iteration=len(history) + i)
-                    for i, h in enumerate(cem.history)]
+        merge(cem.history, "cem", r, offset)
         if cem.status == Status.INTERRUPTED:  # Ctrl-C during the search: stop, with what it found
             best = best if best is not None and best.cost <= cem.cost else cem
             return Solution(best.xs, best.us, best.cost, history, Status.INTERRUPTED, f"cem-{local}", now(),
@@ -69,8 +74,7 @@ def solve_cem_then(ocp, local: str, *, cem_iterations: int = 2, population: int 
         remaining = None if time_limit is None else max(time_limit - offset, 0.0)
         sol = LOCAL[local](ocp, us_init=cem.us, max_iter=max_iter, time_limit=remaining, verbose=verbose,
                            callback=shifted, **local_options)
-        history += [dict(h, stage=local, round=r, time=h["time"] + offset, iteration=len(history) + i)
-                    for i, h in enumerate(sol.history)]
+        merge(sol.history, local, r, offset)
         if best is None or sol.cost < best.cost:
             best = sol
         if sol.status != Status.STALLED:

@@ -123,7 +123,12 @@ def solve_shooting(ocp, *, shot_length: int = 1, hessian: str = "gauss-newton", 
     us0 = ocp.check_controls(ocp.us_init if us_init is None else us_init)
     us0 = np.clip(us0, ocp.u_lower, ocp.u_upper)
     xs0 = rollout(ocp, us0)
-    ref = [ca.DM(x) for x in xs0]  # the charts' reference states (local mode)
+    ref = [ca.DM(x) for x in xs0]
+
+    def chart(*ts):
+        """The local functions' reference-state arguments at knots ``ts`` (none when Euclidean)."""
+        return tuple(ref[t] for t in ts) if local else ()
+
     nz_x = dyn.ndx if local else nx
     starts = list(range(0, T, shot_length))
     X = [ca.MX.sym(f"X{k}", nz_x) for k in range(1, len(starts) + 1)]  # state at the end of shot k-1
@@ -133,16 +138,11 @@ def solve_shooting(ocp, *, shot_length: int = 1, hessian: str = "gauss-newton", 
     x = ca.DM.zeros(dyn.ndx) if local else ca.DM(ocp.x0)
     for k, s in enumerate(starts):
         for t in range(s, min(s + shot_length, T)):
-            if local:
-                obj = obj + cost_fn(ocp.running(t))(x, U[:, t], ref[t])
-                x = step(x, U[:, t], ref[t], ref[t + 1])
-            else:
-                obj = obj + cost_fn(ocp.running(t))(x, U[:, t])
-                x = step(x, U[:, t])
+            obj = obj + cost_fn(ocp.running(t))(x, U[:, t], *chart(t))
+            x = step(x, U[:, t], *chart(t, t + 1))
         defects.append(X[k] - x)
         x = X[k]
-    obj = obj + (cost_fn(ocp.terminal_cost, terminal=True)(x, ref[T]) if local
-                 else cost_fn(ocp.terminal_cost, terminal=True)(x))
+    obj = obj + cost_fn(ocp.terminal_cost, terminal=True)(x, *chart(T))
     z = ca.vertcat(*X, ca.vec(U))
     g = ca.vertcat(*defects)
     nz, ng = z.shape[0], g.shape[0]

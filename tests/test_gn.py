@@ -110,5 +110,6 @@ def test_cem_then_gn_merges_both_stages():
     sol = solve(ocp, method="cem-gn", cem_iterations=2, population=8, max_iter=100, verbose=False)
     stages = [h["stage"] for h in sol.history]
     assert stages[:2] == ["cem", "cem"] and set(stages[2:]) == {"gn"}
+    assert [h["iteration"] for h in sol.history] == list(range(len(stages)))  # one count over both stages
     assert sol.method == "cem-gn" and sol.cost <= sol.info["cem_cost"]
     assert ocp.evaluate(sol.xs, sol.us)["final_angle_error"] < 0.1
