@@ -32,6 +32,7 @@ from dynamics import ModelBuilder, Simulator
 from trajopt import OCP, ControlCost, CostDerivatives, FunctionCost
 
 from ._registry import register
+from ._scene import first_contact_state
 
 RADIUS = 0.046
 ROOT_HEIGHT = 0.7  # the torso's start height; the root's y coordinate is measured from it
@@ -97,8 +98,6 @@ def half_cheetah(*, horizon: int = 500, dt: float = 1e-3, control_weight: float 
     def metrics(xs, us):
         return {"final_root_x": float(xs[-1, 0]), "final_torso_height": ROOT_HEIGHT + float(xs[-1, 1])}
 
-    from .planar import _first_contact_state
-
     return OCP(dynamics=sim, x0=x0, horizon=horizon, running_cost=ControlCost(sim, control_weight),
                terminal_cost=FunctionCost(sim, value, derivatives), name="half-cheetah", metrics=metrics,
-               info={"bench_state": _first_contact_state(sim, x0, horizon)})
+               info={"bench_state": first_contact_state(sim, x0, horizon)})

@@ -94,6 +94,7 @@ from dynamics.robots import infer_package_dirs
 from trajopt import OCP, ControlCost, CostDerivatives, FunctionCost, StateCost
 
 from ._registry import register
+from ._scene import lowest_point
 
 # -- Go1 ---------------------------------------------------------------------------------------
 GO1_LEGS = ("FL", "FR", "RL", "RR")
@@ -132,25 +133,6 @@ TALOS_GRIPPER = -0.5
 # ===========================================================================================
 def _set_joint(model: pin.Model, q: np.ndarray, name: str, value: float) -> None:
     q[model.joints[model.getJointId(name)].idx_q] = value
-
-
-def _lowest_point(sim: Simulator, q: np.ndarray, names) -> float:
-    """Lowest z over the collision objects ``names`` (spheres and boxes) at configuration q."""
-    model, geom = sim.model, sim.geometry
-    data = model.createData()
-    gdata = pin.GeometryData(geom)
-    pin.updateGeometryPlacements(model, data, geom, gdata, q)
-    low = np.inf
-    for name in names:
-        k = geom.getGeometryId(name)
-        shape, M = geom.geometryObjects[k].geometry, gdata.oMg[k]
-        if isinstance(shape, coal.Sphere):
-            low = min(low, M.translation[2] - shape.radius)
-        elif isinstance(shape, coal.Box):
-            low = min(low, M.translation[2] - np.abs(M.rotation[2]) @ shape.halfSide)
-        else:
-            raise TypeError(f"{name}: only spheres and boxes are handled, got {type(shape).__name__}")
-    return float(low)
 
 
 def static_contact_torques(sim: Simulator, q: np.ndarray, *, normal_share=None, pinned=None):
@@ -207,7 +189,7 @@ def go1_standing_state(sim: Simulator) -> np.ndarray:
         for part, angle in GO1_STANDING.items():
             _set_joint(model, q, f"{leg}_{part}_joint", angle)
     feet = [f"{leg}_foot_0" for leg in GO1_LEGS]
-    q[2] -= _lowest_point(sim, q, feet)
+    q[2] -= lowest_point(sim, q, axis=2, names=feet)
     return np.concatenate((q, np.zeros(model.nv)))
 
 
@@ -401,7 +383,7 @@ def talos_standing_state(sim: Simulator) -> np.ndarray:
     for side in ("left", "right"):
         _set_joint(model, q, f"leg_{side}_6_joint", 0.0)
         _set_joint(model, q, f"gripper_{side}_joint", TALOS_GRIPPER)
-    q[2] -= _lowest_point(sim, q, TALOS_SOLES)
+    q[2] -= lowest_point(sim, q, axis=2, names=TALOS_SOLES)
     return np.concatenate((q, np.zeros(model.nv)))
 
 

@@ -23,12 +23,12 @@ give the same motion.
 from __future__ import annotations
 
 import numpy as np
-import pinocchio as pin
 
 from dynamics import ModelBuilder, Simulator
 from trajopt import OCP, ControlCost, CostDerivatives, FunctionCost
 
 from ._registry import register
+from ._scene import first_contact_state, lowest_point
 
 LINK_SIZE = (0.05, 0.25, 0.05)
 LINK_MASS = 1.0
@@ -113,7 +113,7 @@ def catapult(*, horizon: int = 500, dt: float = 1e-3, target=(2.2, 2.2), control
 
     return OCP(dynamics=sim, x0=x0, horizon=horizon, running_cost=ControlCost(sim, control_weight),
                terminal_cost=_point_cost(sim, idx, sq_dist), name="catapult", metrics=metrics,
-               info={"target": target, "bench_state": _first_contact_state(sim, x0, horizon)})
+               info={"target": target, "bench_state": first_contact_state(sim, x0, horizon)})
 
 
 @register("jump-worm", "planar worm (root cube + 3 tail links) jumps as high as it can; 400 steps of 1 ms")
@@ -123,7 +123,7 @@ def jump_worm(*, horizon: int = 400, dt: float = 1e-3, control_weight: float = 1
     x0[2:5] = np.deg2rad([90.0, 90.0, 45.0])
     # Drop the worm so that its lowest corner is 1 mm above the floor top (y = -0.575).
     x0[1] = 0.0
-    x0[1] += -0.575 + 1e-3 - _lowest_point(sim, x0[: sim.nq])
+    x0[1] += -0.575 + 1e-3 - lowest_point(sim, x0[: sim.nq], axis=1)
     idx = np.array([1])
 
     def neg_height(p):
@@ -134,37 +134,4 @@ def jump_worm(*, horizon: int = 400, dt: float = 1e-3, control_weight: float = 1
 
     return OCP(dynamics=sim, x0=x0, horizon=horizon, running_cost=ControlCost(sim, control_weight),
                terminal_cost=_point_cost(sim, idx, neg_height), name="jump-worm", metrics=metrics,
-               info={"bench_state": _first_contact_state(sim, x0, horizon)})
-
-
-def _lowest_point(sim: Simulator, q: np.ndarray) -> float:
-    """Lowest y over the corners of every moving box of the model."""
-    model, geom = sim.model, sim.geometry
-    data = model.createData()
-    gdata = pin.GeometryData(geom)
-    pin.updateGeometryPlacements(model, data, geom, gdata, q)
-    low = np.inf
-    for k, obj in enumerate(geom.geometryObjects):
-        if obj.parentJoint == 0:
-            continue
-        M = gdata.oMg[k]
-        h = obj.geometry.halfSide
-        for sx in (-1, 1):
-            for sy in (-1, 1):
-                low = min(low, (M.rotation @ (h * [sx, sy, 1]) + M.translation)[1])
-    return float(low)
-
-
-def _first_contact_state(sim: Simulator, x0: np.ndarray, horizon: int):
-    """A state in contact for the benchmark: the first state of the zero-control rollout
-    whose step has a contact carrying an impulse (or the middle state if none)."""
-    data = sim.create_data()
-    x = x0
-    u = np.zeros(sim.nu)
-    for _ in range(horizon):
-        x_next = sim.step(x, u, data=data)
-        st = data.contact
-        if st is not None and st.m_contact and np.abs(st.lam[: st.m_contact]).max() > 0:
-            return x.copy(), u
-        x = x_next
-    return x.copy(), u
+               info={"bench_state": first_contact_state(sim, x0, horizon)})

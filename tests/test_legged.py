@@ -12,6 +12,7 @@ import pytest
 
 import problems
 import problems.legged as legged  # registers go1-hold, ur5-box, talos-standing
+from problems._scene import lowest_point
 from trajopt import max_relative_error, step_jacobians_fd
 
 NAMES = ["go1-hold", "ur5-box", "talos-standing"]
@@ -68,7 +69,7 @@ def test_go1_scene_as_stated():
     feet = [sim.geometry.geometryObjects[sim.geometry.getGeometryId(f"{leg}_foot_0")] for leg in legged.GO1_LEGS]
     assert all(f.geometry.radius == legged.GO1_FOOT_RADIUS for f in feet)
     assert x[2] == pytest.approx(0.27383, abs=1e-5)
-    assert legged._lowest_point(sim, x[: sim.nq], [f.name for f in feet]) == pytest.approx(0.0, abs=1e-12)
+    assert lowest_point(sim, x[: sim.nq], axis=2, names=[f.name for f in feet]) == pytest.approx(0.0, abs=1e-12)
 
 
 def test_bench_state_contacts(scene):
