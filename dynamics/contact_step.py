@@ -50,8 +50,9 @@ from contact.kinematics import ContactGeometry, ContactKinematics
 from contact import _kernels
 from contact.lcp import BoxedLCP, solve_lcp
 from contact.ncp import solve_ncp
+from contact.relaxed import RelaxedProblem, RelaxedSolution, fade, relaxed_lambda_jacobian, rows_of, solve_relaxed
 
-CONTACT_MODELS = ("lcp", "ncp")
+CONTACT_MODELS = ("lcp", "ncp", "relaxed")
 #: Penetration depth (m) below which no extra push-out is applied (see ``bias``).
 SLOP = 1e-4
 
@@ -102,6 +103,8 @@ class ContactState:
     dirs: np.ndarray | None = None  # the NCP's sliding/saturated directions
     warm_hit: bool = False  # the warm start held
     guessed: bool = False  # a warm start was tried (same rows as the last step)
+    relaxed: RelaxedProblem | None = None  # the relaxed problem (smoothing > 0)
+    relaxed_solution: RelaxedSolution | None = None
 
     @property
     def m_contact(self) -> int:
@@ -114,14 +117,27 @@ class ContactModel:
 
     def __init__(self, model: pin.Model, geometry, *, ground, up, friction: float, margin: float,
                  planar: bool, erp: float, joint_limits: bool, exclude=None, contact: str = "lcp",
-                 self_collision: bool = True, pairs=None):
+                 self_collision: bool = True, pairs=None, smoothing: float = 0.0,
+                 smoothing_distance: float = 0.05):
         if contact not in CONTACT_MODELS:
             raise ValueError(f"unknown contact model {contact!r}; available: {', '.join(CONTACT_MODELS)}")
         if not (friction >= 0.0 and np.isfinite(friction)):
             raise ValueError(f"friction must be a finite non-negative coefficient, got {friction!r}")
         if not 0.0 < erp <= 1.0:
             raise ValueError(f"erp must be in (0, 1], got {erp!r}")
+        if not (isinstance(smoothing, (int, float, np.floating)) and np.isfinite(smoothing) and smoothing >= 0):
+            raise ValueError(f"smoothing (kappa) must be a finite number >= 0, got {smoothing!r}")
+        if not (np.isfinite(smoothing_distance) and smoothing_distance > 0):
+            raise ValueError(f"smoothing_distance must be a positive finite distance (m), got {smoothing_distance!r}")
+        if contact == "relaxed" and not smoothing > 0:
+            raise ValueError("contact='relaxed' needs smoothing > 0 (kappa = 0 is contact='ncp')")
         self.contact = contact
+        self.kappa = float(smoothing)
+        self.smoothing_distance = float(smoothing_distance)
+        #: the friction barrier's tangent blocks: whole contacts (cone) or single rows (pyramid)
+        self.cone = contact in ("ncp", "relaxed")
+        if self.kappa > 0:  # relaxed forces reach out to the smoothing distance, and fade there
+            margin = self.smoothing_distance
         self.scene = CollisionScene(model, geometry, ground=ground, up=up, margin=margin, planar=planar,
                                     exclude=exclude, self_collision=self_collision, pairs=pairs)
         self.kin = ContactKinematics(model, planar=planar)
@@ -186,7 +202,23 @@ class ContactModel:
         b[normal_rows] += bias / dt
         key = (tuple(contacts.pair.tolist()), len(contacts), tuple(x[0] * 2 + (x[2] > 0) for x in limit_rows))
         same = previous is not None and previous.key == key
-        if self.contact == "ncp":
+        relaxed = rsol = None
+        if self.kappa > 0:
+            w, dw = fade(phi, self.smoothing_distance)
+            weight = np.zeros(m)
+            dweight = np.zeros(m)
+            weight[normal_rows] = w
+            dweight[normal_rows] = dw
+            relaxed = RelaxedProblem(A, b, *rows_of(nc, r, len(limit_rows), self.friction, self.cone),
+                                     weight=weight, dweight=dweight, kappa=self.kappa)
+            sol = rsol = solve_relaxed(relaxed, guess=previous.lam if same and previous.relaxed is not None
+                                       else None)
+            if not sol.converged:
+                raise RuntimeError(f"the relaxed contact solve did not converge (residual {sol.residual:.3g} "
+                                   f"after {sol.iterations} Newton iterations, kappa {self.kappa:g})")
+            lcp = groups = signs = None
+            modes = np.zeros(len(sol.lam), dtype=np.int64)
+        elif self.contact == "ncp":
             if same:
                 groups = previous.groups
             else:
@@ -197,6 +229,7 @@ class ContactModel:
                 groups = (start, size, mu)
             sol = solve_ncp(A, b, *groups, guess=(previous.modes, previous.lam, previous.dirs) if same else None)
             lcp, signs = None, None
+            modes = np.asarray(sol.modes)
         else:
             if same:  # same rows as the last step: reuse the LCP's structure and warm-start
                 lcp = previous.lcp.with_values(A, b)
@@ -210,11 +243,12 @@ class ContactModel:
                 lcp = BoxedLCP(A=A, b=b, normal_of=normal_of, mu=mu)
             sol = solve_lcp(lcp, guess=(previous.modes, previous.signs) if same else None)
             groups, signs = None, np.asarray(sol.signs)
-        lam = sol.x
+            modes = np.asarray(sol.modes)
+        lam = sol.lam if rsol is not None else sol.x
         v_next = v_free + MJt @ lam
-        state = ContactState(geo, J, Minv, MJt, lam, np.asarray(sol.modes), signs, normal_rows, bias_slope,
+        state = ContactState(geo, J, Minv, MJt, lam, modes, signs, normal_rows, bias_slope,
                              lcp, groups, A, b, key, dirs=getattr(sol, "dirs", None),
-                             warm_hit=bool(sol.warm_start_hit), guessed=same)
+                             warm_hit=bool(sol.warm_start_hit), guessed=same, relaxed=relaxed, relaxed_solution=rsol)
         return v_next, state
 
     def report(self, state: ContactState | None) -> ContactReport:
@@ -227,7 +261,7 @@ class ContactModel:
                                  c.body_a, c.body_b, lim)
         c = state.geo.contacts
         nc = len(c)
-        modes = state.modes[:nc] if self.contact == "ncp" else state.modes[: nc * r: r]
+        modes = state.modes[:nc] if state.groups is not None else state.modes[: nc * r: r]
         return ContactReport(c.points.copy(), c.normals.copy(), c.phi.copy(),
                              state.lam[: nc * r].reshape(nc, r).copy(), modes.copy(),
                              c.body_a.copy(), c.body_b.copy(), state.lam[nc * r:].copy())
@@ -257,6 +291,8 @@ class ContactModel:
         """
         terms = self._jacobian_terms(state, v_next, dt)
         G = np.ascontiguousarray(G)
+        if state.relaxed is not None:
+            return self._relaxed_jacobian(state, terms, G)
         if state.groups is not None:
             start, size, mu = state.groups
             slope, dJv, m_contact = terms
@@ -264,6 +300,20 @@ class ContactModel:
                                                            size, mu, state.modes, state.dirs, slope, dJv,
                                                            m_contact, G)
         return self._lcp_jacobian(state, self._derivative_modes(state), terms, G)
+
+    def _relaxed_jacobian(self, state: ContactState, terms, G):
+        """Implicit differentiation of the relaxed residual (:mod:`contact.relaxed`): ``dc/dtheta`` at
+        fixed lambda is ``J G + K`` (K: bias slope and d(J w)/dq on the q-columns), ``dphi/dq = J_n``."""
+        slope, dJv, m_contact = terms
+        nv = self.nv
+        J = state.J
+        db = J @ G
+        db[:, :nv] += slope[:, None] * J
+        db[:m_contact, :nv] += dJv
+        dphi = np.zeros_like(db)
+        dphi[state.normal_rows, :nv] = J[state.normal_rows]
+        dlam = relaxed_lambda_jacobian(state.relaxed, state.relaxed_solution, db, dphi)
+        return G + state.MJt @ dlam
 
     def _derivative_modes(self, state: ContactState):
         return _kernels.derivative_modes(state.A, state.b, state.lam, state.lcp.normal_of)
@@ -280,7 +330,7 @@ class ContactModel:
         reclassified Jacobian is kept when it gives the larger ``|dl/dv|^2 + |dl/du|^2 / dt``
         (``G``'s columns: q, v, then the controls).
         """
-        if state.lcp is None:
+        if state.lcp is None:  # NCP or relaxed: the exact Jacobian
             return self.velocity_jacobian(state, G, v_next, dt), False
         terms = self._jacobian_terms(state, v_next, dt)
         G = np.ascontiguousarray(G)

@@ -91,8 +91,17 @@ class Simulator:
     friction:
         Coulomb friction coefficient of every contact.
     contact:
-        Contact model: ``"lcp"`` (boxed LCP with a friction pyramid, Nimble) or
-        ``"ncp"`` (Coulomb cone, De Saxce) -- see :mod:`dynamics.contact_step`.
+        Contact model: ``"lcp"`` (boxed LCP with a friction pyramid, Nimble),
+        ``"ncp"`` (Coulomb cone, De Saxce) -- see :mod:`dynamics.contact_step` --
+        or ``"relaxed"`` (the cone on its central path, ``smoothing > 0`` required).
+    smoothing:
+        ``kappa >= 0`` (J): relax complementarity to ``lambda_n c_n = kappa`` (and the
+        friction bounds by a barrier), so contacts act at a distance, ``~kappa / phi``,
+        and every gradient sees them (:mod:`contact.relaxed`). 0 (default) is hard
+        contact. ``with_smoothing(kappa)`` gives the same system at another kappa.
+    smoothing_distance:
+        With ``smoothing > 0``: pairs closer than this (m) feel the relaxed force,
+        which fades smoothly to zero at that distance.
     planar:
         The system moves in the xy plane: one friction direction per contact.
     margin:
@@ -134,6 +143,8 @@ class Simulator:
         exclude_pairs: Sequence[tuple[str, str]] | None = None,
         self_collision: bool = True,
         collision_pairs: Sequence[tuple[str, str]] | None = None,
+        smoothing: float = 0.0,
+        smoothing_distance: float = 0.05,
     ):
         if not isinstance(model, pin.Model):
             raise TypeError(f"Simulator needs a pinocchio.Model, got {type(model).__name__}")
@@ -141,6 +152,11 @@ class Simulator:
             raise ValueError("the model has no degrees of freedom")
         if not (isinstance(dt, (int, float)) and math.isfinite(dt) and dt > 0):
             raise ValueError(f"dt must be a positive finite number of seconds, got {dt!r}")
+        self._options = dict(dt=dt, actuated=actuated, torque_limits=torque_limits, name=name, ground=ground,
+                             friction=friction, contact=contact, planar=planar, margin=margin, erp=erp,
+                             joint_limits=joint_limits, exclude_pairs=exclude_pairs, self_collision=self_collision,
+                             collision_pairs=collision_pairs, smoothing=smoothing,
+                             smoothing_distance=smoothing_distance)
         self.model = model
         self.geometry = geometry
         self.dt = float(dt)
@@ -173,8 +189,10 @@ class Simulator:
 
         cm = ContactModel(model, geometry, ground=ground, up=up, friction=friction, margin=margin,
                           planar=planar, erp=erp, joint_limits=joint_limits, exclude=exclude_pairs,
-                          contact=contact, self_collision=self_collision, pairs=collision_pairs)
+                          contact=contact, self_collision=self_collision, pairs=collision_pairs,
+                          smoothing=smoothing, smoothing_distance=smoothing_distance)
         self.contact_model = cm if cm.enabled else None
+        self.smoothing = cm.kappa
         self.contact = contact if cm.enabled else "none"
         self.friction = float(friction)
         self._diag_v = np.arange(self.nv)
@@ -277,6 +295,31 @@ class Simulator:
                 raise ValueError(f"torque_limits must be positive, got {hi}")
             hi = hi.copy()
         return -hi, hi
+
+    # -- relaxed contact ------------------------------------------------------------------
+    def with_smoothing(self, kappa: float, *, distance: float | None = None) -> "Simulator":
+        """The same system with relaxed contact ``kappa`` (0: hard contact, this simulator's own model:
+        ``"relaxed"`` becomes ``"ncp"``). A new simulator; this one is unchanged."""
+        opts = dict(self._options, smoothing=kappa)
+        if distance is not None:
+            opts["smoothing_distance"] = distance
+        if opts["contact"] == "relaxed" and not (kappa > 0):
+            opts["contact"] = "ncp"
+        return Simulator(self.model, geometry=self.geometry, **opts)
+
+    @property
+    def hard(self) -> "Simulator":
+        """This system with hard contact (itself when its smoothing is 0)."""
+        return self if self.smoothing == 0 else self.with_smoothing(0.0)
+
+    @property
+    def smoothing_scale(self) -> float:
+        """The mean weight (N) of the moving bodies: the unit of the automatic smoothing schedule
+        (``kappa = weight x hover distance``, :func:`contact.relaxed.auto_schedule`)."""
+        masses = [self.model.inertias[j].mass for j in range(1, self.model.njoints)]
+        g = float(np.linalg.norm(self.model.gravity.linear)) or 9.81
+        moving = [m for m in masses if m > 0]
+        return g * (sum(moving) / len(moving) if moving else 1.0)
 
     # -- workspaces and input checks --------------------------------------------------
     def create_data(self) -> SimData:
