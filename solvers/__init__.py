@@ -11,6 +11,9 @@
 - ``"cem-ddp"``, ``"cem-gn"``: a short CEM search for the basin, then DDP or Gauss-Newton
   (:mod:`solvers.hybrid`).
 
+``smoothing=`` runs any gradient method by continuation on relaxed contact, ending on hard
+contact (:mod:`solvers.continuation`).
+
 Least-squares (inverse) problems, ``trajopt.LeastSquares``, are solved by
 ``gauss_newton(problem, jacobian="analytic" | "fd")`` (:mod:`solvers.gauss_newton`).
 """
@@ -20,6 +23,7 @@ from __future__ import annotations
 from trajopt.solution import Solution, Status
 
 from .cem import solve_cem
+from .continuation import resolve_schedule, solve_continuation
 from .ddp import solve_ddp
 from .gauss_newton import gauss_newton
 from .gn import solve_gn
@@ -30,13 +34,19 @@ METHODS = {"ddp": solve_ddp, "gn": solve_gn, "shooting": solve_shooting, "ipopt"
            "cem-ddp": solve_cem_ddp, "cem-gn": solve_cem_gn}
 
 
-def solve(ocp, method: str = "ddp", **options) -> Solution:
-    """Solve ``ocp`` with ``method``; options go to the method's function."""
+def solve(ocp, method: str = "ddp", *, smoothing=None, **options) -> Solution:
+    """Solve ``ocp`` with ``method``; options go to the method's function.
+
+    ``smoothing`` (``"auto"``, a number kappa, a list of them, or None / ``"none"``): solve on
+    relaxed contact first and end on hard contact (:mod:`solvers.continuation`).
+    """
     try:
         fn = METHODS[method]
     except KeyError:
         raise ValueError(f"unknown method {method!r}; available: {', '.join(sorted(METHODS))}") from None
-    return fn(ocp, **options)
+    if smoothing is None or smoothing == "none":
+        return fn(ocp, **options)
+    return solve_continuation(ocp, method, METHODS, smoothing, **options)
 
 
-__all__ = ["METHODS", "Solution", "Status", "gauss_newton", "solve"]
+__all__ = ["METHODS", "Solution", "Status", "gauss_newton", "resolve_schedule", "solve"]
