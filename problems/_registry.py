@@ -5,18 +5,36 @@ from __future__ import annotations
 from collections.abc import Callable
 
 _REGISTRY: dict[str, tuple[Callable, str]] = {}
+_RECIPES: dict[str, tuple[str, dict]] = {}
 
 
-def register(name: str, summary: str):
-    """Decorator: register ``factory(**options) -> trajopt.OCP`` under ``name``."""
+def register(name: str, summary: str, *, method: str | None = "ddp", options: dict | None = None):
+    """Decorator: register ``factory(**options) -> trajopt.OCP`` under ``name``.
+
+    ``method`` and ``options`` are the problem's recipe: what ``solvers.solve(ocp)`` and
+    ``trajopt solve NAME`` use when no method is named (``load`` stores them on the OCP as
+    ``default_method`` / ``default_options``). ``method=None`` for inverse problems (least
+    squares, solved by Gauss-Newton).
+    """
 
     def deco(factory):
         if name in _REGISTRY:
             raise ValueError(f"problem {name!r} is registered twice")
         _REGISTRY[name] = (factory, summary)
+        if method is not None:
+            _RECIPES[name] = (method, dict(options or {}))
         return factory
 
     return deco
+
+
+def recipe(name: str) -> str:
+    """The problem's default method and options in one line (e.g. ``ddp, smoothing=auto``)."""
+    _lookup(name)
+    if name not in _RECIPES:
+        return "gauss-newton"
+    method, opts = _RECIPES[name]
+    return ", ".join([method] + [f"{k}={v}" for k, v in opts.items()])
 
 
 def names() -> list[str]:
@@ -37,7 +55,11 @@ def factory(name: str):
 def load(name: str, **options):
     """Build the problem ``name`` (an OCP); ``options`` go to its factory (e.g. ``horizon=``)."""
     factory, _ = _lookup(name)
-    return factory(**options)
+    problem = factory(**options)
+    if name in _RECIPES and hasattr(problem, "default_method"):
+        problem.default_method, opts = _RECIPES[name]
+        problem.default_options = dict(opts)
+    return problem
 
 
 def _lookup(name):

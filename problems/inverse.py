@@ -43,7 +43,8 @@ def cube_simulator(*, dt: float = 1e-3, friction: float = 0.5, contact: str = "n
     return Simulator(model, geometry=geom, dt=dt, ground=0.0, friction=friction, contact=contact)
 
 
-@register("cube-throw", "recover the initial twist of a thrown cube from its observed flight, landing and slide")
+@register("cube-throw", "recover the initial twist of a thrown cube from its observed flight, landing and slide",
+          method=None)
 def cube_throw(*, steps: int = 250, every: int = 50, dt: float = 1e-3, contact: str = "ncp", true_twist=None,
                guess_offset=None) -> LeastSquares:
     sim = cube_simulator(dt=dt, contact=contact)
@@ -84,7 +85,8 @@ def cube_throw(*, steps: int = 250, every: int = 50, dt: float = 1e-3, contact: 
                               "bench_state": (np.concatenate((pose, z0)), np.zeros(0))})
 
 
-@register("go1-standing", "Go1 standing: find the joint torques that hold it still on its feet (inverse dynamics)")
+@register("go1-standing", "Go1 standing: find the joint torques that hold it still on its feet (inverse dynamics)",
+          method=None)
 def go1_standing(*, dt: float = 1e-3, contact: str = "ncp", friction: float = 0.8) -> LeastSquares:
     sim = go1_standing_simulator(dt=dt, contact=contact, friction=friction)
     x = go1_standing_state(sim)

@@ -316,7 +316,8 @@ def ur5_box_bench(sim: Simulator, x: np.ndarray, force: float = PRESS_FORCE):
     return u, lam
 
 
-@register("ur5-box", "UR5 arm pushes a 2 kg box 0.1 m along the ground (3-D, 12 dof); 300 steps of 1 ms")
+@register("ur5-box", "UR5 arm pushes a 2 kg box 0.1 m along the ground (3-D, 12 dof); 300 steps of 1 ms",
+          method="ddp", options={"smoothing": "auto", "time_limit": 60.0})
 def ur5_box(*, horizon: int = 300, dt: float = 1e-3, contact: str = "lcp", friction: float = 0.5,
             distance: float = PUSH_DISTANCE, box_weight: float = 1e3, control_weight: float = 1e-4,
             velocity_weight: float = 1e-3) -> OCP:

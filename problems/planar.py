@@ -91,7 +91,8 @@ def _point_cost(sim, idx, fun_grad_hess):
     return FunctionCost(sim, value, derivatives)
 
 
-@register("catapult", "planar 3-link arm bats a box onto the target (2.2, 2.2); 500 steps of 1 ms")
+@register("catapult", "planar 3-link arm bats a box onto the target (2.2, 2.2); 500 steps of 1 ms",
+          method="cem-ddp", options={"time_limit": 40.0})
 def catapult(*, horizon: int = 500, dt: float = 1e-3, target=(2.2, 2.2), control_weight: float = 1e-11,
              contact: str = "lcp") -> OCP:
     """The loss is the squared distance of the box to the target at the last step; a tiny control
@@ -116,7 +117,8 @@ def catapult(*, horizon: int = 500, dt: float = 1e-3, target=(2.2, 2.2), control
                info={"target": target, "bench_state": first_contact_state(sim, x0, horizon)})
 
 
-@register("jump-worm", "planar worm (root cube + 3 tail links) jumps as high as it can; 400 steps of 1 ms")
+@register("jump-worm", "planar worm (root cube + 3 tail links) jumps as high as it can; 400 steps of 1 ms",
+          method="ddp", options={"smoothing": "auto", "time_limit": 60.0})
 def jump_worm(*, horizon: int = 400, dt: float = 1e-3, control_weight: float = 1e-9, contact: str = "lcp") -> OCP:
     sim = jump_worm_simulator(dt=dt, contact=contact)
     x0 = np.zeros(sim.nx)

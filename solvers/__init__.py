@@ -34,12 +34,25 @@ METHODS = {"ddp": solve_ddp, "gn": solve_gn, "shooting": solve_shooting, "ipopt"
            "cem-ddp": solve_cem_ddp, "cem-gn": solve_cem_gn}
 
 
-def solve(ocp, method: str = "ddp", *, smoothing=None, **options) -> Solution:
+def solve(ocp, method: str | None = None, *, smoothing=None, **options) -> Solution:
     """Solve ``ocp`` with ``method``; options go to the method's function.
+
+    ``method=None`` uses the problem's own recipe: ``ocp.default_method`` with
+    ``ocp.default_options`` (a problem built by hand defaults to ``"ddp"``, no options). The
+    problem's options also apply when ``method`` names its default method; options given
+    here win over them.
 
     ``smoothing`` (``"auto"``, a number kappa, a list of them, or None / ``"none"``): solve on
     relaxed contact first and end on hard contact (:mod:`solvers.continuation`).
     """
+    default = getattr(ocp, "default_method", "ddp")
+    if method is None or method == default:
+        defaults = dict(getattr(ocp, "default_options", None) or {})
+        if smoothing is None:
+            smoothing = defaults.pop("smoothing", None)
+        defaults.pop("smoothing", None)
+        options = {**defaults, **options}
+        method = default
     try:
         fn = METHODS[method]
     except KeyError:

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from trajopt.cli import main
 
@@ -98,9 +99,45 @@ def test_seed_reaches_the_stochastic_methods_only(tmp_path, capsys):
 
 
 def test_solve_with_complementarity_aware_gradients(tmp_path, capsys):
-    assert main(["solve", "jump-worm", "--complementarity-aware", "--max-iter", "1", "--horizon", "60",
+    assert main(["solve", "jump-worm", "--complementarity-aware", "--smoothing", "none", "--max-iter", "1", "--horizon", "60",
                  "--no-animation", "--out", str(tmp_path)]) == 0
     summary = json.loads((tmp_path / "jump-worm" / "ddp-aware" / "summary.json").read_text())
     assert summary["complementarity_aware"] is True and summary["method"] == "ddp"
     assert main(["solve", "cartpole", "--method", "cem", "--complementarity-aware"]) == 2
     assert "applies to ddp, gn, cem-ddp and cem-gn" in capsys.readouterr().err
+
+
+def test_list_shows_each_problems_default_method(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line for line in out.splitlines()[1:]}
+    assert "cem-ddp" in rows["catapult"] and "smoothing=auto" in rows["ur5-box"]
+    assert "gauss-newton" in rows["cube-throw"]
+
+
+def test_solve_without_method_uses_the_problems_recipe(tmp_path):
+    import problems
+
+    ocp = problems.load("jump-worm", horizon=40)
+    assert ocp.default_method == "ddp" and ocp.default_options["smoothing"] == "auto"
+    assert main(["solve", "jump-worm", "--horizon", "40", "--max-iter", "1", "--no-animation",
+                 "--out", str(tmp_path)]) == 0
+    summary = json.loads((tmp_path / "jump-worm" / "ddp" / "summary.json").read_text())
+    assert summary["method"] == "ddp+continuation"
+
+
+@pytest.mark.parametrize("value, message", [("-1", "kappa >= 0"), ("nan", "kappa >= 0"), ("soft", "choose 'auto'")])
+def test_bad_smoothing_is_refused_before_solving(value, message, capsys):
+    assert main(["solve", "ur5-box", "--smoothing", value]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "--smoothing" in err
+
+
+def test_smoothing_with_a_gradient_free_method_is_refused(capsys):
+    assert main(["solve", "catapult", "--method", "cem", "--smoothing", "auto"]) == 2
+    assert "cannot use smoothing" in capsys.readouterr().err
+
+
+def test_seed_on_a_deterministic_default_method_is_a_note(tmp_path, capsys):
+    assert main(["solve", "pendulum", "--seed", "3", "--max-iter", "1", "--out", str(tmp_path)]) == 0
+    assert "no effect" in capsys.readouterr().err

@@ -5,8 +5,10 @@
                                                    rollout from the problem's start (or a
                                                    seeded perturbation of it) with zero
                                                    controls; writes a plot of the states
-    trajopt solve PROBLEM [--method M] [--contact lcp|ncp] [--max-iter N] [--out DIR]
-                                                   optimize; writes the solution, summary.json,
+    trajopt solve PROBLEM [--method M] [--smoothing auto|none|KAPPA] [--seed N]
+                      [--contact lcp|ncp] [--max-iter N] [--time-limit S] [--out DIR]
+                                                   optimize (by default with the problem's own
+                                                   method); writes the solution, summary.json,
                                                    convergence / state / control plots and, for
                                                    planar problems, an animation
     trajopt compare PROBLEM [--methods ddp,ipopt,cem] [--time-limit S] [--out DIR]
@@ -60,8 +62,11 @@ def _load(name, **options):
 def cmd_list(args) -> int:
     problems = _problems()
     width = max(len(n) for n in problems.names())
-    for n in problems.names():
-        print(f"{n:<{width}}  {problems.describe(n)}")
+    rows = [(n, problems.recipe(n)) for n in problems.names()]
+    mwidth = max(len(r) for _, r in rows)
+    print(f"{'problem':<{width}}  {'default method':<{mwidth}}  summary")
+    for n, r in rows:
+        print(f"{n:<{width}}  {r:<{mwidth}}  {problems.describe(n)}")
     return 0
 
 
@@ -238,21 +243,26 @@ def cmd_solve(args) -> int:
     problem = _load(args.problem, **options)
     if isinstance(problem, LeastSquares):  # an inverse problem: Gauss-Newton, analytical vs FD Jacobians
         return solve_least_squares(problem, args)
-    if args.method not in METHODS:
-        raise CLIError(f"unknown method {args.method!r}; available: {', '.join(sorted(METHODS))}")
     ocp = problem
-    solver_options = {"verbose": True}
+    method = args.method if args.method is not None else ocp.default_method
+    if method not in METHODS:
+        raise CLIError(f"unknown method {method!r}; available: {', '.join(sorted(METHODS))}")
+    # the problem's recipe applies when its method is used; the command line wins over it
+    recipe = dict(ocp.default_options) if method == ocp.default_method else {}
+    smoothing = _smoothing_option(args.smoothing, method, ocp, recipe.pop("smoothing", None))
+    solver_options = {**recipe, "verbose": True}
     if args.max_iter is not None:
         solver_options["max_iter"] = args.max_iter
     if args.time_limit is not None:
         solver_options["time_limit"] = args.time_limit
-    name = args.method
+    name = method
     if args.complementarity_aware:
-        if args.method not in ("ddp", "gn", "cem-ddp", "cem-gn"):
-            raise CLIError(f"--complementarity-aware applies to ddp, gn, cem-ddp and cem-gn, not {args.method!r}")
+        if method not in ("ddp", "gn", "cem-ddp", "cem-gn"):
+            raise CLIError(f"--complementarity-aware applies to ddp, gn, cem-ddp and cem-gn, not {method!r}")
         solver_options["complementarity_aware"] = True
-        name = f"{args.method}-aware"
-    sol = solve(ocp, method=args.method, **solver_options, **_seed_option(args.method, args))
+        name = f"{method}-aware"
+    solver_options.update(_seed_option(method, args, explicit=args.method is not None))
+    sol = solve(ocp, method=method, smoothing=smoothing if smoothing is not None else "none", **solver_options)
     out = os.path.join(args.out, args.problem, name)
     summary = write_solution(ocp, sol, problem=args.problem, contact=args.contact, out_dir=out,
                              animate=not args.no_animation,
@@ -315,20 +325,42 @@ def _solve_options(s, *, time_limit):
                    help="stop each solve after this many seconds" + (f" (default {time_limit:g})" if time_limit else ""))
     s.add_argument("--horizon", type=int, default=None, help="number of steps (default: the problem's)")
     s.add_argument("--seed", type=int, default=None,
-                   help="random seed of the stochastic methods (cem, cem-ddp, cem-gn; default 0)")
+                   help="random seed of the stochastic methods (cem, cem-ddp, cem-gn; default 0, so every run "
+                        "is deterministic)")
     s.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT}/)")
 
 
 STOCHASTIC = ("cem", "cem-ddp", "cem-gn")
 
 
-def _seed_option(method, args) -> dict:
-    """``{"seed": N}`` for a stochastic method when ``--seed`` was given; a deterministic one refuses it."""
+def _seed_option(method, args, *, explicit: bool = True) -> dict:
+    """``{"seed": N}`` for a stochastic method when ``--seed`` was given. A deterministic method
+    named on the command line refuses it; a problem's deterministic default method notes that
+    the seed changes nothing (so ``--seed N`` works on every problem)."""
     if args.seed is None:
         return {}
     if method not in STOCHASTIC:
-        raise CLIError(f"--seed applies to the stochastic methods ({', '.join(STOCHASTIC)}), not {method!r}")
+        if explicit:
+            raise CLIError(f"--seed applies to the stochastic methods ({', '.join(STOCHASTIC)}), not {method!r}")
+        print(f"note: --seed {args.seed} has no effect: {args.problem}'s default method {method} is deterministic",
+              file=sys.stderr)
+        return {}
     return {"seed": args.seed}
+
+
+def _smoothing_option(value, method, ocp, default):
+    """The ``smoothing=`` of ``--smoothing`` (``auto``, ``none`` or a number kappa), checked
+    before any solving: a bad value or a method that cannot use it is a CLIError."""
+    from solvers.continuation import check_smoothing, resolve_schedule
+
+    if value is None:
+        return default
+    try:
+        check_smoothing(method, value)
+        resolve_schedule(ocp.dynamics, value)
+    except (ValueError, TypeError) as exc:
+        raise CLIError(f"--smoothing {value}: {exc}") from None
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -347,7 +379,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_simulate)
 
     s = sub.add_parser("solve", help="optimize a problem and save the solution, its summary and plots")
-    s.add_argument("--method", default="ddp", help="solver (default: ddp)")
+    s.add_argument("--method", default=None,
+                   help="solver (default: the problem's own method and options; see trajopt list)")
+    s.add_argument("--smoothing", default=None, metavar="auto|none|KAPPA",
+                   help="solve on relaxed contact first and end on hard contact: 'auto' (a schedule scaled to "
+                        "the robot), 'none', or one kappa > 0 in J (default: the problem's)")
     _solve_options(s, time_limit=None)
     s.add_argument("--no-animation", action="store_true", help="skip the GIF of planar problems")
     s.add_argument("--complementarity-aware", action="store_true",

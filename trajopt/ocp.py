@@ -26,6 +26,8 @@ class OCP:
     when it has them (torque limits), else unbounded. ``us_init`` is the initial
     guess for solvers (default: zeros clipped into the bounds). ``metrics`` maps
     ``(xs, us)`` to the problem's own figures (e.g. ``distance_to_target``).
+    ``default_method`` and ``default_options`` (e.g. ``{"smoothing": "auto", "time_limit": 60}``)
+    are what ``solvers.solve(ocp)`` uses when no method is named: the problem's own recipe.
     """
 
     dynamics: object
@@ -39,6 +41,8 @@ class OCP:
     us_init: np.ndarray | None = None
     metrics: Callable[[np.ndarray, np.ndarray], dict] | None = None
     info: dict = field(default_factory=dict)
+    default_method: str = "ddp"
+    default_options: dict = field(default_factory=dict)
 
     def __post_init__(self):
         check_dynamics(self.dynamics)
@@ -71,6 +75,9 @@ class OCP:
         self.u_upper = np.full(nu, np.inf) if hi is None else np.broadcast_to(np.asarray(hi, float), (nu,)).copy()
         if np.any(self.u_lower > self.u_upper):
             raise ValueError(f"control bounds cross: lower {self.u_lower} > upper {self.u_upper}")
+        if not isinstance(self.default_method, str):
+            raise TypeError(f"default_method must be a method name, got {self.default_method!r}")
+        self.default_options = dict(self.default_options)
         if self.us_init is None:
             self.us_init = np.clip(np.zeros((self.horizon, nu)), self.u_lower, self.u_upper)
         else:
