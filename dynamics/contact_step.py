@@ -40,6 +40,8 @@ the Delassus matrix (``contact._kernels.implicit_velocity_jacobian_ncp``).
 
 from __future__ import annotations
 
+import warnings
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -133,6 +135,7 @@ class ContactModel:
             raise ValueError("contact='relaxed' needs smoothing > 0 (kappa = 0 is contact='ncp')")
         self.contact = contact
         self.kappa = float(smoothing)
+        self.relaxed_fallbacks = 0  # relaxed steps that fell back to hard contact (see solve)
         self.smoothing_distance = float(smoothing_distance)
         #: the friction barrier's tangent blocks: whole contacts (cone) or single rows (pyramid)
         self.cone = contact in ("ncp", "relaxed")
@@ -213,13 +216,22 @@ class ContactModel:
                                      weight=weight, dweight=dweight, kappa=self.kappa)
             sol = rsol = solve_relaxed(relaxed, guess=previous.lam if same and previous.relaxed is not None
                                        else None)
-            if not sol.converged:
-                raise RuntimeError(f"the relaxed contact solve did not converge (residual {sol.residual:.3g} "
-                                   f"after {sol.iterations} Newton iterations, kappa {self.kappa:g})")
-            lcp = groups = signs = None
-            modes = np.zeros(len(sol.lam), dtype=np.int64)
-        elif self.contact == "ncp":
-            if same:
+            if sol.converged:
+                lcp = groups = signs = None
+                modes = np.zeros(len(sol.lam), dtype=np.int64)
+            else:
+                # No point on the central path was found (seen on rank-deficient, nearly infeasible
+                # problems: redundant joint limits pushed against a contact). This step is taken with
+                # hard contact instead -- its state and its Jacobians, consistently -- and counted.
+                self.relaxed_fallbacks += 1
+                if self.relaxed_fallbacks == 1:
+                    warnings.warn(f"relaxed contact (kappa {self.kappa:g}): the central-path solve did not converge "
+                                  f"(residual {sol.residual:.3g}); such steps use hard contact "
+                                  "(counted in ContactModel.relaxed_fallbacks)", RuntimeWarning, stacklevel=2)
+                relaxed = rsol = None
+        hard_same = same and previous.relaxed is None  # a warm start from the same hard model
+        if rsol is None and self.cone:
+            if hard_same:
                 groups = previous.groups
             else:
                 nlim = len(limit_rows)
@@ -227,11 +239,11 @@ class ContactModel:
                 size = np.concatenate((np.full(nc, r), np.ones(nlim))).astype(np.int64)
                 mu = np.concatenate((np.full(nc, self.friction), np.zeros(nlim)))
                 groups = (start, size, mu)
-            sol = solve_ncp(A, b, *groups, guess=(previous.modes, previous.lam, previous.dirs) if same else None)
+            sol = solve_ncp(A, b, *groups, guess=(previous.modes, previous.lam, previous.dirs) if hard_same else None)
             lcp, signs = None, None
             modes = np.asarray(sol.modes)
-        else:
-            if same:  # same rows as the last step: reuse the LCP's structure and warm-start
+        elif rsol is None:
+            if hard_same:  # same rows as the last step: reuse the LCP's structure and warm-start
                 lcp = previous.lcp.with_values(A, b)
             else:
                 normal_of = np.full(m, -1, dtype=np.intp)
@@ -241,7 +253,7 @@ class ContactModel:
                     normal_of[idx + t] = idx
                     mu[idx + t] = self.friction
                 lcp = BoxedLCP(A=A, b=b, normal_of=normal_of, mu=mu)
-            sol = solve_lcp(lcp, guess=(previous.modes, previous.signs) if same else None)
+            sol = solve_lcp(lcp, guess=(previous.modes, previous.signs) if hard_same else None)
             groups, signs = None, np.asarray(sol.signs)
             modes = np.asarray(sol.modes)
         lam = sol.lam if rsol is not None else sol.x

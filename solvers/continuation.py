@@ -25,6 +25,7 @@ controls.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import time
 from collections.abc import Sequence
@@ -71,6 +72,15 @@ def resolve_schedule(dynamics, smoothing) -> list[float]:
     if not out or out[-1] != 0.0:
         out.append(0.0)
     return out
+
+
+def _accepted(fn, options: dict) -> dict:
+    """The ``options`` that ``fn`` takes: a hybrid's later stages run its local method, which
+    has no use for the search's options (``seed``, ``population``, ...)."""
+    params = inspect.signature(fn).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return options
+    return {k: v for k, v in options.items() if k in params}
 
 
 def check_smoothing(method: str, smoothing) -> None:
@@ -121,12 +131,20 @@ def solve_continuation(ocp, method: str, methods: dict, smoothing="auto", *, tim
             if callback is not None:
                 callback(dict(info, time=info["time"] + offset, iteration=info["iteration"] + start, kappa=kappa))
 
-        sol = methods[name](stage_ocp, us_init=us, time_limit=budget, verbose=verbose, callback=shifted, **options)
+        stage_options = options if name == method else _accepted(methods[name], options)
+        sol = methods[name](stage_ocp, us_init=us, time_limit=budget, verbose=verbose, callback=shifted,
+                            **stage_options)
         history.extend(dict(h, stage=k, kappa=kappa, time=h["time"] + offset, iteration=start + i)
                        for i, h in enumerate(sol.history))
-        us = sol.us
         entry = {"kappa": kappa, "method": name, "status": sol.status.value, "iterations": sol.iterations,
                  "time": sol.wall_time, "cost": sol.cost}
+        if sol.status == Status.FAILED and kappa > 0:
+            # a smoothed stage that failed (e.g. its dynamics diverged) is skipped: the next stage
+            # starts from the controls this one started from
+            entry["error"] = sol.info.get("message", "failed")
+            stages.append(entry)
+            continue
+        us = sol.us
         if kappa > 0:
             try:
                 entry["hard_cost"] = hard.cost(hard.rollout(us), us)
@@ -134,12 +152,12 @@ def solve_continuation(ocp, method: str, methods: dict, smoothing="auto", *, tim
                 entry["hard_cost"] = math.inf
                 entry["error"] = str(exc)
         stages.append(entry)
-        if sol.status in (Status.INTERRUPTED, Status.FAILED) and kappa > 0:
+        if sol.status == Status.INTERRUPTED and kappa > 0:
             break  # end on hard contact with what we have
     if schedule[-1] == 0.0 and (not stages or stages[-1]["kappa"] != 0.0):
-        # interrupted or failed while smoothed: the answer is still judged on hard contact
+        # interrupted or out of time while smoothed: the answer is still judged on hard contact
         xs = hard.rollout(us)
-        status = sol.status if sol.status in (Status.INTERRUPTED, Status.FAILED) else Status.MAX_ITERATIONS
+        status = Status.INTERRUPTED if sol.status == Status.INTERRUPTED else Status.MAX_ITERATIONS
         info = dict(sol.info, stages=stages, message="stopped before the hard-contact stage; the result is "
                     "the last smoothed controls simulated with hard contact")
         return Solution(xs, us, hard.cost(xs, us), history, status, f"{method}+continuation",

@@ -121,3 +121,27 @@ def test_smoothing_needs_dynamics_that_can_relax(push):
 
     with pytest.raises(TypeError, match="with_smoothing"):
         resolve_schedule(Plain(), "auto")
+
+
+def test_a_hybrid_with_smoothing_takes_its_search_options_to_the_first_stage_only(push):
+    sol = solve(push, "cem-ddp", smoothing=[1.0], seed=3, population=8, cem_iterations=1, max_iter=5, verbose=False)
+    assert [s["method"] for s in sol.info["stages"]] == ["cem-ddp", "ddp"]
+    assert np.allclose(sol.xs, push.rollout(sol.us), atol=1e-12, rtol=0)
+
+
+def test_a_failed_smoothed_stage_is_skipped_and_the_solve_still_ends_on_hard_contact(push):
+    from solvers import METHODS
+    from solvers.continuation import solve_continuation
+    from trajopt.solution import Solution
+
+    def fails_when_smoothed(ocp, **options):
+        if ocp.dynamics.smoothing > 0:
+            us = options["us_init"]
+            return Solution(ocp.rollout(us) * np.nan, us, np.inf, [], Status.FAILED, "ddp", 0.0,
+                            {"message": "diverged"})
+        return METHODS["ddp"](ocp, **options)
+
+    sol = solve_continuation(push, "ddp", {"ddp": fails_when_smoothed}, [1.0, 0.1], max_iter=3, verbose=False)
+    assert [s["status"] for s in sol.info["stages"]][:2] == ["failed", "failed"]
+    assert sol.info["stages"][-1]["kappa"] == 0.0 and sol.status != Status.FAILED
+    assert np.all(np.isfinite(sol.xs))
