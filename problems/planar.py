@@ -93,10 +93,13 @@ def _point_cost(sim, idx, fun_grad_hess):
 
 @register("catapult", "planar 3-link arm bats a box onto the target (2.2, 2.2); 500 steps of 1 ms",
           method="cem-ddp", options={"time_limit": 40.0})
-def catapult(*, horizon: int = 500, dt: float = 1e-3, target=(2.2, 2.2), control_weight: float = 1e-11,
+def catapult(*, horizon: int = 500, dt: float = 1e-3, target=(2.2, 2.2), control_weight: float = 1e-14,
              contact: str = "lcp") -> OCP:
     """The loss is the squared distance of the box to the target at the last step; a tiny control
-    regularization (``control_weight`` |u|^2 per step, 1e-11) only keeps DDP's Quu invertible."""
+    regularization (``control_weight`` |u|^2 per step) only keeps DDP's Quu invertible. It must stay
+    negligible next to the task's tolerance: a bat uses some 300 N m on 3 joints for 500 steps,
+    1.4e8 (N m)^2, so 1e-14 weighs like (1.2 mm)^2 of miss. (With 1e-11, like (3.7 cm)^2, DDP's
+    optimum stopped 1.1-1.2 cm short of the target on seeds 0 and 9.)"""
     sim = catapult_simulator(dt=dt, contact=contact)
     target = np.asarray(target, dtype=float)
     x0 = np.zeros(sim.nx)

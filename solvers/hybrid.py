@@ -6,7 +6,7 @@ single-shooting Gauss-Newton does not move at all (the box rests on the arm:
 the final position barely depends on the torques), while a few cheap
 cross-entropy iterations land in a basin that either gradient method then
 descends to millimetres. When the local method stalls at a kink, another
-round of CEM samples around the best answer so far. The history is the CEM
+round starts a fresh search with a new seed (the basin was the wrong one). The history is the CEM
 iterations followed by the local solver's, round after round, on one clock.
 """
 
@@ -21,20 +21,25 @@ from .ddp import solve_ddp
 from .gn import solve_gn
 
 LOCAL = {"ddp": solve_ddp, "gn": solve_gn}
+#: a local method whose line search accepts only steps below this (``alpha``) while the cost
+#: barely falls is crawling along a kink (contact events changing), not converging
+KINK_STEP = 0.1
 
 
 def solve_cem_then(ocp, local: str, *, cem_iterations: int = 2, population: int = 16, knots: int = 8,
-                   sigma_init: float = 0.3, seed: int = 0, rounds: int = 3, max_iter: int = 200,
-                   time_limit: float | None = None, verbose: bool = True, callback=None, us_init=None,
-                   **local_options) -> Solution:
+                   sigma_init: float = 0.3, seed: int = 0, rounds: int = 10, max_iter: int = 200,
+                   chunk: int = 5, min_progress: float = 1e-2, time_limit: float | None = None,
+                   verbose: bool = True, callback=None, us_init=None, **local_options) -> Solution:
     """``cem_iterations`` of CEM (``population`` samples, ``knots`` control knots), then the
     ``local`` method (``"ddp"`` or ``"gn"``) from its best controls until it converges, stops
     after ``max_iter`` iterations or the ``time_limit`` (total seconds) runs out.
 
     When the local method STALLS (no step decreases the cost: a kink where the contact
-    events change), up to ``rounds`` rounds in all start again: CEM samples around the best
-    answer so far (a new seed), the local method descends from CEM's best. The answer is the
-    best over all rounds.
+    events change) or crawls (line-search steps all below ``KINK_STEP`` while its cost falls
+    by less than ``min_progress``, relative, over ``chunk`` iterations: a kink), up to ``rounds`` rounds in all
+    start again, time permitting: a fresh CEM search from the initial guess with the next seed
+    (a search around a kink's controls stays in its basin: measured on the catapult), the local
+    method descends from CEM's best. The answer is the best over all rounds.
     """
     if local not in LOCAL:
         raise ValueError(f"unknown local method {local!r}; available: {', '.join(sorted(LOCAL))}")
@@ -57,12 +62,14 @@ def solve_cem_then(ocp, local: str, *, cem_iterations: int = 2, population: int 
         if callback is not None:
             callback(dict(info, time=info["time"] + offset, iteration=info["iteration"] + len(history)))
 
+    if chunk < 1 or not 0.0 <= min_progress < 1.0:
+        raise ValueError(f"chunk must be >= 1 and min_progress in [0, 1), got {chunk}, {min_progress}")
     for r in range(rounds):
         remaining = None if time_limit is None else time_limit - now()
         if remaining is not None and remaining <= 0:
             break
         offset = now()
-        cem = solve_cem(ocp, us_init=us_init if best is None else best.us, max_iter=cem_iterations,
+        cem = solve_cem(ocp, us_init=us_init, max_iter=cem_iterations,
                         population=population, knots=knots, sigma_init=sigma_init, seed=seed + r, verbose=verbose,
                         callback=shifted, time_limit=remaining)
         merge(cem.history, "cem", r, offset)
@@ -70,14 +77,11 @@ def solve_cem_then(ocp, local: str, *, cem_iterations: int = 2, population: int 
             best = best if best is not None and best.cost <= cem.cost else cem
             return Solution(best.xs, best.us, best.cost, history, Status.INTERRUPTED, f"cem-{local}", now(),
                             {"cem_cost": cem.cost, "rounds": r + 1})
-        offset = now()
-        remaining = None if time_limit is None else max(time_limit - offset, 0.0)
-        sol = LOCAL[local](ocp, us_init=cem.us, max_iter=max_iter, time_limit=remaining, verbose=verbose,
-                           callback=shifted, **local_options)
-        merge(sol.history, local, r, offset)
+        sol, stalled = _descend(ocp, LOCAL[local], cem.us, cem.cost, max_iter, chunk, min_progress, time_limit, now,
+                                lambda h, offset: merge(h, local, r, offset), verbose, shifted, local_options)
         if best is None or sol.cost < best.cost:
             best = sol
-        if sol.status != Status.STALLED:
+        if not stalled:
             break
     return Solution(best.xs, best.us, best.cost, history, best.status, f"cem-{local}", now(),
                     {"cem_cost": cem.cost, "rounds": r + 1, **best.info})
@@ -91,3 +95,30 @@ def solve_cem_ddp(ocp, **options) -> Solution:
 def solve_cem_gn(ocp, **options) -> Solution:
     """CEM, then single-shooting Gauss-Newton (:func:`solve_cem_then` with ``local="gn"``)."""
     return solve_cem_then(ocp, "gn", **options)
+
+
+def _descend(ocp, fn, us, cost, max_iter, chunk, min_progress, time_limit, now, merge, verbose, callback, options):
+    """The local method from ``us`` in runs of ``chunk`` iterations, each from the last one's controls,
+    until it converges, stalls, crawls (cost down by less than ``min_progress`` over a run), runs
+    out of iterations or time. Returns ``(solution, stalled)``; a crawl counts as a stall."""
+    done = 0
+    sol = None
+    while done < max_iter:
+        offset = now()
+        remaining = None if time_limit is None else max(time_limit - offset, 0.0)
+        before = cost if sol is None else sol.cost
+        run = fn(ocp, us_init=us, max_iter=min(chunk, max_iter - done), time_limit=remaining, verbose=verbose,
+                 callback=callback, **options)
+        merge(run.history, offset)
+        done += max(run.iterations, 1)
+        if sol is None or run.cost <= sol.cost:
+            sol = run
+        us = sol.us
+        if run.status != Status.MAX_ITERATIONS:
+            return sol, run.status == Status.STALLED
+        if remaining is not None and now() >= time_limit:
+            return sol, False
+        steps = [h["alpha"] for h in run.history if "alpha" in h]
+        if steps and max(steps) < KINK_STEP and before - run.cost < min_progress * abs(before):
+            return sol, True
+    return sol, False

@@ -92,3 +92,32 @@ def test_interrupting_the_search_stops_a_hybrid_with_what_it_found():
     sol = solve(ocp, method="cem-gn", cem_iterations=3, population=8, callback=stop, verbose=False)
     assert sol.status == Status.INTERRUPTED and [h["stage"] for h in sol.history] == ["cem"]
     assert np.all(np.isfinite(sol.xs)) and sol.cost <= ocp.cost(ocp.rollout(ocp.us_init), ocp.us_init)
+
+
+def _fake_local(costs, alphas, status=None):
+    """A local method whose successive runs return ``costs`` with line-search steps ``alphas``."""
+    from trajopt.solution import Solution, Status
+
+    runs = iter(zip(costs, alphas))
+
+    def fn(ocp, *, us_init, max_iter, **_):
+        cost, alpha = next(runs)
+        hist = [{"iteration": i, "cost": cost, "alpha": alpha, "time": 0.0} for i in range(max_iter)]
+        return Solution(None, us_init, cost, hist, status or Status.MAX_ITERATIONS, "fake", 0.0, {})
+
+    return fn
+
+
+@pytest.mark.parametrize("costs, alphas, crawls", [
+    ((1.0, 0.999), (0.01, 0.01), True),    # tiny steps, cost barely falls: a kink
+    ((1.0, 0.5, 0.1), (0.01, 0.01, 1.0), False),  # small steps but real progress
+    ((1.0, 0.9999, 0.9998), (1.0, 1.0, 1.0), False),  # full steps: converging slowly, not a kink
+])
+def test_the_hybrid_tells_a_crawl_along_a_kink_from_progress(costs, alphas, crawls):
+    from solvers.hybrid import _descend
+
+    fn = _fake_local(costs, alphas)
+    sol, stalled = _descend(None, fn, np.zeros(1), 2.0, 5 * len(costs), 5, 1e-2, None, lambda: 0.0,
+                            lambda h, o: None, False, None, {})
+    assert stalled is crawls
+    assert sol.cost == (costs[1] if crawls else costs[-1])
