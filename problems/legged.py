@@ -319,8 +319,13 @@ def ur5_box_bench(sim: Simulator, x: np.ndarray, force: float = PRESS_FORCE):
 @register("ur5-box", "UR5 arm pushes a 2 kg box 0.1 m along the ground (3-D, 12 dof); 300 steps of 1 ms",
           method="ddp", options={"smoothing": "auto", "time_limit": 60.0})
 def ur5_box(*, horizon: int = 300, dt: float = 1e-3, contact: str = "lcp", friction: float = 0.5,
-            distance: float = PUSH_DISTANCE, box_weight: float = 1e3, control_weight: float = 1e-4,
+            distance: float = PUSH_DISTANCE, box_weight: float = 1e4, control_weight: float = 1e-4,
             velocity_weight: float = 1e-3) -> OCP:
+    """Push the box ``distance`` along +x: terminal cost ``box_weight (x_box - target)^2``, running
+    costs on torques (from gravity compensation) and velocities. ``box_weight`` 1e4 makes the push's
+    optimum land within ~2 mm (measured: 0.05, 0.1, 0.15 m, LCP and NCP); with 1e3 the effort terms
+    win 1.4 cm short. The fingertip starts 2 cm from the box: hard contact gives no gradient
+    towards it, so the recipe solves with smoothing."""
     sim = ur5_box_simulator(dt=dt, contact=contact, friction=friction)
     x0 = ur5_box_start_state(sim)
     u0 = pin.computeGeneralizedGravity(sim.model, sim.model.createData(), x0[: sim.nq])[sim.actuated_dofs].copy()
