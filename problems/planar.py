@@ -121,7 +121,7 @@ def catapult(*, horizon: int = 500, dt: float = 1e-3, target=(2.2, 2.2), control
 
 
 @register("jump-worm", "planar worm (root cube + 3 tail links) jumps as high as it can; 400 steps of 1 ms",
-          method="ddp", options={"smoothing": "auto", "time_limit": 60.0})
+          method="cem-ddp", options={"time_limit": 60.0})
 def jump_worm(*, horizon: int = 400, dt: float = 1e-3, control_weight: float = 1e-9, contact: str = "lcp") -> OCP:
     sim = jump_worm_simulator(dt=dt, contact=contact)
     x0 = np.zeros(sim.nx)

@@ -73,7 +73,7 @@ def test_solve_writes_solution_summary_and_plots(tmp_path, capsys):
 
 
 def test_solve_planar_contact_problem_writes_an_animation(tmp_path):
-    assert main(["solve", "jump-worm", "--max-iter", "1", "--horizon", "40", "--contact", "ncp",
+    assert main(["solve", "jump-worm", "--method", "ddp", "--max-iter", "1", "--horizon", "40", "--contact", "ncp",
                  "--out", str(tmp_path)]) == 0
     out = tmp_path / "jump-worm" / "ddp"
     assert json.loads((out / "summary.json").read_text())["contact"] == "ncp"
@@ -99,7 +99,7 @@ def test_seed_reaches_the_stochastic_methods_only(tmp_path, capsys):
 
 
 def test_solve_with_complementarity_aware_gradients(tmp_path, capsys):
-    assert main(["solve", "jump-worm", "--complementarity-aware", "--smoothing", "none", "--max-iter", "1", "--horizon", "60",
+    assert main(["solve", "jump-worm", "--method", "ddp", "--complementarity-aware", "--max-iter", "1", "--horizon", "60",
                  "--no-animation", "--out", str(tmp_path)]) == 0
     summary = json.loads((tmp_path / "jump-worm" / "ddp-aware" / "summary.json").read_text())
     assert summary["complementarity_aware"] is True and summary["method"] == "ddp"
@@ -118,11 +118,10 @@ def test_list_shows_each_problems_default_method(capsys):
 def test_solve_without_method_uses_the_problems_recipe(tmp_path):
     import problems
 
-    ocp = problems.load("jump-worm", horizon=40)
+    ocp = problems.load("ur5-box", horizon=20)
     assert ocp.default_method == "ddp" and ocp.default_options["smoothing"] == "auto"
-    assert main(["solve", "jump-worm", "--horizon", "40", "--max-iter", "1", "--no-animation",
-                 "--out", str(tmp_path)]) == 0
-    summary = json.loads((tmp_path / "jump-worm" / "ddp" / "summary.json").read_text())
+    assert main(["solve", "ur5-box", "--horizon", "20", "--max-iter", "1", "--out", str(tmp_path)]) == 0
+    summary = json.loads((tmp_path / "ur5-box" / "ddp" / "summary.json").read_text())
     assert summary["method"] == "ddp+continuation"
 
 
