@@ -4,7 +4,8 @@ LCP (:mod:`contact.lcp`), the Coulomb NCP (:mod:`contact.ncp`) and the relaxed m
 (:mod:`contact.relaxed`), each with ``solve`` and the optimality residual every implicit
 derivative comes from."""
 
-from contact.adapter import ContactAdapter, Linearization, RowLayout, lambda_jacobian
+from contact.adapter import (ContactAdapter, Linearization, RowLayout, fixed_impulse_velocity_derivative,
+                             lambda_jacobian, velocity_jacobian)
 from contact.lcp import LCPAdapter
 from contact.ncp import NCPAdapter
 from contact.relaxed import RelaxedAdapter
@@ -13,7 +14,7 @@ from contact.relaxed import RelaxedAdapter
 CONTACT_MODELS = ("lcp", "ncp", "relaxed")
 
 __all__ = ["CONTACT_MODELS", "ContactAdapter", "LCPAdapter", "Linearization", "NCPAdapter", "RelaxedAdapter",
-           "RowLayout", "adapter", "lambda_jacobian"]
+           "RowLayout", "adapter", "fixed_impulse_velocity_derivative", "lambda_jacobian", "velocity_jacobian"]
 
 
 def adapter(contact: str, *, smoothing: float = 0.0, smoothing_distance: float = 0.05) -> ContactAdapter:

@@ -88,26 +88,83 @@ class Linearization:
 
 
 @njit(cache=True)
-def _lstsq(E, R):
-    return np.linalg.lstsq(E, R, RANK_RTOL)[0]
+def _solve_reduced(E, Fc, Fphi, dc, dphi, regular):
+    """``dz`` (z, ncols) of ``E dz = -(Fc dc + Fphi dphi)`` (``Fphi`` with no rows: no distance term)."""
+    rhs = Fc @ dc
+    if Fphi.shape[0]:
+        rhs += Fphi @ dphi
+    rhs = -rhs
+    if regular:
+        return np.linalg.solve(E, rhs)
+    return np.ascontiguousarray(np.linalg.lstsq(E, rhs, RANK_RTOL)[0])
+
+
+@njit(cache=True)
+def _implicit_velocity(E, Fc, Fphi, dc, dphi, regular, P, unknowns, MJt, G):
+    """``G + MJt dlambda`` with ``dlambda = P dz`` (``P`` with no columns: ``dlambda[unknowns] = dz``)."""
+    dz = np.ascontiguousarray(_solve_reduced(E, Fc, Fphi, dc, dphi, regular))
+    if P.shape[1]:
+        W = MJt @ P
+    else:
+        W = np.empty((MJt.shape[0], unknowns.shape[0]))
+        for a in range(unknowns.shape[0]):
+            W[:, a] = MJt[:, unknowns[a]]
+    return G + W @ dz
+
+
+_NO_ROWS = np.zeros((0, 0))
+
+
+def _arrays(lin: Linearization, dc, dphi):
+    c = np.ascontiguousarray
+    m = lin.Fc.shape[1]
+    no = np.zeros((0, m))
+    if lin.Fphi is None:
+        Fphi, dphi = no, np.zeros((0, dc.shape[1]))
+    else:
+        Fphi, dphi = c(lin.Fphi), c(dphi)
+    return c(lin.E), c(lin.Fc), Fphi, c(dc), dphi, bool(lin.regular)
 
 
 def lambda_jacobian(lin: Linearization, dc: np.ndarray, dphi: np.ndarray | None = None) -> np.ndarray:
     """``dlambda/dtheta`` (m, ncols) from ``dc = dc/dtheta`` at fixed impulses (m, ncols) and, for a
     model whose residual depends on the distances, ``dphi = dphi/dtheta`` (m, ncols, normal rows)."""
-    m = lin.Fc.shape[1]
-    out = np.zeros((m, dc.shape[1]))
+    out = np.zeros((lin.Fc.shape[1], dc.shape[1]))
     if lin.E.shape[0] == 0:
         return out
-    rhs = lin.Fc @ dc
-    if lin.Fphi is not None:
-        rhs += lin.Fphi @ dphi
-    rhs = -rhs
-    X = np.linalg.solve(lin.E, rhs) if lin.regular else _lstsq(np.ascontiguousarray(lin.E), rhs)
+    dz = _solve_reduced(*_arrays(lin, dc, dphi))
     if lin.P is not None:
-        return lin.P @ X
-    out[lin.unknowns] = X
+        return lin.P @ dz
+    out[lin.unknowns] = dz
     return out
+
+
+def velocity_jacobian(lin: Linearization, dc: np.ndarray, dphi: np.ndarray | None, MJt: np.ndarray,
+                      G: np.ndarray) -> np.ndarray:
+    """``G + MJt dlambda/dtheta`` (nv, ncols): :func:`lambda_jacobian` mapped to velocities by
+    ``MJt = M^-1 J^T`` (nv, m) in one compiled call (the step's hot path)."""
+    if lin.E.shape[0] == 0:
+        return G.copy()
+    P = _NO_ROWS if lin.P is None else np.ascontiguousarray(lin.P)
+    return _implicit_velocity(*_arrays(lin, dc, dphi), P, np.asarray(lin.unknowns, dtype=np.int64),
+                              np.ascontiguousarray(MJt), np.ascontiguousarray(G))
+
+
+@njit(cache=True)
+def fixed_impulse_velocity_derivative(J, G, rows, slope, dJv):
+    """``dc/dtheta`` (m, ncols) of the contact velocities ``c = J v+`` at fixed impulses: ``J G`` plus,
+    on the q-columns (the first nv), ``slope * J`` on the distance rows ``rows`` and ``dJv`` (the
+    kinematic term ``d(J w)/dq`` at ``w = v+``) on the first ``dJv.shape[0]`` (contact) rows."""
+    nv = J.shape[1]
+    dc = J @ G
+    for a in range(rows.shape[0]):
+        i = rows[a]
+        for k in range(nv):
+            dc[i, k] += slope[a] * J[i, k]
+    for i in range(dJv.shape[0]):
+        for k in range(nv):
+            dc[i, k] += dJv[i, k]
+    return dc
 
 
 class ContactAdapter(Protocol):

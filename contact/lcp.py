@@ -122,6 +122,7 @@ import enum
 from dataclasses import dataclass, field
 
 import numpy as np
+from numba import njit
 from scipy.linalg import lapack as _lapack
 
 from .adapter import Linearization
@@ -522,13 +523,21 @@ def _solve_small(K: np.ndarray, r: np.ndarray) -> np.ndarray:
 
 def _masks(lcp: BoxedLCP, modes: np.ndarray, signs: np.ndarray):
     """Clamping-row and bounded-row masks of an active set, in normal form."""
-    cl = (modes == _CLAMP) | (modes == _TIED)
-    act = cl.take(lcp._k)
-    act &= lcp._carry
-    bm = modes == _BOUND
-    bm &= act
-    bm &= signs != 0
-    act &= cl
+    return _masks_kernel(lcp._k, lcp._carry, modes, signs)
+
+
+@njit(cache=True)
+def _masks_kernel(k, carry, modes, signs):
+    n = modes.shape[0]
+    cl = np.empty(n, dtype=np.bool_)
+    for i in range(n):
+        cl[i] = modes[i] == _CLAMP or modes[i] == _TIED
+    act = np.empty(n, dtype=np.bool_)
+    bm = np.empty(n, dtype=np.bool_)
+    for i in range(n):
+        a = cl[k[i]] and carry[i]
+        bm[i] = a and modes[i] == _BOUND and signs[i] != 0
+        act[i] = a and cl[i]
     return act, bm
 
 
@@ -540,20 +549,37 @@ def _reduced(lcp: BoxedLCP, cm, bm, signs):
     ``w_C = K x_C + b_C`` with ``K = A_C P = A_CC + A_CB E``. The one definition behind the
     active-set solve (:func:`_solve_masks`) and the implicit Jacobian (:meth:`LCPAdapter.linearize`).
     """
-    n = lcp.n
+    C, P, K, bounded = _reduced_kernel(lcp.A, lcp._k, lcp.mu, cm, bm, signs)
+    return C, (P if bounded else None), K
+
+
+@njit(cache=True)
+def _reduced_kernel(A, k, mu, cm, bm, signs):
+    n = A.shape[0]
     C = np.flatnonzero(cm)
-    nc = C.size
-    AC = lcp.A.take(C, 0)
-    if bm.any():
-        B = np.flatnonzero(bm)
-        pos = np.empty(n, dtype=np.intp)
-        ar = np.arange(nc)
-        pos[C] = ar
-        P = np.zeros((n, nc))  # x = P x_C
-        P[C, ar] = 1.0
-        P[B, pos[lcp._k.take(B)]] = np.sign(signs.take(B)) * lcp.mu.take(B)
-        return C, P, AC @ P
-    return C, None, AC.take(C, 1)
+    nc = C.shape[0]
+    AC = np.empty((nc, n))
+    for a in range(nc):
+        AC[a] = A[C[a]]
+    P = np.zeros((n, nc))
+    bounded = False
+    for i in range(n):
+        if bm[i]:
+            bounded = True
+    if not bounded:
+        K = np.empty((nc, nc))
+        for a in range(nc):
+            for c in range(nc):
+                K[a, c] = AC[a, C[c]]
+        return C, P, K, False
+    pos = np.empty(n, dtype=np.int64)
+    for a in range(nc):
+        pos[C[a]] = a
+        P[C[a], a] = 1.0
+    for i in range(n):
+        if bm[i]:
+            P[i, pos[k[i]]] = np.sign(signs[i]) * mu[i]
+    return C, P, AC @ P, True
 
 
 def _solve_masks(lcp, cm, bm, signs, x0=None) -> np.ndarray:
@@ -972,8 +998,7 @@ class LCPAdapter:
 
     def _linearization(self, lcp, cm, bm, signs) -> Linearization:
         C, P, K = _reduced(lcp, cm, bm, signs)
-        Fc = np.zeros((C.size, lcp.n))
-        Fc[np.arange(C.size), C] = 1.0
+        Fc = np.eye(lcp.n).take(C, 0)
         return Linearization(E=K, Fc=Fc, unknowns=C, P=P)
 
     def contact_modes(self, sol: LCPSolution, layout) -> np.ndarray:

@@ -365,6 +365,38 @@ def _equations(G, b, start, size, mu, modes, dirs, lam, F, JF):
 
 
 @njit(cache=True)
+def _linearization(G, b, start, size, mu, modes, dirs, lam):
+    """``(E, Fc, act)``: the mode equations on the rows ``act`` of the groups in contact, ``E`` the
+    derivative of those equations with respect to the impulses of those rows (``Fl + Fc G``), ``Fc``
+    their derivative with respect to ``c`` (all m columns)."""
+    m = b.shape[0]
+    F = np.empty(m)
+    Fl = np.empty((m, m))
+    Fc = np.empty((m, m))
+    _mode_equations(G, b, start, size, mu, modes, dirs, lam, F, Fl, Fc)
+    na = 0
+    for g in range(start.shape[0]):
+        if modes[g] != 0:
+            na += size[g]
+    act = np.empty(na, dtype=np.int64)
+    a = 0
+    for g in range(start.shape[0]):
+        if modes[g] != 0:
+            for k in range(size[g]):
+                act[a] = start[g] + k
+                a += 1
+    Fca = np.empty((na, m))
+    for e in range(na):
+        Fca[e] = Fc[act[e]]
+    JF = Fca @ G
+    E = np.empty((na, na))
+    for e in range(na):
+        for a in range(na):
+            E[e, a] = Fl[act[e], act[a]] + JF[e, act[a]]
+    return E, Fca, act
+
+
+@njit(cache=True)
 def _newton(G, b, start, size, mu, modes, dirs, lam, max_iter, tol):
     """Damped Newton on the mode equations: least-squares steps, backtracking on |F|.
 
@@ -657,16 +689,10 @@ class NCPAdapter:
         contact (breaking groups keep ``dlambda = 0`` and drop out). Least squares: the equations of a
         flat patch are rank-deficient."""
         G, b, start, size, mu = _arrays(p.G, p.b, p.start, p.size, p.mu)
-        m = len(b)
-        F = np.empty(m)
-        Fl = np.empty((m, m))
-        Fc = np.empty((m, m))
         dirs = sol.dirs if sol.dirs is not None else np.zeros((len(start), 2))
-        _mode_equations(G, b, start, size, mu, np.asarray(sol.modes, dtype=np.int64), dirs,
-                        np.ascontiguousarray(sol.x, dtype=float), F, Fl, Fc)
-        act = np.flatnonzero(np.repeat(np.asarray(sol.modes) != NCPMode.BREAKING, size))
-        E = (Fl[act] + Fc[act] @ G)[:, act]
-        return Linearization(E=E, Fc=Fc[act], unknowns=act)
+        E, Fc, act = _linearization(G, b, start, size, mu, np.asarray(sol.modes, dtype=np.int64), dirs,
+                                    np.ascontiguousarray(sol.x, dtype=float))
+        return Linearization(E=E, Fc=Fc, unknowns=act)
 
     def contact_modes(self, sol: NCPSolution, layout) -> np.ndarray:
         """:class:`NCPMode` of each contact (nc,)."""

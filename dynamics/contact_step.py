@@ -43,7 +43,8 @@ from dataclasses import dataclass
 import numpy as np
 import pinocchio as pin
 
-from contact import RowLayout, adapter, lambda_jacobian
+from contact import RowLayout, adapter, fixed_impulse_velocity_derivative
+from contact import velocity_jacobian as implicit_velocity_jacobian
 from contact.detection import CollisionScene, Contacts
 from contact.kinematics import ContactGeometry, ContactKinematics
 
@@ -222,19 +223,13 @@ class ContactModel:
         impulses, ``J G + K`` (K: bias'(phi)/dt J_n and d(J w)/dq at w = v+, on the q-columns), and the
         distances (``J_n`` on the q-columns of the normal rows; None unless ``with_phi``)."""
         nv, J, rows = self.nv, state.J, state.normal_rows
-        m_contact = state.m_contact
-        dc = J @ G
-        dc[rows, :nv] += (state.bias_slope / dt)[:, None] * J[rows]
-        if m_contact:
-            dc[:m_contact, :nv] += self.kin.velocity_derivative(state.geo, v_next)
+        dJv = self.kin.velocity_derivative(state.geo, v_next) if state.m_contact else np.zeros((0, nv))
+        dc = fixed_impulse_velocity_derivative(J, G, rows, state.bias_slope / dt, dJv)
         dphi = None
         if with_phi:
             dphi = np.zeros_like(dc)
             dphi[rows, :nv] = J[rows]
         return dc, dphi
-
-    def _velocity_jacobian(self, state, lin, G, dc, dphi):
-        return G + state.MJt @ lambda_jacobian(lin, dc, dphi)
 
     def velocity_jacobian(self, state: ContactState, G: np.ndarray, v_next: np.ndarray, dt: float) -> np.ndarray:
         """``dv+/dtheta`` (nv, ncols) from ``G = dv+/dtheta`` at fixed lambda; q-columns come first.
@@ -245,7 +240,7 @@ class ContactModel:
         """
         lin = self.adapter.linearize(state.problem, state.solution)
         dc, dphi = self._implicit_data(state, G, v_next, dt, lin.Fphi is not None)
-        return self._velocity_jacobian(state, lin, G, dc, dphi)
+        return implicit_velocity_jacobian(lin, dc, dphi, state.MJt, G)
 
     def aware_velocity_jacobian(self, state: ContactState, G: np.ndarray, v_next: np.ndarray, dt: float,
                                 dl_dv: np.ndarray):
@@ -261,11 +256,11 @@ class ContactModel:
         """
         lin = self.adapter.linearize(state.problem, state.solution)
         dc, dphi = self._implicit_data(state, G, v_next, dt, lin.Fphi is not None)
-        full = self._velocity_jacobian(state, lin, G, dc, dphi)
+        full = implicit_velocity_jacobian(lin, dc, dphi, state.MJt, G)
         alt_lin = self.adapter.reclassify(state.problem, state.solution, state.MJt.T @ dl_dv)
         if alt_lin is None:
             return full, False
-        alt = self._velocity_jacobian(state, alt_lin, G, dc, dphi)
+        alt = implicit_velocity_jacobian(alt_lin, dc, dphi, state.MJt, G)
         nv = self.nv
 
         def strength(F):
