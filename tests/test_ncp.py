@@ -133,6 +133,8 @@ def test_implicit_dlambda_db_matches_central_differences_of_the_resolved_problem
     mode switches (cases where two FD steps disagree are skipped and counted)."""
     from contact import NCPAdapter, lambda_jacobian
 
+    from .test_adapters import resolved_differences
+
     ncp = NCPAdapter()
     rng = np.random.default_rng(11)
     checked = {NCPMode.STICKING: 0, NCPMode.SLIDING: 0}
@@ -143,15 +145,10 @@ def test_implicit_dlambda_db_matches_central_differences_of_the_resolved_problem
         sol = solve_ncp(G, b, st, sz, mus)
         D = lambda_jacobian(ncp.linearize(NCPProblem.of(G, b, st, sz, mus), sol), np.eye(len(b)))  # dc/db = I
 
-        def fd(h):
-            out = np.empty_like(D)
-            for k in range(len(b)):
-                e = np.zeros(len(b))
-                e[k] = h
-                out[:, k] = (solve_ncp(G, b + e, st, sz, mus).x - solve_ncp(G, b - e, st, sz, mus).x) / (2 * h)
-            return out
+        def impulses(bb):
+            return solve_ncp(G, bb, st, sz, mus).x
 
-        a, c = fd(1e-6), fd(1e-7)
+        a, c = resolved_differences(impulses, b, 1e-6), resolved_differences(impulses, b, 1e-7)
         if np.abs(a - c).max() > 1e-5 * (1 + np.abs(a).max()):
             skipped += 1
             continue
