@@ -122,13 +122,18 @@ import enum
 from dataclasses import dataclass, field
 
 import numpy as np
+from numba import njit
 from scipy.linalg import lapack as _lapack
+
+from .adapter import Linearization
 
 __all__ = [
     "BoxedLCP",
     "LCPSolution",
+    "LCPAdapter",
     "Mode",
     "classify",
+    "natural_map",
     "lcp_residual",
     "solve_active_set",
     "solve_lcp",
@@ -340,6 +345,11 @@ class LCPSolution:
     warm_start_hit: bool
     iterations: int
 
+    @property
+    def lam(self) -> np.ndarray:
+        """The impulses (n,) (the adapters' common name for ``x``)."""
+        return self.x
+
 
 # ----------------------------------------------------------------------------------------
 # residual, classification
@@ -397,6 +407,16 @@ def lcp_residual(lcp: BoxedLCP, x: np.ndarray) -> float:
     if not np.isfinite(x).all():
         return np.inf
     return _evaluate(lcp, x)[1]
+
+
+def natural_map(lcp: BoxedLCP, x: np.ndarray) -> np.ndarray:
+    """The optimality residual row by row (n,): ``x_i - mid(lo_i, hi_i, x_i - w_i)``, ``w = A x + b``
+    (its largest magnitude is :func:`lcp_residual`). Zero exactly at a solution; on an active set it
+    is the mode equations (``x`` on separating rows, ``w`` on clamping ones, ``x - bound`` on bounded
+    ones) whose derivative :meth:`LCPAdapter.linearize` takes."""
+    x = np.asarray(x, dtype=float)
+    w = lcp.A @ x + lcp.b
+    return x - np.clip(x - w, lcp.lower(x), lcp.upper(x))
 
 
 def classify(
@@ -503,38 +523,72 @@ def _solve_small(K: np.ndarray, r: np.ndarray) -> np.ndarray:
 
 def _masks(lcp: BoxedLCP, modes: np.ndarray, signs: np.ndarray):
     """Clamping-row and bounded-row masks of an active set, in normal form."""
-    cl = (modes == _CLAMP) | (modes == _TIED)
-    act = cl.take(lcp._k)
-    act &= lcp._carry
-    bm = modes == _BOUND
-    bm &= act
-    bm &= signs != 0
-    act &= cl
+    return _masks_kernel(lcp._k, lcp._carry, modes, signs)
+
+
+@njit(cache=True)
+def _masks_kernel(k, carry, modes, signs):
+    n = modes.shape[0]
+    cl = np.empty(n, dtype=np.bool_)
+    for i in range(n):
+        cl[i] = modes[i] == _CLAMP or modes[i] == _TIED
+    act = np.empty(n, dtype=np.bool_)
+    bm = np.empty(n, dtype=np.bool_)
+    for i in range(n):
+        a = cl[k[i]] and carry[i]
+        bm[i] = a and modes[i] == _BOUND and signs[i] != 0
+        act[i] = a and cl[i]
     return act, bm
+
+
+def _reduced(lcp: BoxedLCP, cm, bm, signs):
+    """The reduced system of an active set (masks ``cm``, ``bm``): ``(C, P, K)``.
+
+    Clamping rows ``C`` keep ``w_C = 0``; bounded rows follow their normal, ``x_B = E x_C``,
+    i.e. ``x = P x_C`` (``P`` (n, nC); None when no row is bounded: ``x[C] = x_C``), so
+    ``w_C = K x_C + b_C`` with ``K = A_C P = A_CC + A_CB E``. The one definition behind the
+    active-set solve (:func:`_solve_masks`) and the implicit Jacobian (:meth:`LCPAdapter.linearize`).
+    """
+    C, P, K, bounded = _reduced_kernel(lcp.A, lcp._k, lcp.mu, cm, bm, signs)
+    return C, (P if bounded else None), K
+
+
+@njit(cache=True)
+def _reduced_kernel(A, k, mu, cm, bm, signs):
+    n = A.shape[0]
+    C = np.flatnonzero(cm)
+    nc = C.shape[0]
+    AC = np.empty((nc, n))
+    for a in range(nc):
+        AC[a] = A[C[a]]
+    P = np.zeros((n, nc))
+    bounded = False
+    for i in range(n):
+        if bm[i]:
+            bounded = True
+    if not bounded:
+        K = np.empty((nc, nc))
+        for a in range(nc):
+            for c in range(nc):
+                K[a, c] = AC[a, C[c]]
+        return C, P, K, False
+    pos = np.empty(n, dtype=np.int64)
+    for a in range(nc):
+        pos[C[a]] = a
+        P[C[a], a] = 1.0
+    for i in range(n):
+        if bm[i]:
+            P[i, pos[k[i]]] = np.sign(signs[i]) * mu[i]
+    return C, P, AC @ P, True
 
 
 def _solve_masks(lcp, cm, bm, signs, x0=None) -> np.ndarray:
     """Impulses on the active set given by masks (``x0``: refine that point instead)."""
-    n = lcp.n
-    x = np.zeros(n)
-    C = np.flatnonzero(cm)
-    nc = C.size
-    if nc == 0:
+    x = np.zeros(lcp.n)
+    if not cm.any():
         return x
-    AC = lcp.A.take(C, 0)
+    C, P, K = _reduced(lcp, cm, bm, signs)
     r = -lcp.b.take(C)
-    if bm.any():
-        B = np.flatnonzero(bm)
-        pos = np.empty(n, dtype=np.intp)
-        ar = np.arange(nc)
-        pos[C] = ar
-        P = np.zeros((n, nc))  # x = P x_C
-        P[C, ar] = 1.0
-        P[B, pos[lcp._k.take(B)]] = np.sign(signs.take(B)) * lcp.mu.take(B)
-        K = AC @ P
-    else:
-        P = None
-        K = AC.take(C, 1)
     if x0 is None:
         xc = _solve_small(K, r)
     else:
@@ -909,3 +963,61 @@ def solve_lcp(
         no = np.zeros(n, dtype=bool)
         best.item = (x, w, res, xs, no, no, np.zeros(n, np.int64))
     return _solution(lcp, best.item, "inexact", False, iterations)
+
+
+class LCPAdapter:
+    """The boxed LCP (friction pyramid) as a contact adapter (:mod:`contact.adapter`)."""
+
+    name = "lcp"
+
+    def problem(self, A, b, layout, phi=None, previous: BoxedLCP | None = None) -> BoxedLCP:
+        """The LCP on the rows of ``layout``: each tangent row boxed by ``friction`` times its contact's
+        normal impulse; ``previous`` (same rows) lends its structure."""
+        if previous is not None:
+            return previous.with_values(A, b)
+        m, r = layout.m, layout.r
+        normal_of = np.full(m, -1, dtype=np.intp)
+        mu = np.zeros(m)
+        idx = np.arange(layout.nc) * r
+        for t in range(1, r):
+            normal_of[idx + t] = idx
+            mu[idx + t] = layout.friction
+        return BoxedLCP(A=A, b=b, normal_of=normal_of, mu=mu)
+
+    def solve(self, lcp: BoxedLCP, guess: LCPSolution | None = None) -> LCPSolution:
+        return solve_lcp(lcp, guess=None if guess is None else (guess.modes, guess.signs))
+
+    def residual(self, lcp: BoxedLCP, lam) -> np.ndarray:
+        return natural_map(lcp, lam)
+
+    def linearize(self, lcp: BoxedLCP, sol: LCPSolution) -> Linearization:
+        """The mode equations of the active set the solution was solved on (``sol.modes``, TIED rows
+        clamping): ``dw_C = 0``, ``dx_B = E dx_C``, the other rows ``dx = 0``."""
+        cm, bm = _masks(lcp, sol.modes, sol.signs)
+        return self._linearization(lcp, cm, bm, sol.signs)
+
+    def _linearization(self, lcp, cm, bm, signs) -> Linearization:
+        C, P, K = _reduced(lcp, cm, bm, signs)
+        Fc = np.eye(lcp.n).take(C, 0)
+        return Linearization(E=K, Fc=Fc, unknowns=C, P=P)
+
+    def contact_modes(self, sol: LCPSolution, layout) -> np.ndarray:
+        """:class:`Mode` of each contact's normal row (nc,)."""
+        return np.asarray(sol.modes[: layout.nc * layout.r: layout.r])
+
+    def reclassify(self, lcp: BoxedLCP, sol: LCPSolution, dl_dlam: np.ndarray) -> Linearization | None:
+        """Nimble's complementarity-aware active set (:meth:`dynamics.contact_step.ContactModel.aware_velocity_jacobian`):
+        a normal row whose impulse would raise the loss (``dl_dlam > 0``) clamps, one whose impulse
+        would lower it separates; the friction rows of a switched normal stick with it (or separate).
+        None when that changes nothing."""
+        cm, bm = _masks(lcp, sol.modes, sol.signs)
+        normal_of = lcp.normal_of
+        normal = np.flatnonzero(normal_of < 0)
+        flip = normal[(dl_dlam[normal] > 0) != cm[normal]]
+        if not len(flip):
+            return None
+        cm[flip] = ~cm[flip]
+        rows = np.isin(normal_of, flip)  # their friction rows follow them
+        cm[rows] = cm[normal_of[rows]]
+        bm[rows] = False
+        return self._linearization(lcp, cm, bm, np.where(rows, 0, sol.signs))

@@ -40,6 +40,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from .adapter import Linearization
+
 
 class NCPMode(enum.IntEnum):
     """Mode of a contact (or of a unilateral row) at an NCP solution.
@@ -71,6 +73,27 @@ class NCPSolution:
     iterations: int
     dirs: np.ndarray | None = None  # (ng, 2) friction directions of SATURATED groups
 
+    @property
+    def lam(self) -> np.ndarray:
+        """The impulses (m,) (the adapters' common name for ``x``)."""
+        return self.x
+
+
+@dataclass
+class NCPProblem:
+    """``G`` (m, m) Delassus matrix, ``b`` (m,) free contact velocity; row groups ``start``,
+    ``size`` (1, 2 or 3 rows) and ``mu`` (one per group), as :func:`solve_ncp` takes them."""
+
+    G: np.ndarray
+    b: np.ndarray
+    start: np.ndarray
+    size: np.ndarray
+    mu: np.ndarray
+
+    @classmethod
+    def of(cls, G, b, start, size, mu) -> "NCPProblem":
+        return cls(*_arrays(G, b, start, size, mu))
+
 
 # -- cone geometry --------------------------------------------------------------------------------
 @njit(cache=True)
@@ -98,9 +121,9 @@ def _project_cone(lam, mu, size, out):
 
 
 @njit(cache=True)
-def _residual(G, b, start, size, mu, lam):
+def _natural_map(G, b, start, size, mu, lam, R):
+    """``R`` (m,) = ``lambda - P_K(lambda - rho (c + mu |c_T| e_n))`` group by group (module docstring)."""
     c = G @ lam + b
-    worst = 0.0
     tmp = np.empty(3)
     out = np.empty(3)
     for g in range(start.shape[0]):
@@ -115,7 +138,16 @@ def _residual(G, b, start, size, mu, lam):
         tmp[0] -= rho * mu[g] * ct
         _project_cone(tmp[:n], mu[g], n, out[:n])
         for k in range(n):
-            worst = max(worst, abs(lam[s + k] - out[k]))
+            R[s + k] = lam[s + k] - out[k]
+
+
+@njit(cache=True)
+def _residual(G, b, start, size, mu, lam):
+    R = np.zeros(b.shape[0])
+    _natural_map(G, b, start, size, mu, lam, R)
+    worst = 0.0
+    for i in range(R.shape[0]):
+        worst = max(worst, abs(R[i]))
     return worst
 
 
@@ -269,42 +301,44 @@ def _modes(G, b, start, size, mu, lam, tol_c, tol_l):
 
 
 @njit(cache=True)
-def _equations(G, b, start, size, mu, modes, dirs, lam, F, JF):
-    """Residual F(lambda) of the mode equations and its Jacobian JF (m x m).
+def _mode_equations(G, b, start, size, mu, modes, dirs, lam, F, Fl, Fc):
+    """The mode equations ``F(lambda; c)`` (m,) with ``c = G lambda + b``, and their partial
+    derivatives ``Fl = dF/dlambda`` at fixed ``c`` and ``Fc = dF/dc`` (m, m each).
 
-    ``dirs`` (ng, 2): friction direction of SATURATED groups (unit, tangent plane).
+    Per group: breaking ``lambda = 0``; sticking ``c = 0``; sliding ``c_n = 0`` and
+    ``lambda_T + mu lambda_n c_T/|c_T| = 0`` (frictionless: ``lambda_T = 0``); saturated
+    ``c_n = 0`` and ``lambda_T = mu lambda_n d`` (``dirs`` (ng, 2): its friction direction).
+    The one definition behind Newton's method (:func:`_equations`) and the implicit Jacobian
+    (:meth:`NCPAdapter.linearize`).
     """
-    m = b.shape[0]
     c = G @ lam + b
-    JF[:] = 0.0
+    Fl[:] = 0.0
+    Fc[:] = 0.0
     for g in range(start.shape[0]):
         s, n = start[g], size[g]
         md = modes[g]
         if md == 0:
             for k in range(n):
                 F[s + k] = lam[s + k]
-                JF[s + k, s + k] = 1.0
+                Fl[s + k, s + k] = 1.0
         elif md == 3:  # saturated: c_n = 0, lambda_T = mu lambda_n d
             F[s] = c[s]
-            for j in range(m):
-                JF[s, j] = G[s, j]
+            Fc[s, s] = 1.0
             for k in range(1, n):
                 F[s + k] = lam[s + k] - mu[g] * lam[s] * dirs[g, k - 1]
-                JF[s + k, s + k] = 1.0
-                JF[s + k, s] = -mu[g] * dirs[g, k - 1]
+                Fl[s + k, s + k] = 1.0
+                Fl[s + k, s] = -mu[g] * dirs[g, k - 1]
         elif md == 1 or (md == 2 and mu[g] == 0.0):
             rows = n if md == 1 else 1
             for k in range(rows):
                 F[s + k] = c[s + k]
-                for j in range(m):
-                    JF[s + k, j] = G[s + k, j]
+                Fc[s + k, s + k] = 1.0
             for k in range(rows, n):  # frictionless sliding: lambda_T = 0
                 F[s + k] = lam[s + k]
-                JF[s + k, s + k] = 1.0
+                Fl[s + k, s + k] = 1.0
         else:
             F[s] = c[s]
-            for j in range(m):
-                JF[s, j] = G[s, j]
+            Fc[s, s] = 1.0
             ct = 0.0
             for k in range(1, n):
                 ct += c[s + k] * c[s + k]
@@ -313,15 +347,53 @@ def _equations(G, b, start, size, mu, modes, dirs, lam, F, JF):
             for k in range(1, n):
                 uk = c[s + k] / ct
                 F[s + k] = lam[s + k] + mu[g] * ln * uk
-                JF[s + k, s + k] += 1.0
-                JF[s + k, s] += mu[g] * uk
-                # d(u_k)/dc_T = (delta - u u^T)_k / |c_T|, times dc_T/dlambda = G_T
+                Fl[s + k, s + k] = 1.0
+                Fl[s + k, s] = mu[g] * uk
+                # d(u_k)/dc_T = (delta - u u^T)_k / |c_T|
                 for kk in range(1, n):
-                    P = (1.0 if kk == k else 0.0) - uk * c[s + kk] / ct
-                    coef = mu[g] * ln * P / ct
-                    if coef != 0.0:
-                        for j in range(m):
-                            JF[s + k, j] += coef * G[s + kk, j]
+                    Fc[s + k, s + kk] = mu[g] * ln * ((1.0 if kk == k else 0.0) - uk * c[s + kk] / ct) / ct
+
+
+@njit(cache=True)
+def _equations(G, b, start, size, mu, modes, dirs, lam, F, JF):
+    """The mode equations ``F(lambda)`` and their Jacobian ``JF = Fl + Fc G`` (m x m) for Newton."""
+    m = b.shape[0]
+    Fl = np.empty((m, m))
+    Fc = np.empty((m, m))
+    _mode_equations(G, b, start, size, mu, modes, dirs, lam, F, Fl, Fc)
+    JF[:] = Fl + Fc @ G
+
+
+@njit(cache=True)
+def _linearization(G, b, start, size, mu, modes, dirs, lam):
+    """``(E, Fc, act)``: the mode equations on the rows ``act`` of the groups in contact, ``E`` the
+    derivative of those equations with respect to the impulses of those rows (``Fl + Fc G``), ``Fc``
+    their derivative with respect to ``c`` (all m columns)."""
+    m = b.shape[0]
+    F = np.empty(m)
+    Fl = np.empty((m, m))
+    Fc = np.empty((m, m))
+    _mode_equations(G, b, start, size, mu, modes, dirs, lam, F, Fl, Fc)
+    na = 0
+    for g in range(start.shape[0]):
+        if modes[g] != 0:
+            na += size[g]
+    act = np.empty(na, dtype=np.int64)
+    a = 0
+    for g in range(start.shape[0]):
+        if modes[g] != 0:
+            for k in range(size[g]):
+                act[a] = start[g] + k
+                a += 1
+    Fca = np.empty((na, m))
+    for e in range(na):
+        Fca[e] = Fc[act[e]]
+    JF = Fca @ G
+    E = np.empty((na, na))
+    for e in range(na):
+        for a in range(na):
+            E[e, a] = Fl[act[e], act[a]] + JF[e, act[a]]
+    return E, Fca, act
 
 
 @njit(cache=True)
@@ -584,33 +656,48 @@ def _result(G, b, start, size, mu, lam, modes, dirs, status, hit, its) -> NCPSol
                        float(_residual(G, b, start, size, mu, lam)), hit, int(its), dirs)
 
 
-def ncp_jacobian_b(G, b, start, size, mu, sol: NCPSolution) -> np.ndarray:
-    """``d lambda / d b`` (m, m) at a solution, by implicit differentiation of its mode equations.
+class NCPAdapter:
+    """The Coulomb-cone NCP as a contact adapter (:mod:`contact.adapter`)."""
 
-    Valid away from mode switches; least-squares (minimal-norm) where the
-    equations are rank-deficient.
-    """
-    G, b, start, size, mu = _arrays(G, b, start, size, mu)
-    m = len(b)
-    F = np.empty(m)
-    JF = np.empty((m, m))
-    dirs = sol.dirs if sol.dirs is not None else np.zeros((len(start), 2))
-    _equations(G, b, start, size, mu, sol.modes, dirs, np.asarray(sol.x, dtype=float), F, JF)
-    # dF/db: the rows whose equation involves c = G lambda + b take the same b-coefficients
-    # as their lambda-coefficients take G: JF = D_c G + D_lambda, so dF/db = D_c.
-    Fb = np.zeros((m, m))
-    c = G @ sol.x + b
-    for g in range(len(start)):
-        s, n, md = int(start[g]), int(size[g]), int(sol.modes[g])
-        if md == NCPMode.STICKING or (md == NCPMode.SLIDING and (n == 1 or mu[g] == 0.0)):
-            rows = n if md == NCPMode.STICKING else 1
-            Fb[s: s + rows, s: s + rows] = np.eye(rows)
-        elif md == NCPMode.SATURATED:
-            Fb[s, s] = 1.0
-        elif md == NCPMode.SLIDING:
-            Fb[s, s] = 1.0
-            cT = c[s + 1: s + n]
-            nrm = np.linalg.norm(cT)
-            u = cT / nrm
-            Fb[s + 1: s + n, s + 1: s + n] = mu[g] * sol.x[s] / nrm * (np.eye(n - 1) - np.outer(u, u))
-    return -np.linalg.lstsq(JF, Fb, rcond=1e-12)[0]
+    name = "ncp"
+
+    def problem(self, A, b, layout, phi=None, previous: NCPProblem | None = None) -> NCPProblem:
+        """The NCP on the rows of ``layout``: one group per contact (``mu = layout.friction``), one
+        per limit row (``mu = 0``); ``previous`` (same rows) lends its groups."""
+        if previous is not None:
+            return NCPProblem(A, b, previous.start, previous.size, previous.mu)
+        nc, r, nlim = layout.nc, layout.r, layout.nlim
+        start = np.concatenate((np.arange(nc) * r, nc * r + np.arange(nlim))).astype(np.int64)
+        size = np.concatenate((np.full(nc, r), np.ones(nlim))).astype(np.int64)
+        mu = np.concatenate((np.full(nc, layout.friction), np.zeros(nlim)))
+        return NCPProblem(A, b, start, size, mu)
+
+    def solve(self, p: NCPProblem, guess: NCPSolution | None = None) -> NCPSolution:
+        return solve_ncp(p.G, p.b, p.start, p.size, p.mu,
+                         guess=None if guess is None else (guess.modes, guess.x, guess.dirs))
+
+    def residual(self, p: NCPProblem, lam) -> np.ndarray:
+        """The natural-map residual (m,) row by row (module docstring); 0 exactly at a solution."""
+        R = np.zeros(len(p.b))
+        if len(R):
+            G, b, start, size, mu = _arrays(p.G, p.b, p.start, p.size, p.mu)
+            _natural_map(G, b, start, size, mu, np.ascontiguousarray(lam, dtype=float), R)
+        return R
+
+    def linearize(self, p: NCPProblem, sol: NCPSolution) -> Linearization:
+        """The mode equations (:func:`_mode_equations`) at the solution, on the rows of the groups in
+        contact (breaking groups keep ``dlambda = 0`` and drop out). Least squares: the equations of a
+        flat patch are rank-deficient."""
+        G, b, start, size, mu = _arrays(p.G, p.b, p.start, p.size, p.mu)
+        dirs = sol.dirs if sol.dirs is not None else np.zeros((len(start), 2))
+        E, Fc, act = _linearization(G, b, start, size, mu, np.asarray(sol.modes, dtype=np.int64), dirs,
+                                    np.ascontiguousarray(sol.x, dtype=float))
+        return Linearization(E=E, Fc=Fc, unknowns=act)
+
+    def contact_modes(self, sol: NCPSolution, layout) -> np.ndarray:
+        """:class:`NCPMode` of each contact (nc,)."""
+        return np.asarray(sol.modes[: layout.nc])
+
+    def reclassify(self, p, sol, dl_dlam):
+        """No complementarity-aware reclassification for the cone: None (the exact Jacobian)."""
+        return None

@@ -45,7 +45,7 @@ Jacobians, by the implicit function theorem on the same residual: with
 solution, ``d(lambda, c)/dtheta = -(dR/d(lambda, c))^-1 dR/dtheta`` where
 ``dR/dtheta`` holds ``-(dc/dtheta at fixed lambda)`` on the ``c = A lambda + b`` rows and
 ``-kappa w'(phi) dphi/dtheta`` on the normal rows
-(:func:`relaxed_velocity_jacobian`).
+(:meth:`RelaxedAdapter.linearize`).
 """
 
 from __future__ import annotations
@@ -54,6 +54,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
+
+from .adapter import Linearization
 
 NORMAL = 0
 FRICTION = 1
@@ -444,28 +446,6 @@ def solve_relaxed(p: RelaxedProblem, guess: np.ndarray | None = None, *, max_ite
                            warm_start_hit=warm and norm <= tol, keep=keep)
 
 
-def relaxed_lambda_jacobian(p: RelaxedProblem, sol: RelaxedSolution, db: np.ndarray, dphi: np.ndarray) -> np.ndarray:
-    """``dlambda/dtheta`` (m, ncols) from ``db = dc/dtheta`` at fixed lambda (m, ncols) and
-    ``dphi = dphi/dtheta`` on the normal rows (m, ncols; other rows ignored), by the implicit function
-    theorem on :func:`relaxed_residual`: ``K dlambda = -(dR/dc db + dR/dphi dphi)`` with ``dR/dc = I`` on
-    the normal and friction rows and ``dR_n/dphi = -kappa w'(phi) / lambda_n``."""
-    keep = sol.keep
-    out = np.zeros((len(p.b), db.shape[1]))
-    if len(keep) == 0:
-        return out
-    q = _restrict(p, keep) if len(keep) < len(p.b) else p
-    lam = sol.lam[keep]
-    rhs = -db[keep]
-    in_block = np.zeros(len(keep), dtype=bool)
-    for st, sz, _, _ in zip(*_blocks(q)):
-        in_block[st:st + sz] = True
-    rhs[(q.kind == FRICTION) & ~in_block] = 0.0
-    normal = q.kind == NORMAL
-    rhs[normal] += (q.kappa * q.dweight[normal] / lam[normal])[:, None] * dphi[keep][normal]
-    out[keep] = np.linalg.solve(sol.K, rhs)
-    return out
-
-
 def auto_schedule(weight: float, distances=(3e-2, 1e-2, 3e-3, 1e-3, 3e-4)) -> list[float]:
     """The continuation schedule ``kappa = weight * d`` for hover distances ``d`` (m), then 0 (hard).
 
@@ -475,3 +455,71 @@ def auto_schedule(weight: float, distances=(3e-2, 1e-2, 3e-3, 1e-3, 3e-4)) -> li
     if not (np.isfinite(weight) and weight > 0):
         raise ValueError(f"the schedule's weight must be positive and finite, got {weight!r}")
     return [float(weight * d) for d in distances] + [0.0]
+
+
+class CentralPathError(RuntimeError):
+    """The relaxed solve found no point on the central path (the simulator then takes the step
+    with hard contact)."""
+
+
+class RelaxedAdapter:
+    """The relaxed model as a contact adapter (:mod:`contact.adapter`): central-path parameter
+    ``kappa > 0``, forces fading out at ``distance`` (m), friction by one barrier per contact
+    (``cone=True``, the Coulomb cone) or per tangent row (the pyramid)."""
+
+    name = "relaxed"
+
+    def __init__(self, kappa: float, distance: float, cone: bool):
+        self.kappa, self.distance, self.cone = float(kappa), float(distance), bool(cone)
+
+    def problem(self, A, b, layout, phi, previous=None) -> RelaxedProblem:
+        """The relaxed problem on the rows of ``layout``; ``phi`` (nc + nlim,) the distances of its
+        normal rows (contacts, then limits)."""
+        m = layout.m
+        rows = layout.normal_rows
+        w, dw = fade(phi, self.distance)
+        weight = np.zeros(m)
+        dweight = np.zeros(m)
+        weight[rows] = w
+        dweight[rows] = dw
+        return RelaxedProblem(A, b, *rows_of(layout.nc, layout.r, layout.nlim, layout.friction, self.cone),
+                              weight=weight, dweight=dweight, kappa=self.kappa)
+
+    def solve(self, p: RelaxedProblem, guess: RelaxedSolution | None = None) -> RelaxedSolution:
+        """Raises :class:`CentralPathError` when Newton's method does not converge."""
+        sol = solve_relaxed(p, guess=None if guess is None else guess.lam)
+        if not sol.converged:
+            raise CentralPathError(f"the relaxed contact solve did not converge (residual {sol.residual:.3g} "
+                               f"after {sol.iterations} Newton iterations, kappa {p.kappa:g})")
+        return sol
+
+    def residual(self, p: RelaxedProblem, lam) -> np.ndarray:
+        return relaxed_residual(p, lam)
+
+    def linearize(self, p: RelaxedProblem, sol: RelaxedSolution) -> Linearization:
+        """:func:`relaxed_residual` at the solution, over the rows that take part (``sol.keep``):
+        ``F_lambda + F_c A`` is the Newton matrix ``sol.K`` (regular), ``F_c = I`` on the normal and
+        friction-block rows (0 on frictionless tangent rows, ``F = lambda_t``), and
+        ``F_phi = -kappa w'(phi) / lambda_n`` on the normal rows."""
+        keep = sol.keep
+        m, k = len(p.b), len(keep)
+        q = _restrict(p, keep) if k < m else p
+        lam = sol.lam[keep]
+        in_block = np.zeros(k, dtype=bool)
+        for st, sz, _, _ in zip(*_blocks(q), strict=True):
+            in_block[st:st + sz] = True
+        Fc = np.zeros((k, m))
+        Fc[np.arange(k), keep] = 1.0
+        Fc[(q.kind == FRICTION) & ~in_block] = 0.0
+        normal = np.flatnonzero(q.kind == NORMAL)
+        Fphi = np.zeros((k, m))
+        Fphi[normal, keep[normal]] = -q.kappa * q.dweight[normal] / lam[normal]
+        return Linearization(E=sol.K, Fc=Fc, unknowns=keep, Fphi=Fphi, regular=True)
+
+    def contact_modes(self, sol: RelaxedSolution, layout) -> np.ndarray:
+        """No modes on the central path: zeros (nc,)."""
+        return np.zeros(layout.nc, dtype=np.int64)
+
+    def reclassify(self, p, sol, dl_dlam):
+        """Nothing to reclassify (the relaxed Jacobian already sees contacts not yet made): None."""
+        return None

@@ -17,25 +17,23 @@ Given the free velocity ``v_f = v + dt ABA(q, v, tau)``:
    (:mod:`contact.ncp`): ``|lambda_T| <= mu lambda_n``, sliding opposite to the slip;
 4. ``v+ = v_f + M^-1 J^T lambda``.
 
-Jacobians, by implicit differentiation on the active set the LCP found:
-clamping rows (and tied ones, ``lambda = 0`` and ``c = 0``, taken as clamping,
-as are sticking friction rows) keep ``c_C = 0``; bounded
-friction rows follow their normal, ``lambda_B = E lambda_C``; separating rows
-keep ``lambda = 0``. With ``G = dv+/dtheta`` at fixed lambda (ABA derivatives at
-``tau + J^T lambda / dt`` plus ``M^-1 d(J^T lambda)/dq``) and ``K = d(J w)/dq`` at
-``w = v+`` plus ``bias'(phi) J_n / dt``::
+Every model is reached through its adapter (:mod:`contact.adapter`): the step builds the
+rows (:class:`contact.RowLayout`), ``A``, ``b`` and ``phi``, and asks the adapter for its
+problem, its solution, and the linearization of its optimality residual. The step owns
+no model-specific branch.
 
-    (J_C M^-1 (J_C^T + J_B^T E)) dlambda_C = -(J_C G + K)
-    dv+ = G + M^-1 (J_C^T + J_B^T E) dlambda_C
+Jacobians, by the implicit function theorem on that residual. With ``G = dv+/dtheta``
+at fixed lambda (ABA derivatives at ``tau + J^T lambda / dt`` plus
+``M^-1 d(J^T lambda)/dq``), the contact velocity ``c = J v+`` moves at fixed lambda by::
 
-solved once per step (least squares when rank-deficient).
+    dc_theta = J G + K,    K = d(J w)/dq at w = v+  plus  bias'(phi) J_n / dt   (q-columns)
 
-For the NCP, by contact mode: breaking contacts drop out (``dlambda = 0``);
-sticking contacts keep their three rows ``dc = 0``; a sliding contact keeps
-``dc_n = 0`` and stays on the cone's boundary opposite to the slip,
-``dlambda_T + mu u dlambda_n + (mu lambda_n / |c_T|) (I - u u^T) dc_T = 0`` with
-``u = c_T / |c_T|`` -- one linear system over the active rows, coupled through
-the Delassus matrix (``contact._kernels.implicit_velocity_jacobian_ncp``).
+and the distances by ``dphi_theta = J_n`` (q-columns; only the relaxed residual uses them).
+:func:`contact.lambda_jacobian` turns them into ``dlambda/dtheta`` (one reduced system per
+step, least squares when rank-deficient), and ``dv+ = G + M^-1 J^T dlambda``. What the
+reduced system holds per model (clamping rows ``dc = 0``, bounded friction following its
+normal, a sliding contact staying on the cone opposite to the slip, the central path of
+the relaxed model) is written once, in the model's module.
 """
 
 from __future__ import annotations
@@ -47,14 +45,12 @@ from dataclasses import dataclass
 import numpy as np
 import pinocchio as pin
 
+from contact import RowLayout, adapter, fixed_impulse_velocity_derivative
+from contact import velocity_jacobian as implicit_velocity_jacobian
 from contact.detection import CollisionScene, Contacts
 from contact.kinematics import ContactGeometry, ContactKinematics
-from contact import _kernels
-from contact.lcp import BoxedLCP, solve_lcp
-from contact.ncp import solve_ncp
-from contact.relaxed import RelaxedProblem, RelaxedSolution, fade, relaxed_lambda_jacobian, rows_of, solve_relaxed
+from contact.relaxed import CentralPathError
 
-CONTACT_MODELS = ("lcp", "ncp", "relaxed")
 #: Penetration depth (m) below which no extra push-out is applied (see ``bias``).
 SLOP = 1e-4
 
@@ -66,7 +62,7 @@ class ContactReport:
     ``points``/``normals`` (nc, 3) world frame (normal from body B to body A),
     ``phi`` (nc,) signed distances, ``impulses`` (nc, r) contact-frame impulses
     (normal first), ``modes`` (nc,) mode of each contact (``contact.lcp.Mode`` of its
-    normal row for the LCP, ``contact.ncp.NCPMode`` for the NCP),
+    normal row for the LCP, ``contact.ncp.NCPMode`` for the NCP, 0 when relaxed),
     ``body_a``/``body_b`` (nc,) joint indices; ``limit_impulses`` per active
     joint-limit row.
     """
@@ -86,27 +82,29 @@ class ContactReport:
 
 @dataclass
 class ContactState:
-    """What one step's contact solve leaves for its Jacobians (kept in the workspace)."""
+    """What one step's contact solve leaves for its Jacobians and the next step (kept in the workspace).
+
+    ``problem``/``solution`` are the adapter's (:mod:`contact.adapter`); ``lam`` (m,) the impulses.
+    """
 
     geo: ContactGeometry | None
     J: np.ndarray  # (m, nv): contact rows then limit rows
     Minv: np.ndarray
     MJt: np.ndarray  # Minv J^T
-    lam: np.ndarray
-    modes: np.ndarray
-    signs: np.ndarray
     normal_rows: np.ndarray  # rows that carry a bias(phi) term
     bias_slope: np.ndarray  # bias'(phi) on those rows
-    lcp: BoxedLCP | None  # the LCP (contact="lcp")
-    groups: tuple | None  # (start, size, mu) of the NCP's row groups (contact="ncp")
-    A: np.ndarray  # Delassus matrix J M^-1 J^T
-    b: np.ndarray
     key: tuple
-    dirs: np.ndarray | None = None  # the NCP's sliding/saturated directions
+    layout: RowLayout
+    problem: object
+    solution: object
     warm_hit: bool = False  # the warm start held
     guessed: bool = False  # a warm start was tried (same rows as the last step)
-    relaxed: RelaxedProblem | None = None  # the relaxed problem (smoothing > 0)
-    relaxed_solution: RelaxedSolution | None = None
+    adapter: object = None  # the adapter that solved this step (a relaxed model's hard fallback)
+
+    @property
+    def lam(self) -> np.ndarray:
+        """The impulses (m,)."""
+        return self.solution.lam
 
     @property
     def m_contact(self) -> int:
@@ -121,8 +119,6 @@ class ContactModel:
                  planar: bool, erp: float, joint_limits: bool, exclude=None, contact: str = "lcp",
                  self_collision: bool = True, pairs=None, smoothing: float = 0.0,
                  smoothing_distance: float = 0.05):
-        if contact not in CONTACT_MODELS:
-            raise ValueError(f"unknown contact model {contact!r}; available: {', '.join(CONTACT_MODELS)}")
         if not (friction >= 0.0 and np.isfinite(friction)):
             raise ValueError(f"friction must be a finite non-negative coefficient, got {friction!r}")
         if not 0.0 < erp <= 1.0:
@@ -131,14 +127,15 @@ class ContactModel:
             raise ValueError(f"smoothing (kappa) must be a finite number >= 0, got {smoothing!r}")
         if not (np.isfinite(smoothing_distance) and smoothing_distance > 0):
             raise ValueError(f"smoothing_distance must be a positive finite distance (m), got {smoothing_distance!r}")
-        if contact == "relaxed" and not smoothing > 0:
-            raise ValueError("contact='relaxed' needs smoothing > 0 (kappa = 0 is contact='ncp')")
         self.contact = contact
         self.kappa = float(smoothing)
         self.relaxed_fallbacks = 0  # relaxed steps that fell back to hard contact (see solve)
         self.smoothing_distance = float(smoothing_distance)
-        #: the friction barrier's tangent blocks: whole contacts (cone) or single rows (pyramid)
-        self.cone = contact in ("ncp", "relaxed")
+        #: the contact model, through its adapter (:mod:`contact.adapter`); checks ``contact``
+        self.adapter = adapter(contact, smoothing=self.kappa, smoothing_distance=self.smoothing_distance)
+        #: where the relaxed solve finds no central point, the step falls back to hard contact
+        self.hard_adapter = adapter("lcp" if contact == "lcp" else "ncp")
+        self.relaxed_fallbacks = 0
         if self.kappa > 0:  # relaxed forces reach out to the smoothing distance, and fade there
             margin = self.smoothing_distance
         self.scene = CollisionScene(model, geometry, ground=ground, up=up, margin=margin, planar=planar,
@@ -205,62 +202,27 @@ class ContactModel:
         b[normal_rows] += bias / dt
         key = (tuple(contacts.pair.tolist()), len(contacts), tuple(x[0] * 2 + (x[2] > 0) for x in limit_rows))
         same = previous is not None and previous.key == key
-        relaxed = rsol = None
-        if self.kappa > 0:
-            w, dw = fade(phi, self.smoothing_distance)
-            weight = np.zeros(m)
-            dweight = np.zeros(m)
-            weight[normal_rows] = w
-            dweight[normal_rows] = dw
-            relaxed = RelaxedProblem(A, b, *rows_of(nc, r, len(limit_rows), self.friction, self.cone),
-                                     weight=weight, dweight=dweight, kappa=self.kappa)
-            sol = rsol = solve_relaxed(relaxed, guess=previous.lam if same and previous.relaxed is not None
-                                       else None)
-            if sol.converged:
-                lcp = groups = signs = None
-                modes = np.zeros(len(sol.lam), dtype=np.int64)
-            else:
-                # No point on the central path was found (seen on rank-deficient, nearly infeasible
-                # problems: redundant joint limits pushed against a contact). This step is taken with
-                # hard contact instead -- its state and its Jacobians, consistently -- and counted.
-                self.relaxed_fallbacks += 1
-                if self.relaxed_fallbacks == 1:
-                    warnings.warn(f"relaxed contact (kappa {self.kappa:g}): the central-path solve did not converge "
-                                  f"(residual {sol.residual:.3g}); such steps use hard contact "
-                                  "(counted in ContactModel.relaxed_fallbacks)", RuntimeWarning, stacklevel=2)
-                relaxed = rsol = None
-        hard_same = same and previous.relaxed is None  # a warm start from the same hard model
-        if rsol is None and self.cone:
-            if hard_same:
-                groups = previous.groups
-            else:
-                nlim = len(limit_rows)
-                start = np.concatenate((np.arange(nc) * r, nc * r + np.arange(nlim))).astype(np.int64)
-                size = np.concatenate((np.full(nc, r), np.ones(nlim))).astype(np.int64)
-                mu = np.concatenate((np.full(nc, self.friction), np.zeros(nlim)))
-                groups = (start, size, mu)
-            sol = solve_ncp(A, b, *groups, guess=(previous.modes, previous.lam, previous.dirs) if hard_same else None)
-            lcp, signs = None, None
-            modes = np.asarray(sol.modes)
-        elif rsol is None:
-            if hard_same:  # same rows as the last step: reuse the LCP's structure and warm-start
-                lcp = previous.lcp.with_values(A, b)
-            else:
-                normal_of = np.full(m, -1, dtype=np.intp)
-                mu = np.zeros(m)
-                idx = np.arange(nc) * r
-                for t in range(1, r):
-                    normal_of[idx + t] = idx
-                    mu[idx + t] = self.friction
-                lcp = BoxedLCP(A=A, b=b, normal_of=normal_of, mu=mu)
-            sol = solve_lcp(lcp, guess=(previous.modes, previous.signs) if hard_same else None)
-            groups, signs = None, np.asarray(sol.signs)
-            modes = np.asarray(sol.modes)
-        lam = sol.lam if rsol is not None else sol.x
-        v_next = v_free + MJt @ lam
-        state = ContactState(geo, J, Minv, MJt, lam, modes, signs, normal_rows, bias_slope,
-                             lcp, groups, A, b, key, dirs=getattr(sol, "dirs", None),
-                             warm_hit=bool(sol.warm_start_hit), guessed=same, relaxed=relaxed, relaxed_solution=rsol)
+        layout = previous.layout if same else RowLayout(nc, r, len(limit_rows), self.friction)
+        used = self.adapter
+        warm = same and previous.adapter is used
+        problem = used.problem(A, b, layout, phi, previous.problem if warm else None)
+        try:
+            sol = used.solve(problem, previous.solution if warm else None)
+        except CentralPathError as exc:
+            # No point on the central path was found (seen on rank-deficient, nearly infeasible
+            # problems: a joint pushed past its limit while a link lies on the floor). This step is
+            # taken with hard contact instead -- its state and its Jacobians, consistently -- and counted.
+            self.relaxed_fallbacks += 1
+            if self.relaxed_fallbacks == 1:
+                warnings.warn(f"relaxed contact: {exc}; such steps use hard contact (counted in "
+                              "ContactModel.relaxed_fallbacks)", RuntimeWarning, stacklevel=2)
+            used = self.hard_adapter
+            warm = same and previous.adapter is used
+            problem = used.problem(A, b, layout, phi, previous.problem if warm else None)
+            sol = used.solve(problem, previous.solution if warm else None)
+        v_next = v_free + MJt @ sol.lam
+        state = ContactState(geo, J, Minv, MJt, normal_rows, bias_slope, key, layout, problem, sol,
+                             warm_hit=bool(sol.warm_start_hit), guessed=warm, adapter=used)
         return v_next, state
 
     def report(self, state: ContactState | None) -> ContactReport:
@@ -273,67 +235,40 @@ class ContactModel:
                                  c.body_a, c.body_b, lim)
         c = state.geo.contacts
         nc = len(c)
-        modes = state.modes[:nc] if state.groups is not None else state.modes[: nc * r: r]
+        modes = state.adapter.contact_modes(state.solution, state.layout)
         return ContactReport(c.points.copy(), c.normals.copy(), c.phi.copy(),
                              state.lam[: nc * r].reshape(nc, r).copy(), modes.copy(),
                              c.body_a.copy(), c.body_b.copy(), state.lam[nc * r:].copy())
 
     # -- Jacobians ------------------------------------------------------------------------------
-    def _jacobian_terms(self, state: ContactState, v_next: np.ndarray, dt: float):
-        """``(slope, dJv, m_contact)`` for the implicit kernels: bias'(phi)/dt on the normal and
-        limit rows, d(J w)/dq at w = v+ on the contact rows."""
-        m_contact = state.m_contact
-        dJv = self.kin.velocity_derivative(state.geo, v_next) if m_contact else np.zeros((0, self.nv))
-        slope = np.zeros(state.J.shape[0])
-        slope[state.normal_rows] = state.bias_slope / dt
-        return slope, dJv, m_contact
-
-    def _lcp_jacobian(self, state, modes, terms, G):
-        clamp, bounded, signs = modes
-        slope, dJv, m_contact = terms
-        return _kernels.implicit_velocity_jacobian(state.J, state.Minv, clamp, bounded, signs, state.lcp.normal_of,
-                                                   state.lcp.mu, slope, dJv, m_contact, G)
+    def _implicit_data(self, state: ContactState, G: np.ndarray, v_next: np.ndarray, dt: float, with_phi: bool):
+        """``(dc_theta, dphi_theta)`` (m, ncols each): how the contact velocities ``c = J v+`` move at fixed
+        impulses, ``J G + K`` (K: bias'(phi)/dt J_n and d(J w)/dq at w = v+, on the q-columns), and the
+        distances (``J_n`` on the q-columns of the normal rows; None unless ``with_phi``)."""
+        nv, J, rows = self.nv, state.J, state.normal_rows
+        dJv = self.kin.velocity_derivative(state.geo, v_next) if state.m_contact else np.zeros((0, nv))
+        dc = fixed_impulse_velocity_derivative(J, G, rows, state.bias_slope / dt, dJv)
+        dphi = None
+        if with_phi:
+            dphi = np.zeros_like(dc)
+            dphi[rows, :nv] = J[rows]
+        return dc, dphi
 
     def velocity_jacobian(self, state: ContactState, G: np.ndarray, v_next: np.ndarray, dt: float) -> np.ndarray:
         """``dv+/dtheta`` (nv, ncols) from ``G = dv+/dtheta`` at fixed lambda; q-columns come first.
 
-        The reduced system over the clamping rows is solved in a compiled kernel
-        (plain solve, least squares when the clamping set is rank-deficient, as
-        for a box flat on the ground: any exact solution gives the same dv+).
+        The adapter linearizes its residual at the solution; one reduced system gives
+        ``dlambda/dtheta`` (least squares when the clamping set is rank-deficient, as for a box
+        flat on the ground: any exact solution gives the same dv+).
         """
-        terms = self._jacobian_terms(state, v_next, dt)
-        G = np.ascontiguousarray(G)
-        if state.relaxed is not None:
-            return self._relaxed_jacobian(state, terms, G)
-        if state.groups is not None:
-            start, size, mu = state.groups
-            slope, dJv, m_contact = terms
-            return _kernels.implicit_velocity_jacobian_ncp(state.J, state.Minv, state.A, state.b, state.lam, start,
-                                                           size, mu, state.modes, state.dirs, slope, dJv,
-                                                           m_contact, G)
-        return self._lcp_jacobian(state, self._derivative_modes(state), terms, G)
-
-    def _relaxed_jacobian(self, state: ContactState, terms, G):
-        """Implicit differentiation of the relaxed residual (:mod:`contact.relaxed`): ``dc/dtheta`` at
-        fixed lambda is ``J G + K`` (K: bias slope and d(J w)/dq on the q-columns), ``dphi/dq = J_n``."""
-        slope, dJv, m_contact = terms
-        nv = self.nv
-        J = state.J
-        db = J @ G
-        db[:, :nv] += slope[:, None] * J
-        db[:m_contact, :nv] += dJv
-        dphi = np.zeros_like(db)
-        dphi[state.normal_rows, :nv] = J[state.normal_rows]
-        dlam = relaxed_lambda_jacobian(state.relaxed, state.relaxed_solution, db, dphi)
-        return G + state.MJt @ dlam
-
-    def _derivative_modes(self, state: ContactState):
-        return _kernels.derivative_modes(state.A, state.b, state.lam, state.lcp.normal_of)
+        lin = state.adapter.linearize(state.problem, state.solution)
+        dc, dphi = self._implicit_data(state, G, v_next, dt, lin.Fphi is not None)
+        return implicit_velocity_jacobian(lin, dc, dphi, state.MJt, G)
 
     def aware_velocity_jacobian(self, state: ContactState, G: np.ndarray, v_next: np.ndarray, dt: float,
                                 dl_dv: np.ndarray):
-        """``(dv+/dtheta, reclassified)``: Nimble's complementarity-aware choice (LCP only; the NCP's
-        Jacobian is returned as is).
+        """``(dv+/dtheta, reclassified)``: Nimble's complementarity-aware choice (the adapter's
+        ``reclassify``: the LCP's; the other models return their exact Jacobian).
 
         ``dl_dv`` is the loss gradient with respect to v+. A normal (or limit) row whose impulse
         would lower the loss (``dl/dlambda_i = dl_dv . M^-1 J_i' < 0``: the optimizer wants the
@@ -342,25 +277,13 @@ class ContactModel:
         reclassified Jacobian is kept when it gives the larger ``|dl/dv|^2 + |dl/du|^2 / dt``
         (``G``'s columns: q, v, then the controls).
         """
-        if state.lcp is None:  # NCP or relaxed: the exact Jacobian
-            return self.velocity_jacobian(state, G, v_next, dt), False
-        terms = self._jacobian_terms(state, v_next, dt)
-        G = np.ascontiguousarray(G)
-        modes = self._derivative_modes(state)
-        full = self._lcp_jacobian(state, modes, terms, G)
-        clamp, bounded, signs = modes  # fresh arrays from the kernel: reclassify in place
-        normal_of = state.lcp.normal_of
-        normal = np.flatnonzero(normal_of < 0)
-        want = (state.MJt.T @ dl_dv)[normal] > 0  # clamp where an impulse would raise the loss
-        flip = normal[want != clamp[normal]]
-        if not len(flip):
+        lin = state.adapter.linearize(state.problem, state.solution)
+        dc, dphi = self._implicit_data(state, G, v_next, dt, lin.Fphi is not None)
+        full = implicit_velocity_jacobian(lin, dc, dphi, state.MJt, G)
+        alt_lin = state.adapter.reclassify(state.problem, state.solution, state.MJt.T @ dl_dv)
+        if alt_lin is None:
             return full, False
-        clamp[flip] = ~clamp[flip]
-        rows = np.isin(normal_of, flip)  # their friction rows follow them
-        clamp[rows] = clamp[normal_of[rows]]
-        bounded[rows] = False
-        signs[rows] = 0.0
-        alt = self._lcp_jacobian(state, (clamp, bounded, signs), terms, G)
+        alt = implicit_velocity_jacobian(alt_lin, dc, dphi, state.MJt, G)
         nv = self.nv
 
         def strength(F):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from contact.lcp import BoxedLCP, solve_lcp
-from contact.ncp import NCPMode, ncp_residual, solve_ncp
+from contact.ncp import NCPMode, NCPProblem, ncp_residual, solve_ncp
 
 
 def physical_problem(rng, nc, r, mu, ndof=None):
@@ -131,8 +131,11 @@ def test_unilateral_rows_and_degenerate_inputs():
 def test_implicit_dlambda_db_matches_central_differences_of_the_resolved_problem():
     """jaxopt-style: the implicit derivative equals finite differences of re-solving, away from
     mode switches (cases where two FD steps disagree are skipped and counted)."""
-    from contact.ncp import ncp_jacobian_b
+    from contact import NCPAdapter, lambda_jacobian
 
+    from .test_adapters import resolved_differences
+
+    ncp = NCPAdapter()
     rng = np.random.default_rng(11)
     checked = {NCPMode.STICKING: 0, NCPMode.SLIDING: 0}
     skipped = 0
@@ -140,17 +143,12 @@ def test_implicit_dlambda_db_matches_central_differences_of_the_resolved_problem
         nc, r = int(rng.integers(1, 4)), int(rng.choice([2, 3]))
         G, b, st, sz, mus = physical_problem(rng, nc, r, float(rng.choice([0.3, 1.0])), ndof=nc * r + 2)
         sol = solve_ncp(G, b, st, sz, mus)
-        D = ncp_jacobian_b(G, b, st, sz, mus, sol)
+        D = lambda_jacobian(ncp.linearize(NCPProblem.of(G, b, st, sz, mus), sol), np.eye(len(b)))  # dc/db = I
 
-        def fd(h):
-            out = np.empty_like(D)
-            for k in range(len(b)):
-                e = np.zeros(len(b))
-                e[k] = h
-                out[:, k] = (solve_ncp(G, b + e, st, sz, mus).x - solve_ncp(G, b - e, st, sz, mus).x) / (2 * h)
-            return out
+        def impulses(bb):
+            return solve_ncp(G, bb, st, sz, mus).x
 
-        a, c = fd(1e-6), fd(1e-7)
+        a, c = resolved_differences(impulses, b, 1e-6), resolved_differences(impulses, b, 1e-7)
         if np.abs(a - c).max() > 1e-5 * (1 + np.abs(a).max()):
             skipped += 1
             continue

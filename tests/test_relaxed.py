@@ -117,7 +117,7 @@ def test_residual_vanishes_and_the_hard_model_is_untouched():
     assert hard.hard is hard and relaxed.hard.smoothing == 0.0
     relaxed.step(x, np.zeros(0))
     state = relaxed._data.contact
-    assert np.abs(relaxed_residual(state.relaxed, state.lam)).max() < 1e-10
+    assert np.abs(relaxed_residual(state.problem, state.lam)).max() < 1e-10
     assert np.all(state.lam[::3] > 0)  # every detected contact pushes
 
 
