@@ -38,21 +38,18 @@ def solve(ocp, method: str | None = None, *, smoothing=None, **options) -> Solut
     """Solve ``ocp`` with ``method``; options go to the method's function.
 
     ``method=None`` uses the problem's own recipe: ``ocp.default_method`` with
-    ``ocp.default_options`` (a problem built by hand defaults to ``"ddp"``, no options). The
-    problem's options also apply when ``method`` names its default method; options given
-    here win over them.
+    ``ocp.default_options`` (a problem built by hand defaults to ``"ddp"``, no options); options
+    given here win over the recipe's. A method named here runs as asked, without the recipe.
 
     ``smoothing`` (``"auto"``, a number kappa, a list of them, or None / ``"none"``): solve on
     relaxed contact first and end on hard contact (:mod:`solvers.continuation`).
     """
-    default = getattr(ocp, "default_method", "ddp")
-    if method is None or method == default:
+    if method is None:
         defaults = dict(getattr(ocp, "default_options", None) or {})
-        if smoothing is None:
-            smoothing = defaults.pop("smoothing", None)
-        defaults.pop("smoothing", None)
+        recipe_smoothing = defaults.pop("smoothing", None)
+        smoothing = recipe_smoothing if smoothing is None else smoothing
         options = {**defaults, **options}
-        method = default
+        method = getattr(ocp, "default_method", "ddp")
     try:
         fn = METHODS[method]
     except KeyError:

@@ -140,3 +140,12 @@ def test_smoothing_with_a_gradient_free_method_is_refused(capsys):
 def test_seed_on_a_deterministic_default_method_is_a_note(tmp_path, capsys):
     assert main(["solve", "pendulum", "--seed", "3", "--max-iter", "1", "--out", str(tmp_path)]) == 0
     assert "no effect" in capsys.readouterr().err
+
+
+def test_a_named_method_runs_as_asked_without_the_recipe():
+    import problems
+    from solvers import solve
+
+    ocp = problems.load("ur5-box", horizon=10)
+    assert solve(ocp, "ddp", max_iter=1, verbose=False).method == "ddp"  # no smoothing
+    assert solve(ocp, max_iter=1, verbose=False).method == "ddp+continuation"

@@ -247,8 +247,8 @@ def cmd_solve(args) -> int:
     method = args.method if args.method is not None else ocp.default_method
     if method not in METHODS:
         raise CLIError(f"unknown method {method!r}; available: {', '.join(sorted(METHODS))}")
-    # the problem's recipe applies when its method is used; the command line wins over it
-    recipe = dict(ocp.default_options) if method == ocp.default_method else {}
+    # without --method, the problem's recipe (method and options); the command line wins over it
+    recipe = dict(ocp.default_options) if args.method is None else {}
     smoothing = _smoothing_option(args.smoothing, method, ocp, recipe.pop("smoothing", None))
     solver_options = {**recipe, "verbose": True}
     if args.max_iter is not None:
