@@ -26,7 +26,7 @@ import numpy as np
 
 from trajopt.solution import Solution, Status
 
-from ._common import Progress, evaluate, out_of_time, record, rollout
+from ._common import Progress, evaluate, finish, out_of_time, record, rollout
 
 
 class BackwardPassError(RuntimeError):
@@ -171,9 +171,11 @@ def solve_ddp(ocp, *, us_init=None, max_iter: int = 100, tol: float = 1e-8, reg_
     try:
         xs = rollout(ocp, us)
     except (RuntimeError, ValueError) as exc:
-        return Solution(np.full((ocp.horizon + 1, ocp.nx), np.nan), us, np.inf, [], Status.FAILED, "ddp",
-                        time.perf_counter() - t0, {"error": str(exc)})
+        return finish(ocp, method="ddp", xs=np.full((ocp.horizon + 1, ocp.nx), np.nan), us=us, cost=np.inf,
+                      history=[], status=Status.FAILED, t0=t0, info={"error": str(exc)}, progress=progress,
+                      message=f"the initial rollout failed: {exc}")
     cost = evaluate(ocp, xs, us)
+    message = None
     try:
         for it in range(max_iter):
             derivs = derivatives(ocp, xs, us, step_jacobians=not complementarity_aware)
@@ -218,11 +220,13 @@ def solve_ddp(ocp, *, us_init=None, max_iter: int = 100, tol: float = 1e-8, reg_
                 break
             if not accepted:
                 status = Status.STALLED
+                message = f"no step decreased the cost, even at the largest regularization ({reg_max:g})"
                 break
             if out_of_time(info, time_limit):
                 break
     except KeyboardInterrupt:
         status = Status.INTERRUPTED
-    wall = time.perf_counter() - t0
-    progress.done(status, cost, wall)
-    return Solution(xs, us, float(cost), history, status, "ddp", wall, {"reg": reg})
+    converged_here = status == Status.CONVERGED and not complementarity_aware
+    return finish(ocp, method="ddp", xs=xs, us=us, cost=cost, history=history, status=status, t0=t0,
+                  info={"reg": reg}, message=message, progress=progress,
+                  Fx=derivs["Fx"] if converged_here else None, Fu=derivs["Fu"] if converged_here else None)

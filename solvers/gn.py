@@ -54,7 +54,7 @@ import scipy.linalg
 from trajopt.sensitivity import aware_trajectory_jacobians, trajectory_jacobians
 from trajopt.solution import Solution, Status
 
-from ._common import Progress, evaluate, knot_weights, out_of_time, record
+from ._common import Progress, evaluate, finish, knot_weights, out_of_time, record
 
 
 def _psd_factor(A: np.ndarray, rtol: float = 1e-12) -> np.ndarray:
@@ -178,10 +178,12 @@ def solve_gn(ocp, *, us_init=None, knots: int | None = None, max_iter: int = 200
     try:
         jac = jacobians(us)
     except (RuntimeError, ValueError) as exc:
-        return Solution(np.full((T + 1, ocp.nx), np.nan), us, np.inf, [], Status.FAILED, "gn",
-                        time.perf_counter() - t0, {"error": str(exc)})
+        return finish(ocp, method="gn", xs=np.full((T + 1, ocp.nx), np.nan), us=us, cost=np.inf, history=[],
+                      status=Status.FAILED, t0=t0, info={"error": str(exc)}, progress=progress,
+                      message=f"the initial rollout failed: {exc}")
     xs = jac.xs
     cost = evaluate(ocp, xs, us)
+    message = None
     try:
         for it in range(max_iter):
             _, g, H, M = reduced_derivatives(ocp, xs, us, jac, metric_stride if metric == "state" else 0)
@@ -251,6 +253,7 @@ def solve_gn(ocp, *, us_init=None, knots: int | None = None, max_iter: int = 200
                 break
             if not accepted:
                 status = Status.STALLED
+                message = f"no step decreased the cost, even at the largest damping ({lam_max:g})"
                 break
             us, Z, cost = us_new, Z_new, cost_new
             jac = jacobians(us)
@@ -262,6 +265,7 @@ def solve_gn(ocp, *, us_init=None, knots: int | None = None, max_iter: int = 200
                 break
     except KeyboardInterrupt:
         status = Status.INTERRUPTED
-    wall = time.perf_counter() - t0
-    progress.done(status, cost, wall)
-    return Solution(xs, us, float(cost), history, status, "gn", wall, {"damping": lam, "knots": K})
+    exact = status == Status.CONVERGED and not complementarity_aware  # jac holds the exact Jacobians at us
+    return finish(ocp, method="gn", xs=xs, us=us, cost=cost, history=history, status=status, t0=t0,
+                  info={"damping": lam, "knots": K}, message=message, progress=progress,
+                  Fx=jac.Fx if exact else None, Fu=jac.Fu if exact else None)
