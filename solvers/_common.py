@@ -1,10 +1,29 @@
-"""Pieces shared by the solvers: rollouts, cost evaluation, the progress table."""
+"""Pieces shared by the solvers: rollouts, cost evaluation, the progress table, and the one
+epilogue (:func:`finish`) that decides the final status and builds the :class:`Solution`.
+
+Honest statuses: a solver's own stopping test (a vanishing model decrease, IPOPT's KKT
+test) is first-order optimality of the problem it solves, *provided the gradient it saw
+means something*. On hard contact it often does not: a fingertip short of a box, or a
+body resting on the floor, has an exactly zero gradient of the contact-dependent cost
+with respect to the controls, so every method "converges" at once. :func:`finish` runs
+:func:`gradient_reach` on every claimed convergence and turns a zero-gradient stop into
+STALLED with a message saying why.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
+import time
 
 import numpy as np
+
+from trajopt.sensitivity import trajectory_jacobians
+from trajopt.solution import Solution, Status
+
+#: a claimed optimum is a zero-gradient stop when the controls receive less than this
+#: fraction of the state gradient the dynamics could carry (see :func:`gradient_reach`)
+REACH_TOL = 1e-6
 
 
 def knot_weights(T: int, K: int):
@@ -66,10 +85,11 @@ class Progress:
         print(f"{info['iteration']:>5} {info['cost']:>14.6e} {vals} {info['time']:>9.2f}", file=self.stream, flush=True)
         self._rows += 1
 
-    def done(self, status, cost, wall) -> None:
+    def done(self, status, cost, wall, message: str | None = None, iterations: int | None = None) -> None:
         if self.verbose:
-            print(f"[{self.method}] {status.value}: cost {cost:.6e} after {self._rows} iterations, {wall:.2f} s",
-                  file=self.stream, flush=True)
+            iterations = self._rows if iterations is None else iterations
+            print(f"[{self.method}] {status.value}: cost {cost:.6e} after {iterations} iterations, {wall:.2f} s"
+                  + (f" -- {message}" if message else ""), file=self.stream, flush=True)
 
 
 def _fmt(v) -> str:
@@ -78,3 +98,128 @@ def _fmt(v) -> str:
     if isinstance(v, (int, np.integer)):
         return f"{v:>10d}"
     return f"{v:>10.3e}"
+
+
+@dataclasses.dataclass
+class GradientReach:
+    """How much of the cost's state gradient reaches the controls (:func:`gradient_reach`).
+
+    ``carried = sum_s |S_s' Lx_s|`` and ``ceiling = sum_s |S_s|_F |Lx_s|`` over the knots
+    ``s = 1..T``; ``state_gradient = sum_s |Lx_s|``; ``ratio = carried / ceiling`` (0 when the
+    ceiling is 0); ``stalled``: the test's verdict.
+    """
+
+    carried: float
+    ceiling: float
+    state_gradient: float
+    ratio: float
+    stalled: bool
+
+
+def gradient_reach(ocp, xs, us, *, Fx=None, Fu=None, tol: float = REACH_TOL) -> GradientReach:
+    """Does the cost's gradient with respect to the states reach the controls? (the stall test)
+
+    At the iterate ``xs`` (T+1, nx), ``us`` (T, nu) with step Jacobians ``Fx`` (T, ndx, ndx),
+    ``Fu`` (T, ndx, nu) (computed here when not given), the state sensitivities
+    ``S_s = d x_s / d u`` (ndx, T nu) follow ``S_0 = 0``, ``S_{s+1} = Fx_s S_s + Fu_s E_s``.
+    Knot ``s``'s state cost (the running cost's ``Lx_s``, the terminal's ``Lx_T``) sends the
+    controls the gradient ``r_s = S_s' Lx_s``. The test compares, term by term (before the
+    terms can cancel each other, as they do at a genuine optimum)::
+
+        carried = sum_s |r_s|      with its ceiling      ceiling = sum_s |S_s|_F |Lx_s|
+
+    (Cauchy-Schwarz: ``carried <= ceiling``; the ratio is free of units and of the cost's
+    scale). The stop is a **zero-gradient stall** when the cost wants the states to move
+    (``sum_s |Lx_s| > 0``) but ``carried <= tol * ceiling``, or no control moves any state
+    (``ceiling = 0``): the dynamics' Jacobians carry none of the gradient, e.g. no contact
+    yet between a hand and the box it must push, or a body resting on the floor (a clamping
+    contact). At a genuine optimum the controls do receive the state gradient, and it is
+    balanced by the control cost, by other knots' terms, or by active control bounds (the
+    test ignores the bounds: a gradient held by a bound was carried).
+
+    It does not judge first-order optimality itself (the solver's stopping test does) and
+    costs one sweep of dense products ``Fx_s S_s`` (about ``T^2 ndx^2 nu / 2`` flops).
+    """
+    T, nu = ocp.horizon, ocp.nu
+    if Fx is None or Fu is None:
+        jac = trajectory_jacobians(ocp.dynamics, ocp.x0, us)
+        Fx, Fu = jac.Fx, jac.Fu
+    S = np.zeros((ocp.ndx, T * nu))
+    carried = ceiling = wanted = 0.0
+    for s in range(T + 1):
+        n = s * nu  # S_s is zero beyond its first n columns
+        if s:
+            Lx = ocp.running(s).derivatives(xs[s], us[s]).Lx if s < T else ocp.terminal_cost.derivatives(xs[s]).Lx
+            size = float(np.linalg.norm(Lx))
+            if size:
+                wanted += size
+                carried += float(np.linalg.norm(S[:, :n].T @ Lx))
+                ceiling += float(np.linalg.norm(S[:, :n])) * size
+        if s == T:
+            break
+        S[:, :n + nu] = Fx[s] @ S[:, :n + nu]
+        S[:, n:n + nu] += Fu[s]
+    ratio = carried / ceiling if ceiling > 0 else 0.0
+    stalled = bool(wanted > 0 and (ceiling == 0 or carried <= tol * ceiling))
+    return GradientReach(carried, ceiling, wanted, ratio, stalled)
+
+
+#: what to try after a zero-gradient stop on dynamics that can be smoothed
+SMOOTHING_HINT = "try smoothing='auto' (--smoothing auto)"
+
+
+def stall_message(ocp, reach: GradientReach) -> str:
+    """Why a zero-gradient stop is not an optimum, and what to try."""
+    hint = SMOOTHING_HINT if hasattr(ocp.dynamics, "with_smoothing") else "try another start or a gradient-free method"
+    return (f"zero gradient: the cost wants the states to move (|dL/dx| = {reach.state_gradient:.3g}) but no control "
+            f"can move them (the controls receive {reach.ratio:.1e} of the gradient the dynamics could carry): "
+            f"no active contact carries gradient; {hint}")
+
+
+def finish(ocp, *, method: str, xs, us, cost, history: list, status: Status, t0: float, info: dict | None = None,
+           message: str | None = None, progress: "Progress | None" = None, Fx=None, Fu=None,
+           checked: bool = False) -> Solution:
+    """The one epilogue of every solver: decide the final status, then build the :class:`Solution`.
+
+    - anything non-finite in ``xs``, ``us`` or ``cost`` -> FAILED;
+    - a claimed CONVERGED is checked by :func:`gradient_reach` (with the step Jacobians
+      ``Fx``, ``Fu`` at ``xs`` when the solver has them): a zero-gradient stop becomes STALLED;
+    - ``info["message"]`` says why the solve ended (``message``, or the reason found here),
+      and ``info["gradient_reach"]`` holds the test's figures when it ran;
+    - ``progress`` prints the done line (with the message when the status is not CONVERGED).
+
+    ``checked=True``: ``status`` and ``message`` come from a solve that went through ``finish``
+    already at this ``xs, us`` (a hybrid's or a continuation's last stage): not tested again.
+    """
+    info = dict(info or {})
+    xs, us = np.asarray(xs), np.asarray(us)
+    bad = [name for name, v in (("states", xs), ("controls", us), ("cost", cost)) if not np.all(np.isfinite(v))]
+    if bad:
+        status = Status.FAILED
+        message = f"non-finite {', '.join(bad)}" + (f" ({message})" if message else "")
+    elif status == Status.CONVERGED and not checked:
+        try:
+            reach = gradient_reach(ocp, xs, us, Fx=Fx, Fu=Fu)
+        except (RuntimeError, ValueError) as exc:  # the Jacobians cannot be had at the answer
+            status, message = Status.FAILED, f"the step Jacobians at the answer failed: {exc}"
+        else:
+            info["gradient_reach"] = dataclasses.asdict(reach)
+            if reach.stalled:
+                status, message = Status.STALLED, stall_message(ocp, reach)
+            else:
+                message = DEFAULT_MESSAGES[status] + (f" ({message})" if message else "")
+    info["message"] = message or DEFAULT_MESSAGES[status]
+    wall = time.perf_counter() - t0
+    if progress is not None:
+        progress.done(status, float(cost), wall, None if status == Status.CONVERGED else info["message"],
+                      iterations=len(history))
+    return Solution(xs, us, float(cost), history, status, method, wall, info)
+
+
+DEFAULT_MESSAGES = {
+    Status.CONVERGED: "first-order optimal: the stopping test passed and the controls receive the cost's gradient",
+    Status.MAX_ITERATIONS: "the iteration or time budget ran out",
+    Status.STALLED: "no step decreased the cost",
+    Status.INTERRUPTED: "interrupted (Ctrl-C)",
+    Status.FAILED: "the solver failed",
+}

@@ -17,7 +17,7 @@ import numpy as np
 
 from trajopt.solution import Solution, Status
 
-from ._common import Progress, knot_weights, out_of_time, record
+from ._common import Progress, finish, knot_weights, out_of_time, record
 
 
 def _expand(P, T):
@@ -78,10 +78,9 @@ def solve_cem(ocp, *, us_init=None, population: int = 64, elite: float = 0.1, ma
     except KeyboardInterrupt:
         status = Status.INTERRUPTED
     xs = best_xs if best_xs is not None else ocp.rollout(best_us)  # (the start diverged: raises, as it should)
-    wall = time.perf_counter() - t0
-    progress.done(status, best_cost, wall)
-    return Solution(xs, best_us, float(ocp.cost(xs, best_us)), history, status, "cem", wall,
-                    {"population": population, "knots": K})
+    return finish(ocp, method="cem", xs=xs, us=best_us, cost=ocp.cost(xs, best_us), history=history, status=status,
+                  t0=t0, info={"population": population, "knots": K}, progress=progress,
+                  message="the sampling distribution collapsed" if status == Status.CONVERGED else None)
 
 
 def _evaluate(ocp, us):

@@ -32,6 +32,8 @@ from collections.abc import Sequence
 
 from trajopt.solution import Solution, Status
 
+from ._common import SMOOTHING_HINT, finish
+
 #: methods whose later stages run a different (local) method
 LOCAL_STAGE = {"cem-ddp": "ddp", "cem-gn": "gn"}
 #: methods that can use smoothing (all but the gradient-free CEM)
@@ -158,9 +160,14 @@ def solve_continuation(ocp, method: str, methods: dict, smoothing="auto", *, tim
         # interrupted or out of time while smoothed: the answer is still judged on hard contact
         xs = hard.rollout(us)
         status = Status.INTERRUPTED if sol.status == Status.INTERRUPTED else Status.MAX_ITERATIONS
-        info = dict(sol.info, stages=stages, message="stopped before the hard-contact stage; the result is "
-                    "the last smoothed controls simulated with hard contact")
-        return Solution(xs, us, hard.cost(xs, us), history, status, f"{method}+continuation",
-                        time.perf_counter() - t0, info)
-    return Solution(sol.xs, sol.us, sol.cost, history, sol.status, f"{method}+continuation",
-                    time.perf_counter() - t0, dict(sol.info, stages=stages, schedule=schedule))
+        return finish(hard, method=f"{method}+continuation", xs=xs, us=us, cost=hard.cost(xs, us), history=history,
+                      status=status, t0=t0, info=dict(sol.info, stages=stages),
+                      message="stopped before the hard-contact stage; the result is the last smoothed controls "
+                              "simulated with hard contact")
+    # the status is the hard stage's, checked there (a zero-gradient stop on hard contact is STALLED)
+    message = sol.info.get("message")
+    if message and sol.status == Status.STALLED:
+        message = message.replace(SMOOTHING_HINT, "even after smoothing: try a longer schedule or more iterations")
+    return finish(hard, method=f"{method}+continuation", xs=sol.xs, us=sol.us, cost=sol.cost, history=history,
+                  status=sol.status, t0=t0, info=dict(sol.info, stages=stages, schedule=schedule), message=message,
+                  checked=True)

@@ -16,17 +16,25 @@ when ``Quu`` is not positive definite, a pass produces a non-finite number, or
 no step is accepted, and shrinks after a success.
 
 Gauss-Newton: second derivatives of the dynamics are not used (iLQR).
+
+The solver is named steps over an explicit state (Crocoddyl's shape): the iterate
+:class:`DDPIterate` (``xs, us, cost, reg``); :func:`derivatives` along it;
+:func:`backward_pass` (gains, expected decrease); :func:`line_search` over
+:func:`forward_pass`; :func:`update_regularization` (the three events that change
+``mu``); :func:`ddp_step` joins them into one iteration; :func:`solve_ddp` loops and
+hands the end to the shared epilogue :func:`solvers._common.finish`.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
 from trajopt.solution import Solution, Status
 
-from ._common import Progress, evaluate, out_of_time, record, rollout
+from ._common import Progress, evaluate, finish, out_of_time, record, rollout
 
 
 class BackwardPassError(RuntimeError):
@@ -74,14 +82,65 @@ def _box_qp(H, g, lower, upper, x0, max_iter=50, tol=1e-10):
     return x, free, Hf_inv
 
 
-def backward_pass(ocp, xs, us, derivs, reg, complementarity_aware: bool = False):
+@dataclass
+class Derivatives:
+    """Along a trajectory: step Jacobians ``Fx`` (T, ndx, ndx), ``Fu`` (T, ndx, nu) (None when the
+    complementarity-aware backward pass makes its own), the running costs' derivatives (T of
+    them) and the terminal cost's."""
+
+    Fx: np.ndarray | None
+    Fu: np.ndarray | None
+    running: list
+    terminal: object
+
+
+@dataclass
+class DDPIterate:
+    """The solver's state: the trajectory ``xs`` (T+1, nx), ``us`` (T, nu), its ``cost``, and the
+    regularization ``reg`` (mu) to use at the next backward pass."""
+
+    xs: np.ndarray
+    us: np.ndarray
+    cost: float
+    reg: float
+
+
+@dataclass
+class DDPSettings:
+    """What stays fixed during a solve (the keywords of :func:`solve_ddp`)."""
+
+    tol: float
+    reg_min: float
+    reg_max: float
+    alphas: list
+    complementarity_aware: bool
+
+
+#: how the regularization moves: after a failed backward pass (Quu indefinite or non-finite),
+#: after an accepted step, after a line search that accepted nothing
+REG_EVENTS = ("indefinite", "accepted", "rejected")
+
+
+def update_regularization(reg: float, event: str, settings: DDPSettings) -> float:
+    """The next ``mu`` after ``event`` (one of :data:`REG_EVENTS`): x10 (at least 1e-6) when the
+    backward pass failed, /4 (at least ``reg_min``) after an accepted step, x10 after a rejection."""
+    if event == "indefinite":
+        return max(reg * 10.0, 1e-6)
+    if event == "accepted":
+        return max(reg / 4.0, settings.reg_min)
+    if event == "rejected":
+        return reg * 10.0
+    raise ValueError(f"unknown regularization event {event!r}; expected one of {REG_EVENTS}")
+
+
+def backward_pass(ocp, xs, us, derivs: Derivatives, reg, complementarity_aware: bool = False):
     """Gains ``K`` (T, nu, ndx), ``k`` (T, nu) and the expected decrease terms ``(dV1, dV2)``.
 
     With ``complementarity_aware`` each step's Jacobians are Nimble's complementarity-aware
     ones for the value gradient ``Vx`` at the next knot (``dyn.step_derivatives(..., adjoint=Vx)``).
     """
     T, nu, ndx = ocp.horizon, ocp.nu, ocp.ndx
-    term = derivs["terminal"]
+    term = derivs.terminal
     Vx, Vxx = term.Lx.copy(), term.Lxx.copy()
     K = np.zeros((T, nu, ndx))
     k = np.zeros((T, nu))
@@ -91,8 +150,8 @@ def backward_pass(ocp, xs, us, derivs, reg, complementarity_aware: bool = False)
         if complementarity_aware:
             _, Fx, Fu = ocp.dynamics.step_derivatives(xs[t], us[t], adjoint=Vx)
         else:
-            Fx, Fu = derivs["Fx"][t], derivs["Fu"][t]
-        c = derivs["running"][t]
+            Fx, Fu = derivs.Fx[t], derivs.Fu[t]
+        c = derivs.running[t]
         Qx = c.Lx + Fx.T @ Vx
         Qu = c.Lu + Fu.T @ Vx
         VxxFx = Vxx @ Fx
@@ -129,7 +188,7 @@ def forward_pass(ocp, xs, us, K, k, alpha):
     return xs_new, us_new
 
 
-def derivatives(ocp, xs, us, *, step_jacobians: bool = True):
+def derivatives(ocp, xs, us, *, step_jacobians: bool = True) -> Derivatives:
     """Step Jacobians (unless ``step_jacobians`` is False: the complementarity-aware backward
     pass makes its own) and cost derivatives along a trajectory."""
     dyn = ocp.dynamics
@@ -141,7 +200,62 @@ def derivatives(ocp, xs, us, *, step_jacobians: bool = True):
         if step_jacobians:
             _, Fx[t], Fu[t] = dyn.step_derivatives(xs[t], us[t])
         running.append(ocp.running(t).derivatives(xs[t], us[t]))
-    return {"Fx": Fx, "Fu": Fu, "running": running, "terminal": ocp.terminal_cost.derivatives(xs[-1])}
+    return Derivatives(Fx, Fu, running, ocp.terminal_cost.derivatives(xs[-1]))
+
+
+def line_search(ocp, state: DDPIterate, K, k, dV1, dV2, alphas):
+    """The first ``alpha`` whose rollout decreases the cost by more than 1e-4 of the expected
+    ``-(alpha dV1 + alpha^2 dV2)``: ``(xs, us, cost, alpha)``, or None when none does (a
+    diverging trial rollout counts as no decrease)."""
+    for alpha in alphas:
+        try:
+            xs_new, us_new = forward_pass(ocp, state.xs, state.us, K, k, alpha)
+            cost_new = evaluate(ocp, xs_new, us_new)
+        except (RuntimeError, ValueError):
+            continue
+        actual = state.cost - cost_new
+        exp_a = -(alpha * dV1 + alpha**2 * dV2)
+        if np.isfinite(cost_new) and actual > 1e-4 * exp_a and actual > 0:
+            return xs_new, us_new, cost_new, alpha
+    return None
+
+
+@dataclass
+class StepOutcome:
+    """How one DDP iteration ended: ``"accepted"`` (``state`` moved), ``"converged"`` (the expected
+    decrease is below the tolerance), ``"stalled"`` (``reg`` passed ``reg_max``) or
+    ``"timed_out"`` (during the regularization ladder); its ``expected`` decrease and ``alpha``."""
+
+    kind: str
+    expected: float
+    alpha: float
+
+
+def ddp_step(ocp, state: DDPIterate, derivs: Derivatives, settings: DDPSettings, out_of_time) -> StepOutcome:
+    """One iteration at ``derivs`` (taken at ``state``): backward pass, then line search, raising the
+    regularization until a step is accepted. Updates ``state`` in place."""
+    expected = np.nan
+    while True:
+        try:
+            K, k, dV1, dV2 = backward_pass(ocp, state.xs, state.us, derivs, state.reg, settings.complementarity_aware)
+        except BackwardPassError:
+            state.reg = update_regularization(state.reg, "indefinite", settings)
+            if state.reg > settings.reg_max:
+                return StepOutcome("stalled", expected, 0.0)
+            continue
+        expected = -(dV1 + dV2)
+        if expected < settings.tol * (1.0 + abs(state.cost)):
+            return StepOutcome("converged", expected, 0.0)
+        found = line_search(ocp, state, K, k, dV1, dV2, settings.alphas)
+        if found is not None:
+            state.xs, state.us, state.cost, alpha = found
+            state.reg = update_regularization(state.reg, "accepted", settings)
+            return StepOutcome("accepted", expected, alpha)
+        state.reg = update_regularization(state.reg, "rejected", settings)
+        if state.reg > settings.reg_max:
+            return StepOutcome("stalled", expected, 0.0)
+        if out_of_time():  # the regularization ladder can take many passes
+            return StepOutcome("timed_out", expected, 0.0)
 
 
 def solve_ddp(ocp, *, us_init=None, max_iter: int = 100, tol: float = 1e-8, reg_init: float = 1e-6,
@@ -154,75 +268,50 @@ def solve_ddp(ocp, *, us_init=None, max_iter: int = 100, tol: float = 1e-8, reg_
     the zero gradients of resting (clamping) contacts. The expected decrease then comes from
     a model that is not the step's derivative; the line search still checks the real cost.
 
-    Stops when the expected decrease is below ``tol * (1 + |cost|)`` (CONVERGED), after
+    Stops when the expected decrease is below ``tol * (1 + |cost|)`` (CONVERGED, if the
+    controls receive the cost's gradient: :func:`solvers._common.finish`), after
     ``max_iter`` iterations or ``time_limit`` seconds (MAX_ITERATIONS), when no step
     decreases the cost at the largest regularization (STALLED), or on Ctrl-C
     (INTERRUPTED). ``callback(info)`` is called after every iteration with a dict
     (``iteration, cost, reg, alpha, expected, time``).
     """
     t0 = time.perf_counter()
-    alphas = alphas if alphas is not None else [0.5**i for i in range(12)]
-    us = ocp.check_controls(ocp.us_init if us_init is None else us_init)
-    us = np.clip(us, ocp.u_lower, ocp.u_upper)
+    settings = DDPSettings(tol, reg_min, reg_max, alphas if alphas is not None else [0.5**i for i in range(12)],
+                           complementarity_aware)
+    us = np.clip(ocp.check_controls(ocp.us_init if us_init is None else us_init), ocp.u_lower, ocp.u_upper)
     progress = Progress("ddp", verbose, ["reg", "alpha", "expected"])
     history = []
-    status = Status.MAX_ITERATIONS
-    reg = reg_init
+    status, message, derivs = Status.MAX_ITERATIONS, None, None
     try:
         xs = rollout(ocp, us)
     except (RuntimeError, ValueError) as exc:
-        return Solution(np.full((ocp.horizon + 1, ocp.nx), np.nan), us, np.inf, [], Status.FAILED, "ddp",
-                        time.perf_counter() - t0, {"error": str(exc)})
-    cost = evaluate(ocp, xs, us)
+        return finish(ocp, method="ddp", xs=np.full((ocp.horizon + 1, ocp.nx), np.nan), us=us, cost=np.inf,
+                      history=[], status=Status.FAILED, t0=t0, info={"error": str(exc)}, progress=progress,
+                      message=f"the initial rollout failed: {exc}")
+    state = DDPIterate(xs, us, evaluate(ocp, xs, us), reg_init)
+
+    def late():
+        return time_limit is not None and time.perf_counter() - t0 > time_limit
+
     try:
         for it in range(max_iter):
-            derivs = derivatives(ocp, xs, us, step_jacobians=not complementarity_aware)
-            accepted = timed_out = False
-            expected = np.nan
-            alpha = 0.0
-            while not accepted:
-                try:
-                    K, k, dV1, dV2 = backward_pass(ocp, xs, us, derivs, reg, complementarity_aware)
-                except BackwardPassError:
-                    reg = max(reg * 10.0, 1e-6)
-                    if reg > reg_max:
-                        break
-                    continue
-                expected = -(dV1 + dV2)
-                if expected < tol * (1.0 + abs(cost)):
-                    status = Status.CONVERGED
-                    break
-                for alpha in alphas:
-                    try:
-                        xs_new, us_new = forward_pass(ocp, xs, us, K, k, alpha)
-                        cost_new = evaluate(ocp, xs_new, us_new)
-                    except (RuntimeError, ValueError):
-                        continue
-                    actual = cost - cost_new
-                    exp_a = -(alpha * dV1 + alpha**2 * dV2)
-                    if np.isfinite(cost_new) and actual > 1e-4 * exp_a and actual > 0:
-                        xs, us, cost, accepted = xs_new, us_new, cost_new, True
-                        reg = max(reg / 4.0, reg_min)
-                        break
-                if not accepted:
-                    reg *= 10.0
-                    if reg > reg_max:
-                        break
-                    if time_limit is not None and time.perf_counter() - t0 > time_limit:
-                        timed_out = True  # the regularization ladder can take many passes
-                        break
-            info = {"iteration": it, "cost": cost, "reg": reg, "alpha": alpha if accepted else 0.0,
-                    "expected": expected, "time": time.perf_counter() - t0}
-            record(info, history, progress, callback, ocp=ocp, xs=xs, us=us)
-            if status == Status.CONVERGED or timed_out:
+            derivs = derivatives(ocp, state.xs, state.us, step_jacobians=not complementarity_aware)
+            step = ddp_step(ocp, state, derivs, settings, late)
+            info = {"iteration": it, "cost": state.cost, "reg": state.reg, "alpha": step.alpha,
+                    "expected": step.expected, "time": time.perf_counter() - t0}
+            record(info, history, progress, callback, ocp=ocp, xs=state.xs, us=state.us)
+            if step.kind == "converged":
+                status = Status.CONVERGED
                 break
-            if not accepted:
+            if step.kind == "stalled":
                 status = Status.STALLED
+                message = f"no step decreased the cost, even at the largest regularization ({reg_max:g})"
                 break
-            if out_of_time(info, time_limit):
+            if step.kind == "timed_out" or out_of_time(info, time_limit):
                 break
     except KeyboardInterrupt:
         status = Status.INTERRUPTED
-    wall = time.perf_counter() - t0
-    progress.done(status, cost, wall)
-    return Solution(xs, us, float(cost), history, status, "ddp", wall, {"reg": reg})
+    exact = status == Status.CONVERGED and not complementarity_aware  # derivs holds the exact Jacobians at xs
+    return finish(ocp, method="ddp", xs=state.xs, us=state.us, cost=state.cost, history=history, status=status,
+                  t0=t0, info={"reg": state.reg}, message=message, progress=progress,
+                  Fx=derivs.Fx if exact else None, Fu=derivs.Fu if exact else None)

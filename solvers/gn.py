@@ -42,11 +42,19 @@ between them (``us = P Z``, the parametrisation of ``solvers.cem``; ``g`` and
 ``H`` map through ``P``). Fewer, smoother unknowns average out the few steps
 whose torques the contact events make extremely sensitive, so the linear model
 holds over longer steps.
+
+The solver is named steps over an explicit state: the iterate :class:`GNIterate`
+(controls, knots, states, cost, damping and the step Jacobians); :func:`local_model`
+(reduced gradient and Hessian on the free controls, the damping metric);
+:meth:`GNModel.step` (the damped step and its predicted decrease); :func:`line_search`;
+:func:`update_damping`; :func:`gn_step` joins them into one iteration, and
+:func:`solve_gn` loops and hands the end to :func:`solvers._common.finish`.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
@@ -54,7 +62,7 @@ import scipy.linalg
 from trajopt.sensitivity import aware_trajectory_jacobians, trajectory_jacobians
 from trajopt.solution import Solution, Status
 
-from ._common import Progress, evaluate, knot_weights, out_of_time, record
+from ._common import Progress, evaluate, finish, knot_weights, out_of_time, record
 
 
 def _psd_factor(A: np.ndarray, rtol: float = 1e-12) -> np.ndarray:
@@ -130,6 +138,150 @@ def interpolation_matrix(T: int, K: int) -> np.ndarray:
     return P
 
 
+@dataclass
+class GNIterate:
+    """The solver's state: controls ``us`` (T, nu) and their knots ``Z`` (K, nu) (``us = P Z``;
+    ``Z is us`` when ``K = T``), the rollout ``xs`` (T+1, nx), its ``cost``, the damping ``lam``
+    and the step Jacobians ``jac`` along ``xs``."""
+
+    us: np.ndarray
+    Z: np.ndarray
+    xs: np.ndarray
+    cost: float
+    lam: float
+    jac: object
+
+
+@dataclass
+class GNModel:
+    """The Gauss-Newton model at an iterate, over the ``N = K nu`` knot values ``u`` (flat): gradient
+    ``g`` (N,), Hessian ``H`` (N, N), the controls ``free`` to move, the damping metric ``D`` on
+    them (None when none is free) and the bounds ``lo``, ``hi`` (N,)."""
+
+    u: np.ndarray
+    g: np.ndarray
+    H: np.ndarray
+    free: np.ndarray
+    D: np.ndarray | None
+    lo: np.ndarray
+    hi: np.ndarray
+
+    def step(self, lam: float):
+        """The step ``du`` (N,) for damping ``lam`` and the model's decrease for its clipped version
+        (raises ``LinAlgError`` / ``ValueError`` when ``H + lam D`` cannot be factored)."""
+        free, u = self.free, self.u
+        du = np.zeros(len(u))
+        du[free] = -scipy.linalg.cho_solve(scipy.linalg.cho_factor(self.H[np.ix_(free, free)] + lam * self.D),
+                                           self.g[free])
+        full = np.clip(u + du, self.lo, self.hi) - u
+        return du, -(self.g @ full + 0.5 * full @ self.H @ full)
+
+    def undamped_decrease(self) -> float:
+        """What the (almost) undamped Gauss-Newton step promises: 0 at a KKT point where every
+        control is held at a bound by its gradient, +inf when the model cannot be solved."""
+        if not self.free.any():
+            return 0.0
+        try:
+            return self.step(1e-12)[1]
+        except (np.linalg.LinAlgError, ValueError):
+            return np.inf
+
+
+def local_model(ocp, state: GNIterate, *, E, lo, hi, metric_stride: int) -> GNModel:
+    """The :class:`GNModel` at ``state``: :func:`reduced_derivatives` mapped to the knots by ``E``
+    (None when ``K = T``), the free controls, and the damping metric (module docstring):
+    ``metric_stride > 0`` the state metric, 0 the identity, both scaled to ``H``'s diagonal."""
+    _, g, H, M = reduced_derivatives(ocp, state.xs, state.us, state.jac, metric_stride)
+    if E is not None:
+        g, H = E.T @ g, E.T @ H @ E
+        M = None if M is None else E.T @ M @ E
+    u = state.Z.ravel()
+    free = _free(u, g, lo, hi)
+    D = None
+    if free.any():
+        Hf = H[np.ix_(free, free)]
+        if M is None:
+            D = np.eye(int(free.sum())) * max(float(np.diag(Hf).mean()), 1e-300)
+        else:
+            Mf = M[np.ix_(free, free)]
+            scale = float(np.diag(Hf).mean()) / max(float(np.diag(Mf).mean()), 1e-300)
+            D = scale * (Mf + 1e-6 * float(np.diag(Mf).mean()) * np.eye(len(Mf)))
+    return GNModel(u, g, H, free, D, lo, hi)
+
+
+ALPHAS = (1.0, 0.5, 0.25, 0.125, 0.0625)
+
+
+def line_search(ocp, state: GNIterate, model: GNModel, du, P):
+    """The first ``alpha`` in :data:`ALPHAS` whose clipped step ``clip(u + alpha du)`` decreases the
+    cost by more than 1e-4 of the model's prediction: ``(us, Z, cost, alpha, rho)`` with ``rho``
+    the ratio of the actual to the predicted decrease, or None (a diverging rollout counts as no
+    decrease). ``P`` (T, K) maps knots to controls (None when ``K = T``)."""
+    K, nu = state.Z.shape
+    u = model.u
+    for alpha in ALPHAS:
+        Z_new = np.clip(u + alpha * du, model.lo, model.hi)
+        step = Z_new - u
+        pred = -(model.g @ step + 0.5 * step @ model.H @ step)
+        Z_new = Z_new.reshape(K, nu)
+        us_new = np.clip(P @ Z_new, ocp.u_lower, ocp.u_upper) if P is not None else Z_new
+        try:
+            xs_new = ocp.rollout(us_new)
+            cost_new = evaluate(ocp, xs_new, us_new)
+        except (RuntimeError, ValueError):
+            continue
+        actual = state.cost - cost_new
+        if actual > 1e-4 * pred and actual > 0:
+            return us_new, Z_new, cost_new, alpha, (actual / pred if pred > 0 else 0.0)
+    return None
+
+
+def update_damping(lam: float, event: str, *, alpha: float = 1.0, rho: float = 1.0) -> float:
+    """The next damping: after an ``"accepted"`` step /3 (at least 1e-12) when the full step
+    predicted well (``alpha = 1``, ``rho > 0.75``), x2 when it needed a shorter step or predicted
+    badly (``rho < 0.25``), unchanged otherwise; x10 after a ``"rejected"`` (or unsolvable) model."""
+    if event == "rejected":
+        return lam * 10.0
+    if event != "accepted":
+        raise ValueError(f"unknown damping event {event!r}; expected 'accepted' or 'rejected'")
+    if alpha == 1.0 and rho > 0.75:
+        return max(lam / 3.0, 1e-12)
+    if alpha < 1.0 or rho < 0.25:
+        return lam * 2.0
+    return lam
+
+
+@dataclass
+class StepOutcome:
+    """How one iteration ended: ``"converged"``, ``"accepted"`` (with the trial ``found`` by
+    :func:`line_search`) or ``"stalled"``; the model's ``expected`` decrease."""
+
+    kind: str
+    expected: float
+    found: tuple | None = None
+
+
+def gn_step(ocp, state: GNIterate, model: GNModel, *, tol: float, lam_max: float, P) -> StepOutcome:
+    """One iteration: converged when even the undamped step promises (almost) nothing, else damped
+    steps with a line search, the damping raised (``state.lam``, in place) until one is accepted or
+    it passes ``lam_max``."""
+    expected = model.undamped_decrease()
+    if expected < tol * (1.0 + abs(state.cost)):
+        return StepOutcome("converged", expected)
+    while state.lam <= lam_max:
+        try:
+            du, expected = model.step(state.lam)
+        except (np.linalg.LinAlgError, ValueError):
+            state.lam = update_damping(state.lam, "rejected")
+            continue
+        found = line_search(ocp, state, model, du, P)
+        if found is not None:
+            state.lam = update_damping(state.lam, "accepted", alpha=found[3], rho=found[4])
+            return StepOutcome("accepted", expected, found)
+        state.lam = update_damping(state.lam, "rejected")
+    return StepOutcome("stalled", expected)
+
+
 def solve_gn(ocp, *, us_init=None, knots: int | None = None, max_iter: int = 200, tol: float = 1e-10,
              lam_init: float = 1e-3, lam_max: float = 1e6, time_limit: float | None = None, verbose: bool = True,
              callback=None, max_controls: int = 6000, metric: str = "state", metric_stride: int = 5,
@@ -143,6 +295,9 @@ def solve_gn(ocp, *, us_init=None, knots: int | None = None, max_iter: int = 200
     ``time_limit`` seconds (MAX_ITERATIONS), or on Ctrl-C (INTERRUPTED). ``callback(info)`` gets
     ``iteration, cost, damping, alpha, expected, time`` after every iteration.
 
+    A claimed convergence goes through :func:`solvers._common.finish` (CONVERGED only if the
+    controls receive the cost's gradient).
+
     ``complementarity_aware=True``: the sensitivities chain Nimble's complementarity-aware step
     Jacobians (:func:`trajopt.sensitivity.aware_trajectory_jacobians`), a way out of resting
     contacts' zero gradients; the line search still checks the real cost.
@@ -151,7 +306,6 @@ def solve_gn(ocp, *, us_init=None, knots: int | None = None, max_iter: int = 200
         raise ValueError(f"unknown metric {metric!r}; expected 'state' or 'identity'")
     T, nu = ocp.horizon, ocp.nu
     K = T if knots is None else max(2, min(int(knots), T))
-    N = K * nu
     if T * nu > max_controls:
         raise ValueError(f"gn: {T * nu} controls (horizon {T} x nu {nu}) exceed max_controls={max_controls}; its "
                          f"dense Hessian would need {(T * nu) ** 2 * 8 / 2**20:.0f} MiB. Use method 'ddp', or raise "
@@ -164,6 +318,7 @@ def solve_gn(ocp, *, us_init=None, knots: int | None = None, max_iter: int = 200
         Z = np.clip(np.linalg.lstsq(P, us, rcond=None)[0], ocp.u_lower, ocp.u_upper)
         us = P @ Z
     else:
+        P = E = None
         Z = us
     lo, hi = np.tile(ocp.u_lower, K), np.tile(ocp.u_upper, K)
     progress = Progress("gn", verbose, ["damping", "alpha", "expected"])
@@ -173,95 +328,40 @@ def solve_gn(ocp, *, us_init=None, knots: int | None = None, max_iter: int = 200
                 else trajectory_jacobians(ocp.dynamics, ocp.x0, us_))
 
     history = []
-    status = Status.MAX_ITERATIONS
-    lam = lam_init
+    status, message = Status.MAX_ITERATIONS, None
     try:
         jac = jacobians(us)
     except (RuntimeError, ValueError) as exc:
-        return Solution(np.full((T + 1, ocp.nx), np.nan), us, np.inf, [], Status.FAILED, "gn",
-                        time.perf_counter() - t0, {"error": str(exc)})
-    xs = jac.xs
-    cost = evaluate(ocp, xs, us)
+        return finish(ocp, method="gn", xs=np.full((T + 1, ocp.nx), np.nan), us=us, cost=np.inf, history=[],
+                      status=Status.FAILED, t0=t0, info={"error": str(exc)}, progress=progress,
+                      message=f"the initial rollout failed: {exc}")
+    state = GNIterate(us, Z, jac.xs, evaluate(ocp, jac.xs, us), lam_init, jac)
+    stride = metric_stride if metric == "state" else 0
     try:
         for it in range(max_iter):
-            _, g, H, M = reduced_derivatives(ocp, xs, us, jac, metric_stride if metric == "state" else 0)
-            if K < T:
-                g, H = E.T @ g, E.T @ H @ E
-                M = None if M is None else E.T @ M @ E
-            u = Z.ravel()
-            free = _free(u, g, lo, hi)
-            Hf, gf = H[np.ix_(free, free)], g[free]
-            accepted = False
-            alpha = 0.0
-            if free.any():
-                if M is None:
-                    D = np.eye(len(gf)) * max(float(np.diag(Hf).mean()), 1e-300)
-                else:
-                    Mf = M[np.ix_(free, free)]
-                    scale = float(np.diag(Hf).mean()) / max(float(np.diag(Mf).mean()), 1e-300)
-                    D = scale * (Mf + 1e-6 * float(np.diag(Mf).mean()) * np.eye(len(Mf)))
-
-                def model_step(lam_):
-                    """The step for damping ``lam_`` and the model's decrease for its clipped version."""
-                    du = np.zeros(N)
-                    du[free] = -scipy.linalg.cho_solve(scipy.linalg.cho_factor(Hf + lam_ * D), gf)
-                    full = np.clip(u + du, lo, hi) - u
-                    return du, -(g @ full + 0.5 * full @ H @ full)
-
-                try:  # converged when even the undamped Gauss-Newton step promises (almost) nothing
-                    _, expected = model_step(1e-12)
-                except (np.linalg.LinAlgError, ValueError):
-                    expected = np.inf
-            else:  # every control held at a bound by its gradient: a KKT point
-                expected = 0.0
-            if expected < tol * (1.0 + abs(cost)):
+            model = local_model(ocp, state, E=E, lo=lo, hi=hi, metric_stride=stride)
+            step = gn_step(ocp, state, model, tol=tol, lam_max=lam_max, P=P)
+            if step.kind == "converged":
                 status = Status.CONVERGED
-            while status != Status.CONVERGED and lam <= lam_max:
-                try:
-                    du, expected = model_step(lam)
-                except (np.linalg.LinAlgError, ValueError):
-                    lam *= 10.0
-                    continue
-                for alpha in (1.0, 0.5, 0.25, 0.125, 0.0625):
-                    Z_new = np.clip(u + alpha * du, lo, hi)
-                    step = Z_new - u
-                    pred = -(g @ step + 0.5 * step @ H @ step)
-                    Z_new = Z_new.reshape(K, nu)
-                    us_new = np.clip(P @ Z_new, ocp.u_lower, ocp.u_upper) if K < T else Z_new
-                    try:
-                        xs_new = ocp.rollout(us_new)
-                        cost_new = evaluate(ocp, xs_new, us_new)
-                    except (RuntimeError, ValueError):
-                        continue
-                    actual = cost - cost_new
-                    if actual > 1e-4 * pred and actual > 0:
-                        accepted = True
-                        rho = actual / pred if pred > 0 else 0.0
-                        if alpha == 1.0 and rho > 0.75:
-                            lam = max(lam / 3.0, 1e-12)
-                        elif alpha < 1.0 or rho < 0.25:
-                            lam *= 2.0
-                        break
-                if accepted:
-                    break
-                lam *= 10.0
-            if status == Status.CONVERGED:
-                record({"iteration": it, "cost": cost, "damping": lam, "alpha": 0.0, "expected": expected,
-                        "time": time.perf_counter() - t0}, history, progress, callback, ocp=ocp, xs=xs, us=us)
+                record({"iteration": it, "cost": state.cost, "damping": state.lam, "alpha": 0.0,
+                        "expected": step.expected, "time": time.perf_counter() - t0}, history, progress, callback,
+                       ocp=ocp, xs=state.xs, us=state.us)
                 break
-            if not accepted:
+            if step.kind == "stalled":
                 status = Status.STALLED
+                message = f"no step decreased the cost, even at the largest damping ({lam_max:g})"
                 break
-            us, Z, cost = us_new, Z_new, cost_new
-            jac = jacobians(us)
-            xs = jac.xs
-            info = {"iteration": it, "cost": cost, "damping": lam, "alpha": alpha, "expected": expected,
-                    "time": time.perf_counter() - t0}
-            record(info, history, progress, callback, ocp=ocp, xs=xs, us=us)
+            state.us, state.Z, state.cost, alpha, _ = step.found
+            state.jac = jacobians(state.us)
+            state.xs = state.jac.xs
+            info = {"iteration": it, "cost": state.cost, "damping": state.lam, "alpha": alpha,
+                    "expected": step.expected, "time": time.perf_counter() - t0}
+            record(info, history, progress, callback, ocp=ocp, xs=state.xs, us=state.us)
             if out_of_time(info, time_limit):
                 break
     except KeyboardInterrupt:
         status = Status.INTERRUPTED
-    wall = time.perf_counter() - t0
-    progress.done(status, cost, wall)
-    return Solution(xs, us, float(cost), history, status, "gn", wall, {"damping": lam, "knots": K})
+    exact = status == Status.CONVERGED and not complementarity_aware  # state.jac: the exact Jacobians at us
+    return finish(ocp, method="gn", xs=state.xs, us=state.us, cost=state.cost, history=history, status=status,
+                  t0=t0, info={"damping": state.lam, "knots": K}, message=message, progress=progress,
+                  Fx=state.jac.Fx if exact else None, Fu=state.jac.Fu if exact else None)

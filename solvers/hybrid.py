@@ -16,6 +16,7 @@ import time
 
 from trajopt.solution import Solution, Status
 
+from ._common import finish
 from .cem import solve_cem
 from .ddp import solve_ddp
 from .gn import solve_gn
@@ -75,16 +76,18 @@ def solve_cem_then(ocp, local: str, *, cem_iterations: int = 2, population: int 
         merge(cem.history, "cem", r, offset)
         if cem.status == Status.INTERRUPTED:  # Ctrl-C during the search: stop, with what it found
             best = best if best is not None and best.cost <= cem.cost else cem
-            return Solution(best.xs, best.us, best.cost, history, Status.INTERRUPTED, f"cem-{local}", now(),
-                            {"cem_cost": cem.cost, "rounds": r + 1})
+            return finish(ocp, method=f"cem-{local}", xs=best.xs, us=best.us, cost=best.cost, history=history,
+                          status=Status.INTERRUPTED, t0=t0, info={"cem_cost": cem.cost, "rounds": r + 1})
         sol, stalled = _descend(ocp, LOCAL[local], cem.us, cem.cost, max_iter, chunk, min_progress, time_limit, now,
                                 lambda h, offset: merge(h, local, r, offset), verbose, shifted, local_options)
         if best is None or sol.cost < best.cost:
             best = sol
         if not stalled:
             break
-    return Solution(best.xs, best.us, best.cost, history, best.status, f"cem-{local}", now(),
-                    {"cem_cost": cem.cost, "rounds": r + 1, **best.info})
+    # the best round's status went through the local method's checks at these controls
+    return finish(ocp, method=f"cem-{local}", xs=best.xs, us=best.us, cost=best.cost, history=history,
+                  status=best.status, t0=t0, info={"cem_cost": cem.cost, "rounds": r + 1, **best.info},
+                  message=best.info.get("message"), checked=True)
 
 
 def solve_cem_ddp(ocp, **options) -> Solution:

@@ -31,8 +31,11 @@ import numpy as np
 from trajopt.casadi_bridge import casadi_cost, casadi_cost_local, casadi_step, casadi_step_local
 from trajopt.solution import Solution, Status
 
-from ._common import rollout
+from ._common import Progress, finish, rollout
 
+#: IPOPT's return codes -> status. A success is CONVERGED only when the defects are closed and
+#: the controls receive the cost's gradient (:func:`solvers._common.finish`); codes not listed
+#: here (Invalid_Number_Detected, internal errors, ...) are FAILED.
 _STATUS = {
     "Solve_Succeeded": Status.CONVERGED,
     "Solved_To_Acceptable_Level": Status.CONVERGED,
@@ -42,8 +45,20 @@ _STATUS = {
     "User_Requested_Stop": Status.INTERRUPTED,
     "Search_Direction_Becomes_Too_Small": Status.STALLED,
     "Restoration_Failed": Status.STALLED,
+    "Infeasible_Problem_Detected": Status.STALLED,
     "Error_In_Step_Computation": Status.STALLED,
 }
+
+
+def ipopt_status(return_status: str, max_defect: float, defect_tol: float) -> tuple[Status, str]:
+    """The status and message for IPOPT's ``return_status`` and the largest defect of its last
+    iterate: a success with a defect above ``defect_tol`` is STALLED (the shots do not join)."""
+    status = _STATUS.get(return_status, Status.FAILED)
+    message = f"IPOPT: {return_status}"
+    if status == Status.CONVERGED and not max_defect <= defect_tol:
+        status = Status.STALLED
+        message += f", but the largest defect {max_defect:.3g} exceeds {defect_tol:g}"
+    return status, message
 
 
 class _Recorder(ca.Callback):
@@ -95,11 +110,19 @@ class _Recorder(ca.Callback):
 def solve_shooting(ocp, *, shot_length: int = 1, hessian: str = "gauss-newton", us_init=None, max_iter: int = 300,
                    tol: float = 1e-8,
                    time_limit: float | None = None, verbose: bool = True, callback=None,
-                   ipopt_options: dict | None = None, method_name: str = "shooting") -> Solution:
+                   ipopt_options: dict | None = None, method_name: str = "shooting",
+                   defect_tol: float = 1e-6) -> Solution:
     """Solve ``ocp`` by multiple shooting with IPOPT (see the module docstring).
 
     ``shot_length``: steps per shot (1 = direct transcription). ``ipopt_options``
     are passed to IPOPT (e.g. ``{"mu_strategy": "adaptive"}``).
+
+    Status (:func:`ipopt_status`): IPOPT's success is CONVERGED only when its last iterate's
+    largest defect is at most ``defect_tol`` and the controls receive the cost's gradient
+    (:func:`solvers._common.gradient_reach`); its iteration and time limits are MAX_ITERATIONS;
+    Restoration_Failed, Infeasible_Problem_Detected, Search_Direction_Becomes_Too_Small are
+    STALLED; anything else (Invalid_Number_Detected, ...) FAILED. ``info["message"]`` names
+    IPOPT's code.
     """
     if shot_length < 1:
         raise ValueError(f"shot_length must be >= 1, got {shot_length}")
@@ -165,25 +188,26 @@ def solve_shooting(ocp, *, shot_length: int = 1, hessian: str = "gauss-newton", 
         res = solver(x0=z0, lbx=lbz, ubx=ubz, lbg=0.0, ubg=0.0)
         zs = np.asarray(res["x"]).ravel()
         return_status = solver.stats().get("return_status", "unknown")
-        status = Status.INTERRUPTED if recorder.interrupted else _STATUS.get(return_status, Status.FAILED)
     except RuntimeError as exc:  # a callback raised (e.g. the simulation diverged at a trial point)
-        zs, return_status, status = None, f"error: {exc}", Status.FAILED
+        zs, return_status = None, f"error: {exc}"
+    max_defect = history[-1]["max_defect"] if history else np.nan
     if zs is None:
+        status, message = Status.FAILED, f"IPOPT stopped on an {return_status}"
         us = us0
     else:
+        status, message = ipopt_status(return_status, max_defect, defect_tol)
+        if recorder.interrupted:
+            status = Status.INTERRUPTED
         us = np.clip(zs[nz_x * len(X):].reshape(T, nu), ocp.u_lower, ocp.u_upper)
     try:
         xs = rollout(ocp, us)
         cost = ocp.cost(xs, us)
-    except (RuntimeError, ValueError):
+    except (RuntimeError, ValueError) as exc:
         xs, us, cost, status = xs0, us0, ocp.cost(xs0, us0), Status.FAILED
-    wall = time.perf_counter() - t0
-    info = {"ipopt_status": return_status, "shot_length": shot_length, "hessian": hessian,
-            "max_defect": history[-1]["max_defect"] if history else np.nan}
-    if verbose:
-        print(f"[{method_name}] {status.value} ({return_status}): cost {cost:.6e}, {len(history)} iterations, "
-              f"{wall:.2f} s", flush=True)
-    return Solution(xs, us, float(cost), history, status, method_name, wall, info)
+        message = f"{message}; the rollout of IPOPT's controls failed ({exc}): the initial guess is returned"
+    info = {"ipopt_status": return_status, "shot_length": shot_length, "hessian": hessian, "max_defect": max_defect}
+    return finish(ocp, method=method_name, xs=xs, us=us, cost=cost, history=history, status=status, t0=t0,
+                  info=info, message=message, progress=Progress(method_name, verbose, []))
 
 
 def solve_ipopt(ocp, **options) -> Solution:

@@ -61,9 +61,11 @@ def test_solve_writes_solution_summary_and_plots(tmp_path, capsys):
     assert main(["solve", "pendulum", "--max-iter", "5", "--horizon", "60", "--out", str(tmp_path)]) == 0
     out = tmp_path / "pendulum" / "ddp"
     summary = json.loads((out / "summary.json").read_text())
-    for key in ("problem", "method", "contact", "status", "cost", "iterations", "wall_time_s", "versions", "metrics"):
+    for key in ("problem", "method", "contact", "status", "message", "cost", "iterations", "wall_time_s", "versions",
+                "metrics"):
         assert key in summary
     assert summary["problem"] == "pendulum" and summary["method"] == "ddp" and summary["iterations"] == 5
+    assert summary["message"].startswith("first-order optimal") == (summary["status"] == "converged")
     assert "final_angle_error" in summary["metrics"] and summary["versions"]["pin"]
     data = np.load(out / "solution.npz")
     assert data["xs"].shape == (61, 2) and data["us"].shape == (60, 1)
@@ -76,7 +78,8 @@ def test_solve_planar_contact_problem_writes_an_animation(tmp_path):
     assert main(["solve", "jump-worm", "--method", "ddp", "--max-iter", "1", "--horizon", "40", "--contact", "ncp",
                  "--out", str(tmp_path)]) == 0
     out = tmp_path / "jump-worm" / "ddp"
-    assert json.loads((out / "summary.json").read_text())["contact"] == "ncp"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["contact"] == "ncp"
     assert (out / "animation.gif").stat().st_size > 10_000
 
 
@@ -149,3 +152,13 @@ def test_a_named_method_runs_as_asked_without_the_recipe():
     ocp = problems.load("ur5-box", horizon=10)
     assert solve(ocp, "ddp", max_iter=1, verbose=False).method == "ddp"  # no smoothing
     assert solve(ocp, max_iter=1, verbose=False).method == "ddp+continuation"
+
+
+def test_solve_says_why_a_zero_gradient_stop_is_not_converged(tmp_path, capsys):
+    """The worm lying on the floor: hard contact gives no gradient; the CLI says so and what to try."""
+    assert main(["solve", "jump-worm", "--method", "ddp", "--contact", "ncp", "--smoothing", "none", "--max-iter", "2",
+                 "--no-animation", "--out", str(tmp_path)]) == 1
+    summary = json.loads((tmp_path / "jump-worm" / "ddp" / "summary.json").read_text())
+    assert summary["status"] == "stalled" and summary["message"].startswith("zero gradient")
+    out = capsys.readouterr().out
+    assert "stalled: zero gradient" in out and "--smoothing auto" in out

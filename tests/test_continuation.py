@@ -53,7 +53,8 @@ def test_hard_gradient_is_zero_and_continuation_pushes_the_box(push):
     # hard contact: the pusher never reaches the box, so nothing moves it
     plain = solve(push, "ddp", max_iter=20, verbose=False)
     assert abs(plain.xs[-1, 0]) < 1e-12
-    assert plain.status != Status.CONVERGED or plain.iterations <= 1
+    assert plain.status == Status.STALLED and plain.info["message"].startswith("zero gradient")
+    assert "smoothing='auto'" in plain.info["message"]  # what to try
     sol = solve(push, "ddp", smoothing="auto", max_iter=50, verbose=False)
     # the answer is judged on hard contact: its states are the hard rollout of its controls
     assert np.allclose(sol.xs, push.rollout(sol.us), atol=1e-12, rtol=0)
@@ -64,6 +65,16 @@ def test_hard_gradient_is_zero_and_continuation_pushes_the_box(push):
     assert stages[-1]["kappa"] == 0.0 and all(s["kappa"] > 0 for s in stages[:-1])
     assert all(np.isfinite(s["hard_cost"]) for s in stages[:-1])
     assert sol.cost < 1e-2 * plain.cost
+    if sol.status == Status.CONVERGED:  # the hard stage's status went through the same checks
+        assert not sol.info["gradient_reach"]["stalled"]
+
+
+def test_continuation_reports_its_hard_stage_stall(push):
+    """A schedule too soft to reach the box leaves the hard stage at the zero-gradient stop."""
+    sol = solve(push, "ddp", smoothing=[1e-12], max_iter=20, verbose=False)
+    assert [s["kappa"] for s in sol.info["stages"]] == [1e-12, 0.0]
+    assert sol.status == Status.STALLED and sol.info["stages"][-1]["status"] == "stalled"
+    assert sol.info["message"].startswith("zero gradient") and "even after smoothing" in sol.info["message"]
 
 
 def test_continuation_with_gn(push):

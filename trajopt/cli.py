@@ -164,8 +164,8 @@ def write_solution(ocp, sol, *, problem: str, contact: str | None, out_dir: str,
     metrics.pop("cost", None)
     summary = {
         "problem": problem, "method": sol.method, "contact": contact or getattr(dyn, "contact", "none"),
-        "status": sol.status.value, "cost": float(sol.cost), "iterations": sol.iterations,
-        "wall_time_s": float(sol.wall_time), "horizon": ocp.horizon, "dt": dt, "versions": _versions(),
+        "status": sol.status.value, "message": sol.info.get("message", ""), "cost": float(sol.cost),
+        "iterations": sol.iterations, "wall_time_s": float(sol.wall_time), "horizon": ocp.horizon, "dt": dt, "versions": _versions(),
         "metrics": metrics,
         **(extra or {}),
     }
@@ -270,6 +270,8 @@ def cmd_solve(args) -> int:
     figures = ", ".join(f"{k} {v:.4g}" for k, v in summary["metrics"].items())
     print(f"{args.problem} / {name}: {summary['status']}, cost {summary['cost']:.6g}, "
           f"{summary['iterations']} iterations, {summary['wall_time_s']:.1f} s" + (f"; {figures}" if figures else ""))
+    if summary["message"]:
+        print(f"  {summary['status']}: {summary['message']}")
     print(f"wrote {out}/: {', '.join(summary['files'])}")
     return 0 if sol.status.value in ("converged", "max_iterations", "interrupted") else 1
 

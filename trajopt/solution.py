@@ -11,9 +11,9 @@ import numpy as np
 class Status(str, enum.Enum):
     """How a solve ended."""
 
-    CONVERGED = "converged"  # a stopping test on the cost decrease / step size passed
+    CONVERGED = "converged"  # first-order optimal: the stopping test passed and the gradient means something
     MAX_ITERATIONS = "max_iterations"  # the iteration budget ran out (the last iterate is returned)
-    STALLED = "stalled"  # no step decreased the cost even with the largest regularization
+    STALLED = "stalled"  # no step decreased the cost, or a zero-gradient stop (info["message"] says which)
     INTERRUPTED = "interrupted"  # Ctrl-C: the last iterate is returned
     FAILED = "failed"  # the solver could not produce a usable iterate (e.g. diverged)
 
@@ -21,7 +21,8 @@ class Status(str, enum.Enum):
 @dataclass
 class Solution:
     """``xs`` (T+1, nx), ``us`` (T, nu), total ``cost``, per-iteration ``history`` (dicts with at
-    least ``iteration``, ``cost``, ``time``), ``status``, the ``method`` name and solver ``info``."""
+    least ``iteration``, ``cost``, ``time``), ``status``, the ``method`` name and solver ``info``
+    (``info["message"]``: why the solve ended, from ``solvers._common.finish``)."""
 
     xs: np.ndarray
     us: np.ndarray
