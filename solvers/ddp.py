@@ -223,8 +223,9 @@ def line_search(ocp, state: DDPIterate, K, k, dV1, dV2, alphas):
 @dataclass
 class StepOutcome:
     """How one DDP iteration ended: ``"accepted"`` (``state`` moved), ``"converged"`` (the expected
-    decrease is below the tolerance), ``"stalled"`` (``reg`` passed ``reg_max``) or
-    ``"timed_out"`` (during the regularization ladder); its ``expected`` decrease and ``alpha``."""
+    decrease is below the tolerance), ``"kink"`` (below it only because ``reg`` was raised:
+    :func:`_damped_only`), ``"stalled"`` (``reg`` passed ``reg_max``) or ``"timed_out"`` (during
+    the regularization ladder); its ``expected`` decrease and ``alpha``."""
 
     kind: str
     expected: float
@@ -245,6 +246,8 @@ def ddp_step(ocp, state: DDPIterate, derivs: Derivatives, settings: DDPSettings,
             continue
         expected = -(dV1 + dV2)
         if expected < settings.tol * (1.0 + abs(state.cost)):
+            if state.reg > 10.0 * settings.reg_min and _damped_only(ocp, state, derivs, settings):
+                return StepOutcome("kink", expected, 0.0)
             return StepOutcome("converged", expected, 0.0)
         found = line_search(ocp, state, K, k, dV1, dV2, settings.alphas)
         if found is not None:
@@ -256,6 +259,19 @@ def ddp_step(ocp, state: DDPIterate, derivs: Derivatives, settings: DDPSettings,
             return StepOutcome("stalled", expected, 0.0)
         if out_of_time():  # the regularization ladder can take many passes
             return StepOutcome("timed_out", expected, 0.0)
+
+
+def _damped_only(ocp, state: DDPIterate, derivs: Derivatives, settings: DDPSettings) -> bool:
+    """Whether a small expected decrease is the regularization's doing: at ``reg_min`` the local
+    model is not convex or still promises a real decrease. Line searches that failed along that
+    promise raised ``reg`` until the damped model promised nothing -- a kink (contact events
+    changing), not a minimum."""
+    try:
+        _, _, dV1, dV2 = backward_pass(ocp, state.xs, state.us, derivs, settings.reg_min,
+                                       settings.complementarity_aware)
+    except BackwardPassError:
+        return True
+    return -(dV1 + dV2) >= settings.tol * (1.0 + abs(state.cost))
 
 
 def solve_ddp(ocp, *, us_init=None, max_iter: int = 100, tol: float = 1e-8, reg_init: float = 1e-6,
@@ -306,6 +322,12 @@ def solve_ddp(ocp, *, us_init=None, max_iter: int = 100, tol: float = 1e-8, reg_
             if step.kind == "stalled":
                 status = Status.STALLED
                 message = f"no step decreased the cost, even at the largest regularization ({reg_max:g})"
+                break
+            if step.kind == "kink":
+                status = Status.STALLED
+                message = (f"a kink: the undamped local model still promises a decrease that no step realizes "
+                           f"(regularization raised to {state.reg:.3g}); contact events change along the "
+                           "step -- try smoothing='auto' or a search first (cem-ddp)")
                 break
             if step.kind == "timed_out" or out_of_time(info, time_limit):
                 break

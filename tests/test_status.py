@@ -95,3 +95,34 @@ def test_non_finite_answers_fail_with_a_message():
 def test_ipopt_return_codes_map_to_statuses_with_the_code_in_the_message(code, defect, status):
     got, message = ipopt_status(code, defect, 1e-6)
     assert got == status and code in message
+
+
+def kink_problem(T: int = 10) -> OCP:
+    """``x+ = x + u`` (1-D), terminal cost ``|x - 1| + 0.005 (x - 1)^2``: a kink at ``x = 1``, the
+    non-smooth minimum a contact event makes. The local quadratic model always promises a
+    decrease of about ``1 / (2 * 0.01)`` that no step realizes near the kink."""
+    from trajopt import CostDerivatives, FunctionCost
+
+    dyn = Linear(np.eye(1), np.eye(1))
+
+    def value(x, u=None):
+        e = x[0] - 1.0
+        return abs(e) + 0.005 * e * e
+
+    def derivatives(x, u=None):
+        e = x[0] - 1.0
+        out = CostDerivatives.zeros(1, 1)
+        out.L = value(x)
+        out.Lx[0] = np.sign(e) + 0.01 * e
+        out.Lxx[0, 0] = 0.01
+        return out
+
+    return OCP(dynamics=dyn, x0=np.zeros(1), horizon=T, running_cost=ControlCost(dyn, 1e-6),
+               terminal_cost=FunctionCost(dyn, value, derivatives), name="kink")
+
+
+def test_ddp_stopping_at_a_kink_is_stalled_not_converged():
+    ocp = kink_problem()
+    sol = solve(ocp, method="ddp", max_iter=200, verbose=False)
+    assert abs(sol.xs[-1, 0] - 1.0) < 1e-3  # it got to the kink
+    assert sol.status == Status.STALLED and sol.info["message"].startswith("a kink"), sol.info["message"]
