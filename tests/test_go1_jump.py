@@ -29,7 +29,8 @@ def test_problem_as_stated(jump):
     x_stand = legged.go1_standing_state(sim)
     assert np.array_equal(jump.x0, x_stand) and jump.x0[2] == pytest.approx(0.27383, abs=1e-5)
     assert jump.default_method == "ddp"
-    assert problems.load("go1-jump", horizon=250, contact="ncp").horizon == 250
+    variant = problems.load("go1-jump", horizon=250, contact="ncp")
+    assert variant.horizon == 250 and variant.dynamics.contact == "ncp"
     # the initial guess holds the standing pose: nothing moves, no flight
     xs = jump.rollout(jump.us_init)
     m = jump.evaluate(xs, jump.us_init)
