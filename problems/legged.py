@@ -19,6 +19,44 @@ Go1 (``go1-hold``; the inverse-dynamics ``go1-standing`` is in problems/inverse.
     computed (forward kinematics + foot geometry placements) so that the four foot
     spheres touch the ground (signed distance 0).
 
+Go1 jump (``go1-jump``)
+    The Go1 scene above, from the standing state (the static-contact torques as the
+    initial guess), 300 steps of 1 ms: jump as high as possible. Reward: the
+    *ballistic apex* of the base, ``h(x) = z + max(v_z, 0)^2 / (2 g)`` (``v_z`` the
+    base's vertical velocity in the world frame): the height the base would reach if
+    it flew from ``x`` now. It rewards upward speed before the feet leave the ground,
+    so the gradient of a stance state already points to a push-off (a reward on ``z``
+    alone is maximised by standing tall on stretched legs, 0.40 m at most), and it is
+    constant in flight. Running cost, per second (times dt per knot):
+    ``-apex_weight h(x) + 0.5 |x (-) x_stand|^2_W + 0.5 control_weight |u - u_hold|^2
+    + joint-speed penalty``; terminal cost ``-terminal_weight h(x_T)`` plus the posture
+    term times dt. W: ``orientation_weight`` on the base's roll, pitch, yaw,
+    ``position_weight`` on its x, y, ``joint_weight`` on the joint angles,
+    ``velocity_weight`` on the base's angular and the joints' velocities; nothing on
+    the base's height or linear velocity. Physically honest: torques within the URDF's
+    motor limits (the OCP's bounds), and joint speeds within the URDF's velocity limits
+    (30.1 rad/s hip and thigh, 20.06 rad/s calf) by a penalty
+    ``0.5 speed_limit_weight max(|v_j| - v_max_j, 0)^2`` (the simulator has no motor
+    speed limit: without it the optimum spins the calves at 40 rad/s and throws the
+    base 2 m high). The apex reward's Hessian is concave; its curvature is dropped
+    (``Lxx`` of that term 0) so DDP's Q-function stays convex in u.
+    Metrics: ``max_base_height`` (m, over the trajectory), ``final_base_height`` (m),
+    ``flight_time`` (s: dt times the number of states after a step whose four foot
+    spheres are all at least ``GO1_FLIGHT_CLEARANCE`` = 1 cm above the ground),
+    ``max_joint_speed_ratio`` (largest |v_j| / v_max_j).
+    Recipe: DDP on hard contact from the holding torques, its regularization kept at
+    1e-4 or more (``reg_init = reg_min = 1e-4``; the control cost gives ``Luu`` = 1e-6
+    per knot only). Measured (300 steps, 120 s): with the floor at 1e-4 or 3e-4 the first
+    iteration already jumps (also at 250 and 350 steps and with ``contact="ncp"``); at
+    1e-5 the target comes after 33 s (300 steps) or not at all (350 steps); at 1e-6 not
+    within 120 s; with DDP's own floor (1e-9) after 70 s. The gradient of the apex reward in
+    stance is informative (the feet push through clamping contacts), so no smoothing.
+    The automatic schedule (kappa 0.30, 0.099, 0.030, 0.0099, 0.0030 J, then 0) does not
+    suit this scene: its friction barrier lets the feet slide (0.3 s under the holding
+    torques: 39 cm at kappa 0.30 and 0.099, 3 cm at 0.030, 1.4 mm at 0.0099, 0.1 mm at
+    0.0030), so its first stages optimise a robot whose feet slide, and the hard stage
+    starts from controls made for that robot.
+
 UR5 and box (``ur5-box``)
     The UR5 of example-robot-data (``ur_description/urdf/ur5_robot.urdf``): masses
     and inertias (16.99 kg of moving links), torque limits 150, 150, 150, 28, 28,
@@ -101,6 +139,8 @@ GO1_LEGS = ("FL", "FR", "RL", "RR")
 #: The SRDF's "standing" joint angles (rad), per leg: hip, thigh, calf.
 GO1_STANDING = {"hip": 0.0, "thigh": 0.8, "calf": -1.853}
 GO1_FOOT_RADIUS = 0.02  # from the URDF (collision spheres of the *_foot links)
+GO1_FEET = tuple(f"{leg}_foot_0" for leg in GO1_LEGS)  # the foot spheres' collision objects
+GO1_FLIGHT_CLEARANCE = 0.01  # m: a state is in flight when every foot is at least this high
 
 # -- UR5 and box -------------------------------------------------------------------------------
 UR5_BASE = np.array([0.0, 0.0, 0.4])
@@ -188,8 +228,7 @@ def go1_standing_state(sim: Simulator) -> np.ndarray:
     for leg in GO1_LEGS:
         for part, angle in GO1_STANDING.items():
             _set_joint(model, q, f"{leg}_{part}_joint", angle)
-    feet = [f"{leg}_foot_0" for leg in GO1_LEGS]
-    q[2] -= lowest_point(sim, q, axis=2, names=feet)
+    q[2] -= lowest_point(sim, q, axis=2, names=GO1_FEET)
     return np.concatenate((q, np.zeros(model.nv)))
 
 
@@ -216,6 +255,104 @@ def go1_standing(*, horizon: int = 200, dt: float = 1e-3, contact: str = "lcp", 
     sim = go1_standing_simulator(dt=dt, contact=contact, friction=friction)
     return _standing_ocp(sim, go1_standing_state(sim), name="go1-hold", horizon=horizon,
                          state_weight=state_weight, control_weight=control_weight)
+
+
+def base_apex_height(sim: Simulator, x: np.ndarray) -> float:
+    """Ballistic apex of a free-flyer base: ``z + max(v_z, 0)^2 / (2 g)``, ``v_z`` its world vertical velocity."""
+    g = float(np.linalg.norm(sim.model.gravity.linear))
+    vz = float(pin.Quaternion(x[6], x[3], x[4], x[5]).toRotationMatrix()[2] @ x[sim.nq:sim.nq + 3])
+    return float(x[2]) + max(vz, 0.0) ** 2 / (2.0 * g)
+
+
+def base_apex_reward(sim: Simulator, weight: float) -> FunctionCost:
+    """``-weight * base_apex_height(x)`` with its exact gradient; the concave curvature is dropped (Lxx = 0).
+
+    Tangent space (pin.integrate on the free flyer: ``p + R dp``, ``R exp(dtheta)``): z moves
+    with ``R[2] . dp``, the world velocity ``R v`` with ``R dv - R [v]x dtheta``.
+    """
+    g = float(np.linalg.norm(sim.model.gravity.linear))
+    nq, nv = sim.nq, sim.nv
+
+    def value(x, u=None):
+        return -weight * base_apex_height(sim, x)
+
+    def derivatives(x, u=None):
+        R = pin.Quaternion(x[6], x[3], x[4], x[5]).toRotationMatrix()
+        v = x[nq:nq + 3]
+        vz = max(float(R[2] @ v), 0.0)
+        out = CostDerivatives.zeros(sim.ndx, sim.nu)
+        out.L = -weight * (float(x[2]) + vz * vz / (2.0 * g))
+        out.Lx[:3] = -weight * R[2]
+        out.Lx[3:6] = weight * vz / g * (R @ pin.skew(v))[2]
+        out.Lx[nv:nv + 3] = -weight * vz / g * R[2]
+        return out
+
+    return FunctionCost(sim, value, derivatives)
+
+
+def joint_speed_penalty(sim: Simulator, weight: float) -> FunctionCost:
+    """``0.5 weight sum_j max(|v_j| - v_max_j, 0)^2`` over the actuated joints, ``v_max`` the model's
+    velocity limits (the URDF's); exact derivatives (the Hessian is piecewise constant)."""
+    dofs = np.asarray(sim.actuated_dofs)
+    vmax = np.asarray(sim.model.velocityLimit)[dofs]
+    nq, nv = sim.nq, sim.nv
+
+    def excess(x):
+        v = x[nq:][dofs]
+        return np.maximum(np.abs(v) - vmax, 0.0), np.sign(v)
+
+    def value(x, u=None):
+        e, _ = excess(x)
+        return 0.5 * weight * float(e @ e)
+
+    def derivatives(x, u=None):
+        e, sgn = excess(x)
+        out = CostDerivatives.zeros(sim.ndx, sim.nu)
+        out.L = 0.5 * weight * float(e @ e)
+        out.Lx[nv + dofs] = weight * e * sgn
+        out.Lxx[nv + dofs, nv + dofs] = weight * (e > 0)
+        return out
+
+    return FunctionCost(sim, value, derivatives)
+
+
+def go1_flight_mask(sim: Simulator, xs: np.ndarray) -> np.ndarray:
+    """(len(xs),) bool: all four feet at least ``GO1_FLIGHT_CLEARANCE`` above the ground."""
+    return np.array([lowest_point(sim, x[: sim.nq], axis=2, names=GO1_FEET) >= GO1_FLIGHT_CLEARANCE for x in xs])
+
+
+@register("go1-jump", "Unitree Go1 (18 dof, 3-D) jumps from standing as high as it can; 300 steps of 1 ms",
+          method="ddp", options={"time_limit": 120.0, "max_iter": 1000, "reg_init": 1e-4, "reg_min": 1e-4})
+def go1_jump(*, horizon: int = 300, dt: float = 1e-3, contact: str = "lcp", friction: float = 0.8,
+             apex_weight: float = 300.0, terminal_weight: float = 0.0, orientation_weight: float = 100.0,
+             position_weight: float = 100.0, joint_weight: float = 0.1, velocity_weight: float = 0.1,
+             control_weight: float = 1e-3, speed_limit_weight: float = 1e4) -> OCP:
+    sim = go1_standing_simulator(dt=dt, contact=contact, friction=friction)
+    x0 = go1_standing_state(sim)
+    u_hold, _, _ = static_contact_torques(sim, x0[: sim.nq])
+    nv = sim.nv
+    w = np.zeros(sim.ndx)
+    w[0:2] = position_weight
+    w[3:6] = orientation_weight
+    w[6:nv] = joint_weight
+    w[nv + 3:nv + 6] = velocity_weight
+    w[nv + 6:] = velocity_weight
+    posture = StateCost(sim, x0, w)
+    reward = base_apex_reward(sim, 1.0)
+    dofs = np.asarray(sim.actuated_dofs)
+    vmax = np.asarray(sim.model.velocityLimit)[dofs]
+    running = dt * (apex_weight * reward + posture + ControlCost(sim, control_weight, u_ref=u_hold)
+                    + joint_speed_penalty(sim, speed_limit_weight))
+    terminal = terminal_weight * reward + dt * posture
+
+    def metrics(xs, us):
+        return {"max_base_height": float(xs[:, 2].max()), "final_base_height": float(xs[-1, 2]),
+                "flight_time": float(dt * go1_flight_mask(sim, xs[1:]).sum()),
+                "max_joint_speed_ratio": float(np.max(np.abs(xs[:, sim.nq:][:, dofs]) / vmax))}
+
+    return OCP(dynamics=sim, x0=x0, horizon=horizon, running_cost=running, terminal_cost=terminal,
+               name="go1-jump", us_init=np.tile(u_hold, (horizon, 1)), metrics=metrics,
+               info={"bench_state": (x0.copy(), u_hold.copy()), "x_ref": x0.copy()})
 
 
 # ===========================================================================================
