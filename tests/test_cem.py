@@ -121,3 +121,38 @@ def test_the_hybrid_tells_a_crawl_along_a_kink_from_progress(costs, alphas, craw
                             lambda h, o: None, False, None, {})
     assert stalled is crawls
     assert sol.cost == (costs[1] if crawls else costs[-1])
+
+
+@pytest.mark.parametrize("share, rounds", [(None, 1), (0.5, 3)])
+def test_a_round_that_overstays_its_share_of_the_time_gives_way_to_a_new_search(monkeypatch, share, rounds):
+    """A local method that keeps progressing slowly (10 s a run, full steps, cost -20% a run) on a
+    40 s budget: without a share it keeps the whole budget; with half, rounds start at 1, 22 and 33 s."""
+    import solvers.hybrid as hybrid
+    from trajopt.solution import Solution, Status
+
+    clock = [0.0]
+    monkeypatch.setattr(hybrid.time, "perf_counter", lambda: clock[0])
+    ocp = problems.load("pendulum", horizon=5)
+
+    def fake_cem(ocp, *, us_init, **_):
+        clock[0] += 1.0
+        return Solution(np.zeros((6, ocp.nx)), np.zeros((5, 1)), 1.0, [{"iteration": 0, "cost": 1.0, "time": 1.0}],
+                        Status.MAX_ITERATIONS, "cem", 1.0, {})
+
+    def fake_local(ocp, *, us_init, max_iter, time_limit, **_):
+        clock[0] += 10.0
+        cost = 0.8 * fake_local.cost
+        fake_local.cost = cost
+        return Solution(np.zeros((6, ocp.nx)), us_init, cost, [{"iteration": 0, "cost": cost, "alpha": 1.0,
+                                                               "time": 10.0}], Status.MAX_ITERATIONS, "ddp", 10.0, {})
+
+    fake_local.cost = 1.0
+    monkeypatch.setattr(hybrid, "solve_cem", fake_cem)
+    monkeypatch.setitem(hybrid.LOCAL, "ddp", fake_local)
+    sol = hybrid.solve_cem_then(ocp, "ddp", time_limit=40.0, round_share=share, verbose=False)
+    assert sol.info["rounds"] == rounds
+
+
+def test_bad_round_share_is_refused():
+    with pytest.raises(ValueError, match="round_share"):
+        solve(problems.load("pendulum", horizon=5), method="cem-ddp", round_share=1.5, verbose=False)
