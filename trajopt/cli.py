@@ -244,13 +244,11 @@ def cmd_solve(args) -> int:
     if isinstance(problem, LeastSquares):  # an inverse problem: Gauss-Newton, analytical vs FD Jacobians
         return solve_least_squares(problem, args)
     ocp = problem
+    # without --method, solve() follows the problem's recipe; the command line wins over it
     method = args.method if args.method is not None else ocp.default_method
     if method not in METHODS:
         raise CLIError(f"unknown method {method!r}; available: {', '.join(sorted(METHODS))}")
-    # without --method, the problem's recipe (method and options); the command line wins over it
-    recipe = dict(ocp.default_options) if args.method is None else {}
-    smoothing = _smoothing_option(args.smoothing, method, ocp, recipe.pop("smoothing", None))
-    solver_options = {**recipe, "verbose": True}
+    solver_options = {"verbose": True, **_smoothing_option(args.smoothing, method, ocp)}
     if args.max_iter is not None:
         solver_options["max_iter"] = args.max_iter
     if args.time_limit is not None:
@@ -262,7 +260,7 @@ def cmd_solve(args) -> int:
         solver_options["complementarity_aware"] = True
         name = f"{method}-aware"
     solver_options.update(_seed_option(method, args, explicit=args.method is not None))
-    sol = solve(ocp, method=method, smoothing=smoothing if smoothing is not None else "none", **solver_options)
+    sol = solve(ocp, method=args.method, **solver_options)
     out = os.path.join(args.out, args.problem, name)
     summary = write_solution(ocp, sol, problem=args.problem, contact=args.contact, out_dir=out,
                              animate=not args.no_animation,
@@ -350,19 +348,19 @@ def _seed_option(method, args, *, explicit: bool = True) -> dict:
     return {"seed": args.seed}
 
 
-def _smoothing_option(value, method, ocp, default):
-    """The ``smoothing=`` of ``--smoothing`` (``auto``, ``none`` or a number kappa), checked
+def _smoothing_option(value, method, ocp) -> dict:
+    """``{"smoothing": value}`` for ``--smoothing`` (``auto``, ``none`` or a number kappa), checked
     before any solving: a bad value or a method that cannot use it is a CLIError."""
     from solvers.continuation import check_smoothing, resolve_schedule
 
     if value is None:
-        return default
+        return {}
     try:
         check_smoothing(method, value)
         resolve_schedule(ocp.dynamics, value)
     except (ValueError, TypeError) as exc:
         raise CLIError(f"--smoothing {value}: {exc}") from None
-    return value
+    return {"smoothing": value}
 
 
 def build_parser() -> argparse.ArgumentParser:
