@@ -61,6 +61,22 @@ def record(info: dict, history: list, progress: "Progress", callback, *, ocp=Non
         callback(info)
 
 
+def append_stage(history: list, stage_history: list, offset: float, **tags) -> None:
+    """Append a stage's iterations to ``history`` on the caller's clock (``time + offset``) and
+    iteration count, each tagged (e.g. ``stage=``, ``round=``, ``kappa=``)."""
+    start = len(history)
+    history.extend(dict(h, **tags, time=h["time"] + offset, iteration=start + i) for i, h in enumerate(stage_history))
+
+
+def stage_callback(callback, history: list, offset: float, **tags):
+    """The callback a stage gets: the user's ``callback`` on the caller's clock and iteration count
+    (None when there is none). Build it just before the stage starts."""
+    if callback is None:
+        return None
+    start = len(history)
+    return lambda info: callback(dict(info, **tags, time=info["time"] + offset, iteration=info["iteration"] + start))
+
+
 def out_of_time(info: dict, time_limit: float | None) -> bool:
     return time_limit is not None and info["time"] > time_limit
 

@@ -32,13 +32,12 @@ from collections.abc import Sequence
 
 from trajopt.solution import Solution, Status
 
-from ._common import SMOOTHING_HINT, finish
+from ._common import SMOOTHING_HINT, append_stage, finish, stage_callback
 
 #: methods whose later stages run a different (local) method
 LOCAL_STAGE = {"cem-ddp": "ddp", "cem-gn": "gn"}
 #: methods that can use smoothing (all but the gradient-free CEM)
 SMOOTHABLE = ("ddp", "gn", "shooting", "ipopt", "cem-ddp", "cem-gn")
-SCHEDULES = ("auto", "none")
 #: share of the time limit the smoothed stages may use together
 SMOOTHED_SHARE = 0.6
 
@@ -127,17 +126,10 @@ def solve_continuation(ocp, method: str, methods: dict, smoothing="auto", *, tim
             print(f"[continuation] stage {k + 1}/{len(schedule)}: kappa = {kappa:.3g}"
                   f"{' (hard contact)' if kappa == 0 else ''}, {name}", flush=True)
         offset = time.perf_counter() - t0
-        start = len(history)
-
-        def shifted(info, offset=offset, start=start, kappa=kappa):
-            if callback is not None:
-                callback(dict(info, time=info["time"] + offset, iteration=info["iteration"] + start, kappa=kappa))
-
         stage_options = options if name == method else _accepted(methods[name], options)
-        sol = methods[name](stage_ocp, us_init=us, time_limit=budget, verbose=verbose, callback=shifted,
-                            **stage_options)
-        history.extend(dict(h, stage=k, kappa=kappa, time=h["time"] + offset, iteration=start + i)
-                       for i, h in enumerate(sol.history))
+        sol = methods[name](stage_ocp, us_init=us, time_limit=budget, verbose=verbose,
+                            callback=stage_callback(callback, history, offset, kappa=kappa), **stage_options)
+        append_stage(history, sol.history, offset, stage=k, kappa=kappa)
         entry = {"kappa": kappa, "method": name, "status": sol.status.value, "iterations": sol.iterations,
                  "time": sol.wall_time, "cost": sol.cost}
         if sol.status == Status.FAILED and kappa > 0:

@@ -16,7 +16,7 @@ import time
 
 from trajopt.solution import Solution, Status
 
-from ._common import finish
+from ._common import append_stage, finish, stage_callback
 from .cem import solve_cem
 from .ddp import solve_ddp
 from .gn import solve_gn
@@ -60,15 +60,12 @@ def solve_cem_then(ocp, local: str, *, cem_iterations: int = 2, population: int 
     def now():
         return time.perf_counter() - t0
 
-    def merge(stage_history, stage, r, offset):
-        """Append a stage's iterations on the hybrid's clock and iteration count."""
-        start = len(history)
-        history.extend(dict(h, stage=stage, round=r, time=h["time"] + offset, iteration=start + i)
-                       for i, h in enumerate(stage_history))
-
-    def shifted(info):
-        if callback is not None:
-            callback(dict(info, time=info["time"] + offset, iteration=info["iteration"] + len(history)))
+    def run(fn, stage, r, **kwargs):
+        """One stage on the hybrid's clock: its history appended, the callback shifted."""
+        offset = now()
+        sol = fn(ocp, verbose=verbose, callback=stage_callback(callback, history, offset), **kwargs)
+        append_stage(history, sol.history, offset, stage=stage, round=r)
+        return sol
 
     if round_share is not None and not 0.0 < round_share <= 1.0:
         raise ValueError(f"round_share must be in (0, 1] or None, got {round_share!r}")
@@ -79,11 +76,8 @@ def solve_cem_then(ocp, local: str, *, cem_iterations: int = 2, population: int 
         if remaining is not None and remaining <= 0 and best is not None:
             break
         ran = r + 1
-        offset = now()
-        cem = solve_cem(ocp, us_init=us_init, max_iter=cem_iterations,
-                        population=population, knots=knots, sigma_init=sigma_init, seed=seed + r, verbose=verbose,
-                        callback=shifted, time_limit=remaining)
-        merge(cem.history, "cem", r, offset)
+        cem = run(solve_cem, "cem", r, us_init=us_init, max_iter=cem_iterations, population=population, knots=knots,
+                  sigma_init=sigma_init, seed=seed + r, time_limit=remaining)
         if cem.status == Status.INTERRUPTED:  # Ctrl-C during the search: stop, with what it found
             best = best if best is not None and best.cost <= cem.cost else cem
             return finish(ocp, method=f"cem-{local}", xs=best.xs, us=best.us, cost=best.cost, history=history,
@@ -91,8 +85,8 @@ def solve_cem_then(ocp, local: str, *, cem_iterations: int = 2, population: int 
         deadline = time_limit
         if time_limit is not None and round_share is not None and r < rounds - 1:
             deadline = now() + round_share * (time_limit - now())
-        sol, stalled = _descend(ocp, LOCAL[local], cem.us, cem.cost, max_iter, chunk, min_progress, deadline, now,
-                                lambda h, offset: merge(h, local, r, offset), verbose, shifted, local_options)
+        sol, stalled = _descend(lambda r=r, **kw: run(LOCAL[local], local, r, **kw, **local_options), cem.us,
+                                cem.cost, max_iter, chunk, min_progress, deadline, now)
         if deadline != time_limit and sol.status != Status.CONVERGED and now() >= deadline:
             stalled = True  # out of this round's share: try another basin
         if best is None or sol.cost < best.cost:
@@ -115,28 +109,26 @@ def solve_cem_gn(ocp, **options) -> Solution:
     return solve_cem_then(ocp, "gn", **options)
 
 
-def _descend(ocp, fn, us, cost, max_iter, chunk, min_progress, time_limit, now, merge, verbose, callback, options):
-    """The local method from ``us`` in runs of ``chunk`` iterations, each from the last one's controls,
-    until it converges, stalls, crawls (cost down by less than ``min_progress`` over a run), runs
-    out of iterations or time. Returns ``(solution, stalled)``; a crawl counts as a stall."""
+def _descend(run, us, cost, max_iter, chunk, min_progress, time_limit, now):
+    """The local method (``run(us_init=, max_iter=, time_limit=)``) from ``us`` in runs of ``chunk``
+    iterations, each from the last one's controls, until it converges, stalls, crawls (cost down by
+    less than ``min_progress`` over a run), runs out of iterations or time. Returns
+    ``(solution, stalled)``; a crawl counts as a stall."""
     done = 0
     sol = None
     while done < max_iter:
-        offset = now()
-        remaining = None if time_limit is None else max(time_limit - offset, 0.0)
+        remaining = None if time_limit is None else max(time_limit - now(), 0.0)
         before = cost if sol is None else sol.cost
-        run = fn(ocp, us_init=us, max_iter=min(chunk, max_iter - done), time_limit=remaining, verbose=verbose,
-                 callback=callback, **options)
-        merge(run.history, offset)
-        done += max(run.iterations, 1)
-        if sol is None or run.cost <= sol.cost:
-            sol = run
+        run_sol = run(us_init=us, max_iter=min(chunk, max_iter - done), time_limit=remaining)
+        done += max(run_sol.iterations, 1)
+        if sol is None or run_sol.cost <= sol.cost:
+            sol = run_sol
         us = sol.us
-        if run.status != Status.MAX_ITERATIONS:
-            return sol, run.status == Status.STALLED
+        if run_sol.status != Status.MAX_ITERATIONS:
+            return sol, run_sol.status == Status.STALLED
         if remaining is not None and now() >= time_limit:
             return sol, False
-        steps = [h["alpha"] for h in run.history if "alpha" in h]
-        if steps and max(steps) < KINK_STEP and before - run.cost < min_progress * abs(before):
+        steps = [h["alpha"] for h in run_sol.history if "alpha" in h]
+        if steps and max(steps) < KINK_STEP and before - run_sol.cost < min_progress * abs(before):
             return sol, True
     return sol, False

@@ -117,8 +117,8 @@ def test_the_hybrid_tells_a_crawl_along_a_kink_from_progress(costs, alphas, craw
     from solvers.hybrid import _descend
 
     fn = _fake_local(costs, alphas)
-    sol, stalled = _descend(None, fn, np.zeros(1), 2.0, 5 * len(costs), 5, 1e-2, None, lambda: 0.0,
-                            lambda h, o: None, False, None, {})
+    sol, stalled = _descend(lambda **kw: fn(None, **kw), np.zeros(1), 2.0, 5 * len(costs), 5, 1e-2, None,
+                            lambda: 0.0)
     assert stalled is crawls
     assert sol.cost == (costs[1] if crawls else costs[-1])
 
