@@ -132,6 +132,22 @@ class GradientReach:
     stalled: bool
 
 
+def sensitivity_sweep(Fx, Fu, ndx: int, nu: int):
+    """Yield ``(t, S_t)`` for ``t = 0..T``: the state sensitivities ``S_t = d x_t / d u`` (ndx, T nu)
+    of a single-shooting rollout with step Jacobians ``Fx`` (T, ndx, ndx), ``Fu`` (T, ndx, nu):
+    ``S_0 = 0``, ``S_{t+1} = Fx_t S_t + Fu_t E_t``. ``S_t`` is zero beyond its first ``t nu``
+    columns; one array is updated in place after each yield (copy what you keep)."""
+    T = len(Fx)
+    S = np.zeros((ndx, T * nu))
+    for t in range(T + 1):
+        yield t, S
+        if t == T:
+            return
+        n = t * nu
+        S[:, :n + nu] = Fx[t] @ S[:, :n + nu]
+        S[:, n:n + nu] += Fu[t]
+
+
 def gradient_reach(ocp, xs, us, *, Fx=None, Fu=None, tol: float = REACH_TOL) -> GradientReach:
     """Does the cost's gradient with respect to the states reach the controls? (the stall test)
 
@@ -160,9 +176,8 @@ def gradient_reach(ocp, xs, us, *, Fx=None, Fu=None, tol: float = REACH_TOL) -> 
     if Fx is None or Fu is None:
         jac = trajectory_jacobians(ocp.dynamics, ocp.x0, us)
         Fx, Fu = jac.Fx, jac.Fu
-    S = np.zeros((ocp.ndx, T * nu))
     carried = ceiling = wanted = 0.0
-    for s in range(T + 1):
+    for s, S in sensitivity_sweep(Fx, Fu, ocp.ndx, nu):
         n = s * nu  # S_s is zero beyond its first n columns
         if s:
             Lx = ocp.running(s).derivatives(xs[s], us[s]).Lx if s < T else ocp.terminal_cost.derivatives(xs[s]).Lx
@@ -171,10 +186,6 @@ def gradient_reach(ocp, xs, us, *, Fx=None, Fu=None, tol: float = REACH_TOL) -> 
                 wanted += size
                 carried += float(np.linalg.norm(S[:, :n].T @ Lx))
                 ceiling += float(np.linalg.norm(S[:, :n])) * size
-        if s == T:
-            break
-        S[:, :n + nu] = Fx[s] @ S[:, :n + nu]
-        S[:, n:n + nu] += Fu[s]
     ratio = carried / ceiling if ceiling > 0 else 0.0
     stalled = bool(wanted > 0 and (ceiling == 0 or carried <= tol * ceiling))
     return GradientReach(carried, ceiling, wanted, ratio, stalled)

@@ -34,7 +34,7 @@ import numpy as np
 
 from trajopt.solution import Solution, Status
 
-from ._common import Progress, evaluate, finish, out_of_time, record, rollout
+from ._common import SMOOTHING_HINT, Progress, evaluate, finish, record, rollout
 
 
 class BackwardPassError(RuntimeError):
@@ -327,9 +327,9 @@ def solve_ddp(ocp, *, us_init=None, max_iter: int = 100, tol: float = 1e-8, reg_
                 status = Status.STALLED
                 message = (f"a kink: the undamped local model still promises a decrease that no step realizes "
                            f"(regularization raised to {state.reg:.3g}); contact events change along the "
-                           "step -- try smoothing='auto' or a search first (cem-ddp)")
+                           f"step; try a search first (cem-ddp) or {SMOOTHING_HINT}")
                 break
-            if step.kind == "timed_out" or out_of_time(info, time_limit):
+            if step.kind == "timed_out" or late():
                 break
     except KeyboardInterrupt:
         status = Status.INTERRUPTED

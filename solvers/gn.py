@@ -62,7 +62,7 @@ import scipy.linalg
 from trajopt.sensitivity import aware_trajectory_jacobians, trajectory_jacobians
 from trajopt.solution import Solution, Status
 
-from ._common import Progress, evaluate, finish, knot_weights, out_of_time, record
+from ._common import Progress, evaluate, finish, knot_weights, out_of_time, record, sensitivity_sweep
 
 
 def _psd_factor(A: np.ndarray, rtol: float = 1e-12) -> np.ndarray:
@@ -80,13 +80,12 @@ def reduced_derivatives(ocp, xs, us, jac, metric_stride: int = 0):
     ``metric_stride``-th knot (else ``M`` is None)."""
     T, nu, ndx = ocp.horizon, ocp.nu, ocp.ndx
     N = T * nu
-    S = np.zeros((ndx, N))
     g = np.zeros(N)
     H = np.zeros((N, N))
     rows = []
     mrows = []
     cost = 0.0
-    for t in range(T + 1):
+    for t, S in sensitivity_sweep(jac.Fx, jac.Fu, ndx, nu):
         d = ocp.running(t).derivatives(xs[t], us[t]) if t < T else ocp.terminal_cost.derivatives(xs[t])
         cost += d.L
         n = t * nu  # S_t is zero beyond the first n columns
@@ -106,8 +105,6 @@ def reduced_derivatives(ocp, xs, us, jac, metric_stride: int = 0):
             C = S[:, :n].T @ d.Lxu  # (n, nu)
             H[:n, b] += C
             H[b, :n] += C.T
-        S[:, : n + nu] = jac.Fx[t] @ S[:, : n + nu]
-        S[:, b] += jac.Fu[t]
     if rows:
         R = np.vstack(rows)
         H += R.T @ R
