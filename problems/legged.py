@@ -257,11 +257,18 @@ def go1_standing(*, horizon: int = 200, dt: float = 1e-3, contact: str = "lcp", 
                          state_weight=state_weight, control_weight=control_weight)
 
 
+def _base_rise(sim: Simulator, x: np.ndarray):
+    """``(R, v, vz)``: the free-flyer base's rotation, local linear velocity and upward world
+    velocity ``max(R[2] . v, 0)``."""
+    R = pin.Quaternion(x[6], x[3], x[4], x[5]).toRotationMatrix()
+    v = x[sim.nq:sim.nq + 3]
+    return R, v, max(float(R[2] @ v), 0.0)
+
+
 def base_apex_height(sim: Simulator, x: np.ndarray) -> float:
     """Ballistic apex of a free-flyer base: ``z + max(v_z, 0)^2 / (2 g)``, ``v_z`` its world vertical velocity."""
     g = float(np.linalg.norm(sim.model.gravity.linear))
-    vz = float(pin.Quaternion(x[6], x[3], x[4], x[5]).toRotationMatrix()[2] @ x[sim.nq:sim.nq + 3])
-    return float(x[2]) + max(vz, 0.0) ** 2 / (2.0 * g)
+    return float(x[2]) + _base_rise(sim, x)[2] ** 2 / (2.0 * g)
 
 
 def base_apex_reward(sim: Simulator, weight: float) -> FunctionCost:
@@ -271,17 +278,15 @@ def base_apex_reward(sim: Simulator, weight: float) -> FunctionCost:
     with ``R[2] . dp``, the world velocity ``R v`` with ``R dv - R [v]x dtheta``.
     """
     g = float(np.linalg.norm(sim.model.gravity.linear))
-    nq, nv = sim.nq, sim.nv
+    nv = sim.nv
 
     def value(x, u=None):
         return -weight * base_apex_height(sim, x)
 
     def derivatives(x, u=None):
-        R = pin.Quaternion(x[6], x[3], x[4], x[5]).toRotationMatrix()
-        v = x[nq:nq + 3]
-        vz = max(float(R[2] @ v), 0.0)
+        R, v, vz = _base_rise(sim, x)
         out = CostDerivatives.zeros(sim.ndx, sim.nu)
-        out.L = -weight * (float(x[2]) + vz * vz / (2.0 * g))
+        out.L = value(x)
         out.Lx[:3] = -weight * R[2]
         out.Lx[3:6] = weight * vz / g * (R @ pin.skew(v))[2]
         out.Lx[nv:nv + 3] = -weight * vz / g * R[2]
@@ -290,11 +295,16 @@ def base_apex_reward(sim: Simulator, weight: float) -> FunctionCost:
     return FunctionCost(sim, value, derivatives)
 
 
+def joint_speed_limits(sim: Simulator):
+    """``(dofs, vmax)``: the actuated velocity indices and the model's (URDF's) speed limits there."""
+    dofs = np.asarray(sim.actuated_dofs)
+    return dofs, np.asarray(sim.model.velocityLimit)[dofs]
+
+
 def joint_speed_penalty(sim: Simulator, weight: float) -> FunctionCost:
     """``0.5 weight sum_j max(|v_j| - v_max_j, 0)^2`` over the actuated joints, ``v_max`` the model's
     velocity limits (the URDF's); exact derivatives (the Hessian is piecewise constant)."""
-    dofs = np.asarray(sim.actuated_dofs)
-    vmax = np.asarray(sim.model.velocityLimit)[dofs]
+    dofs, vmax = joint_speed_limits(sim)
     nq, nv = sim.nq, sim.nv
 
     def excess(x):
@@ -339,8 +349,7 @@ def go1_jump(*, horizon: int = 300, dt: float = 1e-3, contact: str = "lcp", fric
     w[nv + 6:] = velocity_weight
     posture = StateCost(sim, x0, w)
     reward = base_apex_reward(sim, 1.0)
-    dofs = np.asarray(sim.actuated_dofs)
-    vmax = np.asarray(sim.model.velocityLimit)[dofs]
+    dofs, vmax = joint_speed_limits(sim)
     running = dt * (apex_weight * reward + posture + ControlCost(sim, control_weight, u_ref=u_hold)
                     + joint_speed_penalty(sim, speed_limit_weight))
     terminal = terminal_weight * reward + dt * posture
