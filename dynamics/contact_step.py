@@ -135,7 +135,6 @@ class ContactModel:
         self.adapter = adapter(contact, smoothing=self.kappa, smoothing_distance=self.smoothing_distance)
         #: where the relaxed solve finds no central point, the step falls back to hard contact
         self.hard_adapter = adapter("lcp" if contact == "lcp" else "ncp")
-        self.relaxed_fallbacks = 0
         if self.kappa > 0:  # relaxed forces reach out to the smoothing distance, and fade there
             margin = self.smoothing_distance
         self.scene = CollisionScene(model, geometry, ground=ground, up=up, margin=margin, planar=planar,
@@ -261,9 +260,13 @@ class ContactModel:
         ``dlambda/dtheta`` (least squares when the clamping set is rank-deficient, as for a box
         flat on the ground: any exact solution gives the same dv+).
         """
-        lin = state.adapter.linearize(state.problem, state.solution)
-        dc, dphi = self._implicit_data(state, G, v_next, dt, lin.Fphi is not None)
+        lin, dc, dphi = self._linearized(state, G, v_next, dt)
         return implicit_velocity_jacobian(lin, dc, dphi, state.MJt, G)
+
+    def _linearized(self, state: ContactState, G: np.ndarray, v_next: np.ndarray, dt: float):
+        """``(lin, dc, dphi)``: the adapter's linearization at the solution and the data it acts on."""
+        lin = state.adapter.linearize(state.problem, state.solution)
+        return (lin, *self._implicit_data(state, G, v_next, dt, lin.Fphi is not None))
 
     def aware_velocity_jacobian(self, state: ContactState, G: np.ndarray, v_next: np.ndarray, dt: float,
                                 dl_dv: np.ndarray):
@@ -277,8 +280,7 @@ class ContactModel:
         reclassified Jacobian is kept when it gives the larger ``|dl/dv|^2 + |dl/du|^2 / dt``
         (``G``'s columns: q, v, then the controls).
         """
-        lin = state.adapter.linearize(state.problem, state.solution)
-        dc, dphi = self._implicit_data(state, G, v_next, dt, lin.Fphi is not None)
+        lin, dc, dphi = self._linearized(state, G, v_next, dt)
         full = implicit_velocity_jacobian(lin, dc, dphi, state.MJt, G)
         alt_lin = state.adapter.reclassify(state.problem, state.solution, state.MJt.T @ dl_dv)
         if alt_lin is None:
