@@ -6,15 +6,18 @@ from collections.abc import Callable
 
 _REGISTRY: dict[str, tuple[Callable, str]] = {}
 _RECIPES: dict[str, tuple[str, dict]] = {}
+_ADVICE: dict[str, dict[str, dict]] = {}
 
 
-def register(name: str, summary: str, *, method: str | None = "ddp", options: dict | None = None):
+def register(name: str, summary: str, *, method: str | None = "ddp", options: dict | None = None,
+             methods: dict[str, dict] | None = None):
     """Decorator: register ``factory(**options) -> trajopt.OCP`` under ``name``.
 
     ``method`` and ``options`` are the problem's recipe: what ``solvers.solve(ocp)`` and
     ``trajopt solve NAME`` use when no method is named (``load`` stores them on the OCP as
     ``default_method`` / ``default_options``). ``method=None`` for inverse problems (least
-    squares, solved by Gauss-Newton).
+    squares, solved by Gauss-Newton). ``methods`` is the problem's advice for named methods
+    (``method_options`` on the OCP, see :func:`solvers.resolve`).
     """
 
     def deco(factory):
@@ -23,6 +26,7 @@ def register(name: str, summary: str, *, method: str | None = "ddp", options: di
         _REGISTRY[name] = (factory, summary)
         if method is not None:
             _RECIPES[name] = (method, dict(options or {}))
+        _ADVICE[name] = {m: dict(o) for m, o in (methods or {}).items()}
         return factory
 
     return deco
@@ -34,7 +38,17 @@ def recipe(name: str) -> str:
     if name not in _RECIPES:
         return "gauss-newton"
     method, opts = _RECIPES[name]
-    return ", ".join([method] + [f"{k}={v}" for k, v in opts.items()])
+    return _options_line(method, opts)
+
+
+def advice(name: str) -> dict[str, str]:
+    """The problem's advice per named method, each in one line (``{"shooting": "search=cem, ..."}``)."""
+    _lookup(name)
+    return {m: _options_line(None, o) for m, o in _ADVICE.get(name, {}).items()}
+
+
+def _options_line(method, opts) -> str:
+    return ", ".join(([method] if method else []) + [f"{k}={v}" for k, v in opts.items()])
 
 
 def names() -> list[str]:
@@ -59,6 +73,7 @@ def load(name: str, **options):
     if name in _RECIPES and hasattr(problem, "default_method"):
         problem.default_method, opts = _RECIPES[name]
         problem.default_options = dict(opts)
+        problem.method_options = {m: dict(o) for m, o in _ADVICE.get(name, {}).items()}
     return problem
 
 

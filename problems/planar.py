@@ -92,7 +92,12 @@ def _point_cost(sim, idx, fun_grad_hess):
 
 
 @register("catapult", "planar 3-link arm bats a box onto the target (2.2, 2.2); 500 steps of 1 ms",
-          method="cem-ddp", options={"time_limit": 40.0})
+          method="cem-ddp", options={"time_limit": 40.0},
+          # IPOPT: one shot over the whole horizon (every iterate a true rollout: with knot states,
+          # its trial knots sit in the floor or the arm and the shots never join), L-BFGS (an
+          # exact Gauss-Newton Hessian through 500 chained steps is too slow to build), from a
+          # CEM search (no gradient reaches the resting box from zero torques)
+          methods={"shooting": {"search": "cem", "shot_length": None, "hessian": "lbfgs", "time_limit": 300.0}})
 def catapult(*, horizon: int = 500, dt: float = 1e-3, target=(2.2, 2.2), control_weight: float = 1e-14,
              contact: str = "lcp") -> OCP:
     """The loss is the squared distance of the box to the target at the last step; a tiny control

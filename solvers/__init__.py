@@ -8,8 +8,13 @@
 - ``"ipopt"``: the same with one step per shot (direct transcription);
 - ``"cem"``: the cross-entropy method, a gradient-free baseline (:mod:`solvers.cem`);
 - ``"gn"``: single-shooting Gauss-Newton (Levenberg-Marquardt over all controls, :mod:`solvers.gn`);
-- ``"cem-ddp"``, ``"cem-gn"``: a short CEM search for the basin, then DDP or Gauss-Newton
-  (:mod:`solvers.hybrid`).
+- ``"cem-ddp"``, ``"cem-gn"``, ``"cem-shooting"``: a short CEM search for the basin, then DDP,
+  Gauss-Newton or IPOPT shooting, with fresh searches when the local method stalls
+  (:mod:`solvers.hybrid`); ``search="cem"`` on ``ddp``, ``gn`` or ``shooting`` is the same.
+
+A problem may carry advice per method (``ocp.method_options``, from its registration):
+``solve(ocp, "shooting")`` on the catapult starts from a CEM search and shoots once over the
+whole horizon, because that is what works there (measured); options given here win.
 
 ``smoothing=`` runs any gradient method by continuation on relaxed contact, ending on hard
 contact (:mod:`solvers.continuation`).
@@ -27,36 +32,63 @@ from .continuation import resolve_schedule, solve_continuation
 from .ddp import solve_ddp
 from .gauss_newton import gauss_newton
 from .gn import solve_gn
-from .hybrid import solve_cem_ddp, solve_cem_gn
+from .hybrid import solve_cem_ddp, solve_cem_gn, solve_cem_shooting
 from .shooting import solve_ipopt, solve_shooting
 
 METHODS = {"ddp": solve_ddp, "gn": solve_gn, "shooting": solve_shooting, "ipopt": solve_ipopt, "cem": solve_cem,
-           "cem-ddp": solve_cem_ddp, "cem-gn": solve_cem_gn}
+           "cem-ddp": solve_cem_ddp, "cem-gn": solve_cem_gn, "cem-shooting": solve_cem_shooting}
+
+
+#: the methods a CEM search can start (``search="cem"``): ``m`` becomes ``"cem-" + m``
+SEARCHABLE = ("ddp", "gn", "shooting")
+
+
+def resolve(ocp, method: str | None = None, options: dict | None = None) -> tuple[str, dict, dict]:
+    """What :func:`solve` will run: ``(method, options, advice)``, before any solving.
+
+    ``method=None`` takes the problem's recipe (``ocp.default_method`` with
+    ``ocp.default_options``; a problem built by hand: ``"ddp"``, no options). A named method
+    takes the problem's advice for it (``ocp.method_options[method]``, may be empty). The
+    options given win over both; ``advice`` is what came from the problem. ``search="cem"``
+    turns ``ddp``/``gn``/``shooting`` into ``cem-ddp``/``cem-gn``/``cem-shooting``.
+    Unknown methods and searches raise ValueError naming the choices.
+    """
+    options = dict(options or {})
+    if method is None:
+        method = getattr(ocp, "default_method", "ddp")
+        advice = dict(getattr(ocp, "default_options", None) or {})
+    else:
+        advice = dict((getattr(ocp, "method_options", None) or {}).get(method, {}))
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; available: {', '.join(sorted(METHODS))}")
+    options = {**advice, **options}
+    search = options.pop("search", None)
+    if search is not None:
+        if search != "cem":
+            raise ValueError(f"unknown search {search!r}; available: 'cem'")
+        if method not in SEARCHABLE:
+            raise ValueError(f"search='cem' applies to {', '.join(SEARCHABLE)}, not {method!r}")
+        method = f"cem-{method}"
+    return method, options, advice
 
 
 def solve(ocp, method: str | None = None, *, smoothing=None, **options) -> Solution:
     """Solve ``ocp`` with ``method``; options go to the method's function.
 
-    ``method=None`` uses the problem's own recipe: ``ocp.default_method`` with
-    ``ocp.default_options`` (a problem built by hand defaults to ``"ddp"``, no options); options
-    given here win over the recipe's. A method named here runs as asked, without the recipe.
+    ``method=None`` uses the problem's own recipe (``ocp.default_method`` with
+    ``ocp.default_options``); a named method uses the problem's advice for it, if any
+    (``ocp.method_options``): :func:`resolve`. Options given here win over both.
 
     ``smoothing`` (``"auto"``, a number kappa, a list of them, or None / ``"none"``): solve on
     relaxed contact first and end on hard contact (:mod:`solvers.continuation`).
     """
-    if method is None:
-        defaults = dict(getattr(ocp, "default_options", None) or {})
-        recipe_smoothing = defaults.pop("smoothing", None)
-        smoothing = recipe_smoothing if smoothing is None else smoothing
-        options = {**defaults, **options}
-        method = getattr(ocp, "default_method", "ddp")
-    try:
-        fn = METHODS[method]
-    except KeyError:
-        raise ValueError(f"unknown method {method!r}; available: {', '.join(sorted(METHODS))}") from None
+    if smoothing is not None:
+        options["smoothing"] = smoothing
+    method, options, _ = resolve(ocp, method, options)
+    smoothing = options.pop("smoothing", None)
     if smoothing is None or smoothing == "none":
-        return fn(ocp, **options)
+        return METHODS[method](ocp, **options)
     return solve_continuation(ocp, method, METHODS, smoothing, **options)
 
 
-__all__ = ["METHODS", "Solution", "Status", "gauss_newton", "resolve_schedule", "solve"]
+__all__ = ["METHODS", "Solution", "Status", "gauss_newton", "resolve", "resolve_schedule", "solve"]

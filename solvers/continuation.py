@@ -35,9 +35,9 @@ from trajopt.solution import Solution, Status
 from ._common import SMOOTHING_HINT, append_stage, finish, stage_callback
 
 #: methods whose later stages run a different (local) method
-LOCAL_STAGE = {"cem-ddp": "ddp", "cem-gn": "gn"}
+LOCAL_STAGE = {"cem-ddp": "ddp", "cem-gn": "gn", "cem-shooting": "shooting"}
 #: methods that can use smoothing (all but the gradient-free CEM)
-SMOOTHABLE = ("ddp", "gn", "shooting", "ipopt", "cem-ddp", "cem-gn")
+SMOOTHABLE = ("ddp", "gn", "shooting", "ipopt", "cem-ddp", "cem-gn", "cem-shooting")
 #: share of the time limit the smoothed stages may use together
 SMOOTHED_SHARE = 0.6
 

@@ -20,8 +20,9 @@ from ._common import append_stage, finish, stage_callback
 from .cem import solve_cem
 from .ddp import solve_ddp
 from .gn import solve_gn
+from .shooting import solve_shooting
 
-LOCAL = {"ddp": solve_ddp, "gn": solve_gn}
+LOCAL = {"ddp": solve_ddp, "gn": solve_gn, "shooting": solve_shooting}
 #: a local method whose line search accepts only steps below this (``alpha``) while the cost
 #: barely falls is crawling along a kink (contact events changing), not converging
 KINK_STEP = 0.1
@@ -107,6 +108,13 @@ def solve_cem_ddp(ocp, **options) -> Solution:
 def solve_cem_gn(ocp, **options) -> Solution:
     """CEM, then single-shooting Gauss-Newton (:func:`solve_cem_then` with ``local="gn"``)."""
     return solve_cem_then(ocp, "gn", **options)
+
+
+def solve_cem_shooting(ocp, **options) -> Solution:
+    """CEM, then IPOPT shooting (:func:`solve_cem_then` with ``local="shooting"``), in one IPOPT run
+    per round (``chunk = max_iter``: a restart would drop IPOPT's barrier and quasi-Newton state)."""
+    options.setdefault("chunk", options.get("max_iter", 200))
+    return solve_cem_then(ocp, "shooting", **options)
 
 
 def _descend(run, us, cost, max_iter, chunk, min_progress, time_limit, now):

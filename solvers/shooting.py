@@ -107,14 +107,16 @@ class _Recorder(ca.Callback):
         return [0]
 
 
-def solve_shooting(ocp, *, shot_length: int = 1, hessian: str = "gauss-newton", us_init=None, max_iter: int = 300,
+def solve_shooting(ocp, *, shot_length: int | None = 1, hessian: str = "gauss-newton", us_init=None, max_iter: int = 300,
                    tol: float = 1e-8,
                    time_limit: float | None = None, verbose: bool = True, callback=None,
                    ipopt_options: dict | None = None, method_name: str = "shooting",
                    defect_tol: float = 1e-6) -> Solution:
     """Solve ``ocp`` by multiple shooting with IPOPT (see the module docstring).
 
-    ``shot_length``: steps per shot (1 = direct transcription). ``ipopt_options``
+    ``shot_length``: steps per shot (1 = direct transcription; None or >= horizon = single
+    shooting: the controls are the only variables, every IPOPT iterate is a rollout of the
+    true dynamics, which keeps its trial states out of deep penetration). ``ipopt_options``
     are passed to IPOPT (e.g. ``{"mu_strategy": "adaptive"}``).
 
     Status (:func:`ipopt_status`): IPOPT's success is CONVERGED only when its last iterate's
@@ -124,8 +126,11 @@ def solve_shooting(ocp, *, shot_length: int = 1, hessian: str = "gauss-newton", 
     STALLED; anything else (Invalid_Number_Detected, ...) FAILED. ``info["message"]`` names
     IPOPT's code.
     """
-    if shot_length < 1:
-        raise ValueError(f"shot_length must be >= 1, got {shot_length}")
+    if shot_length is None:
+        shot_length = ocp.horizon
+    if not isinstance(shot_length, (int, np.integer)) or shot_length < 1:
+        raise ValueError(f"shot_length must be an integer >= 1 or None (single shooting), got {shot_length!r}")
+    shot_length = min(int(shot_length), ocp.horizon)
     if hessian not in ("gauss-newton", "lbfgs"):
         raise ValueError(f"unknown hessian {hessian!r}; expected 'gauss-newton' or 'lbfgs'")
     t0 = time.perf_counter()
@@ -154,7 +159,9 @@ def solve_shooting(ocp, *, shot_length: int = 1, hessian: str = "gauss-newton", 
 
     nz_x = dyn.ndx if local else nx
     starts = list(range(0, T, shot_length))
-    X = [ca.MX.sym(f"X{k}", nz_x) for k in range(1, len(starts) + 1)]  # state at the end of shot k-1
+    # The state at the start of shots 1, 2, ...; the last shot runs into the terminal cost, so
+    # shot_length >= horizon is single shooting (no state variables, no defects).
+    X = [ca.MX.sym(f"X{k}", nz_x) for k in range(1, len(starts))]
     U = ca.MX.sym("U", nu, T)
     obj = 0
     defects = []
@@ -163,11 +170,12 @@ def solve_shooting(ocp, *, shot_length: int = 1, hessian: str = "gauss-newton", 
         for t in range(s, min(s + shot_length, T)):
             obj = obj + cost_fn(ocp.running(t))(x, U[:, t], *chart(t))
             x = step(x, U[:, t], *chart(t, t + 1))
-        defects.append(X[k] - x)
-        x = X[k]
+        if k < len(X):
+            defects.append(X[k] - x)
+            x = X[k]
     obj = obj + cost_fn(ocp.terminal_cost, terminal=True)(x, *chart(T))
     z = ca.vertcat(*X, ca.vec(U))
-    g = ca.vertcat(*defects)
+    g = ca.vertcat(*defects) if defects else ca.MX(0, 1)
     nz, ng = z.shape[0], g.shape[0]
     history = []
     recorder = _Recorder(nz, ng, t0, history, callback, time_limit)
@@ -176,12 +184,11 @@ def solve_shooting(ocp, *, shot_length: int = 1, hessian: str = "gauss-newton", 
             "ipopt.print_level": 5 if verbose else 0, "print_time": False, "iteration_callback": recorder,
             "ipopt.sb": "yes"}
     if time_limit is not None:
-        opts["ipopt.max_wall_time"] = float(time_limit)
+        opts["ipopt.max_wall_time"] = max(float(time_limit), 1e-6)  # IPOPT refuses 0: out of time, one iterate
     for key, val in (ipopt_options or {}).items():
         opts[f"ipopt.{key}"] = val
     solver = ca.nlpsol(method_name, "ipopt", {"x": z, "f": obj, "g": g}, opts)
-    ends = [min(s + shot_length, T) for s in starts]
-    z0 = np.concatenate([np.zeros(nz_x) if local else xs0[e] for e in ends] + [us0.T.ravel(order="F")])
+    z0 = np.concatenate([np.zeros(nz_x) if local else xs0[s] for s in starts[1:]] + [us0.T.ravel(order="F")])
     lbz = np.concatenate([np.full(nz_x * len(X), -np.inf), np.tile(ocp.u_lower, T)])
     ubz = np.concatenate([np.full(nz_x * len(X), np.inf), np.tile(ocp.u_upper, T)])
     try:

@@ -162,3 +162,40 @@ def test_solve_says_why_a_zero_gradient_stop_is_not_converged(tmp_path, capsys):
     assert summary["status"] == "stalled" and summary["message"].startswith("zero gradient")
     out = capsys.readouterr().out
     assert "stalled: zero gradient" in out and "--smoothing auto" in out
+
+
+def test_list_shows_a_problems_advice_for_named_methods(capsys):
+    assert main(["list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("catapult"))
+    assert "--method shooting: search=cem, shot_length=None, hessian=lbfgs" in lines[at + 1]
+
+
+def test_a_named_method_takes_the_problems_advice_and_the_caller_wins():
+    import problems
+    from solvers import resolve
+
+    ocp = problems.load("catapult", horizon=20)
+    method, options, advice = resolve(ocp, "shooting")
+    assert method == "cem-shooting" and options["shot_length"] is None and options["hessian"] == "lbfgs"
+    assert advice["search"] == "cem"
+    method, options, _ = resolve(ocp, "shooting", {"hessian": "gauss-newton", "search": None})
+    assert method == "shooting" and options["hessian"] == "gauss-newton"
+    assert resolve(ocp, "ddp") == ("ddp", {}, {})  # no advice for ddp
+    assert resolve(ocp, "gn", {"search": "cem"})[0] == "cem-gn"
+    with pytest.raises(ValueError, match="unknown search 'grid'; available: 'cem'"):
+        resolve(ocp, "ddp", {"search": "grid"})
+    with pytest.raises(ValueError, match="search='cem' applies to ddp, gn, shooting, not 'cem-ddp'"):
+        resolve(ocp, "cem-ddp", {"search": "cem"})
+
+
+def test_solve_says_which_advice_it_took_and_the_seed_reaches_its_search(tmp_path, capsys):
+    runs = []
+    for seed in (1, 2):
+        assert main(["solve", "catapult", "--method", "shooting", "--horizon", "30", "--max-iter", "1", "--seed",
+                     str(seed), "--no-animation", "--out", str(tmp_path / str(seed))]) == 0
+        summary = json.loads((tmp_path / str(seed) / "catapult" / "shooting" / "summary.json").read_text())
+        assert summary["method"] == "cem-shooting"
+        runs.append(np.load(tmp_path / str(seed) / "catapult" / "shooting" / "solution.npz")["us"])
+    assert "catapult's advice for shooting: search=cem" in capsys.readouterr().err
+    assert not np.array_equal(runs[0], runs[1])

@@ -115,8 +115,10 @@ def test_cartpole_swing_up_by_every_method(method, options):
 
 def test_shooting_rejects_bad_options():
     ocp = problems.load("pendulum", horizon=10)
-    with pytest.raises(ValueError, match="shot_length must be >= 1"):
+    with pytest.raises(ValueError, match="shot_length must be an integer >= 1 or None"):
         solve(ocp, method="shooting", shot_length=0)
+    with pytest.raises(ValueError, match="shot_length must be an integer >= 1 or None"):
+        solve(ocp, method="shooting", shot_length=2.5)
     with pytest.raises(ValueError, match="unknown hessian 'bfgs'"):
         solve(ocp, method="shooting", hessian="bfgs")
 
@@ -135,3 +137,24 @@ def test_opti_example_swings_the_cartpole_up():
     assert np.abs(us).max() <= 30.0 + 1e-6
     sim = problems.load("cartpole").dynamics
     assert np.allclose(sim.rollout(xs[0], us), xs, atol=1e-6)  # the solution obeys the simulator
+
+
+def test_single_shooting_has_no_state_variables_and_reaches_the_direct_transcription_optimum():
+    """shot_length=None: the controls are the only variables; every iterate is a rollout."""
+    ocp = problems.load("pendulum", horizon=40)
+    single = solve(ocp, method="shooting", shot_length=None, hessian="lbfgs", verbose=False, max_iter=300)
+    direct = solve(ocp, method="ipopt", verbose=False, max_iter=300)
+    assert single.status == Status.CONVERGED and direct.status == Status.CONVERGED
+    assert single.info["shot_length"] == 40 and all(h["max_defect"] == 0.0 for h in single.history)
+    assert abs(single.cost - direct.cost) <= 1e-5 * abs(direct.cost)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 5])
+def test_catapult_by_shooting_reaches_the_target_within_1cm(seed):
+    """Issue 11 target: `trajopt solve catapult --method shooting` within 1 cm in 300 s, by the
+    problem's advice (CEM search, single shooting, L-BFGS). Slow: 30-160 s each."""
+    ocp = problems.load("catapult")
+    sol = solve(ocp, "shooting", seed=seed, verbose=False)
+    assert sol.method == "cem-shooting"
+    assert ocp.evaluate(sol.xs, sol.us)["distance_to_target"] < 0.01

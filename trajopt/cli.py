@@ -67,6 +67,8 @@ def cmd_list(args) -> int:
     print(f"{'problem':<{width}}  {'default method':<{mwidth}}  summary")
     for n, r in rows:
         print(f"{n:<{width}}  {r:<{mwidth}}  {problems.describe(n)}")
+        for m, line in problems.advice(n).items():
+            print(f"{'':<{width}}    --method {m}: {line}")
     return 0
 
 
@@ -230,7 +232,7 @@ def solve_least_squares(problem, args) -> int:
 
 
 def cmd_solve(args) -> int:
-    from solvers import METHODS, solve
+    from solvers import resolve, solve
     from trajopt.lsq import LeastSquares
 
     options = {}
@@ -244,16 +246,21 @@ def cmd_solve(args) -> int:
     if isinstance(problem, LeastSquares):  # an inverse problem: Gauss-Newton, analytical vs FD Jacobians
         return solve_least_squares(problem, args)
     ocp = problem
-    # without --method, solve() follows the problem's recipe; the command line wins over it
-    method = args.method if args.method is not None else ocp.default_method
-    if method not in METHODS:
-        raise CLIError(f"unknown method {method!r}; available: {', '.join(sorted(METHODS))}")
+    # without --method, solve() follows the problem's recipe, with one its advice for that method;
+    # the command line wins over both
+    try:
+        method, _, advice = resolve(ocp, args.method)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    if args.method is not None and advice:
+        print(f"note: {args.problem}'s advice for {args.method}: "
+              + ", ".join(f"{k}={v}" for k, v in advice.items()) + " (options given here win)", file=sys.stderr)
     solver_options = {"verbose": True, **_smoothing_option(args.smoothing, method, ocp)}
     if args.max_iter is not None:
         solver_options["max_iter"] = args.max_iter
     if args.time_limit is not None:
         solver_options["time_limit"] = args.time_limit
-    name = method
+    name = args.method or method
     if args.complementarity_aware:
         if method not in ("ddp", "gn", "cem-ddp", "cem-gn"):
             raise CLIError(f"--complementarity-aware applies to ddp, gn, cem-ddp and cem-gn, not {method!r}")
@@ -275,7 +282,7 @@ def cmd_solve(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from solvers import METHODS, solve
+    from solvers import METHODS, resolve, solve
 
     from .plots import plot_convergence
 
@@ -289,9 +296,10 @@ def cmd_compare(args) -> int:
     histories, rows = {}, []
     for method in methods:
         ocp = _require_ocp(_load(args.problem, **options), args.problem, "compare")
+        stochastic = resolve(ocp, method)[0] in STOCHASTIC  # a problem's advice may add a CEM search
         sol = solve(ocp, method=method, verbose=args.verbose, time_limit=args.time_limit,
                     **({"max_iter": args.max_iter} if args.max_iter else {}),
-                    **({"seed": args.seed} if args.seed is not None and method in STOCHASTIC else {}))
+                    **({"seed": args.seed} if args.seed is not None and stochastic else {}))
         out = os.path.join(args.out, args.problem, method)
         summary = write_solution(ocp, sol, problem=args.problem, contact=args.contact, out_dir=out, animate=False)
         histories[method] = sol.history
@@ -330,7 +338,7 @@ def _solve_options(s, *, time_limit):
     s.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT}/)")
 
 
-STOCHASTIC = ("cem", "cem-ddp", "cem-gn")
+STOCHASTIC = ("cem", "cem-ddp", "cem-gn", "cem-shooting")
 
 
 def _seed_option(method, args, *, explicit: bool = True) -> dict:

@@ -28,6 +28,8 @@ class OCP:
     ``(xs, us)`` to the problem's own figures (e.g. ``distance_to_target``).
     ``default_method`` and ``default_options`` (e.g. ``{"smoothing": "auto", "time_limit": 60}``)
     are what ``solvers.solve(ocp)`` uses when no method is named: the problem's own recipe.
+    ``method_options`` maps a method name to the problem's advice for it (e.g. the catapult's
+    ``{"shooting": {"search": "cem", "shot_length": None}}``), used when that method is named.
     """
 
     dynamics: object
@@ -43,6 +45,7 @@ class OCP:
     info: dict = field(default_factory=dict)
     default_method: str = "ddp"
     default_options: dict = field(default_factory=dict)
+    method_options: dict = field(default_factory=dict)
 
     def __post_init__(self):
         check_dynamics(self.dynamics)
@@ -78,6 +81,9 @@ class OCP:
         if not isinstance(self.default_method, str):
             raise TypeError(f"default_method must be a method name, got {self.default_method!r}")
         self.default_options = dict(self.default_options)
+        if not all(isinstance(m, str) and isinstance(o, dict) for m, o in dict(self.method_options).items()):
+            raise TypeError(f"method_options must map method names to option dicts, got {self.method_options!r}")
+        self.method_options = {m: dict(o) for m, o in dict(self.method_options).items()}
         if self.us_init is None:
             self.us_init = np.clip(np.zeros((self.horizon, nu)), self.u_lower, self.u_upper)
         else:
