@@ -34,7 +34,7 @@ def solve_cem_then(ocp, local: str, *, cem_iterations: int = 2, population: int 
                    time_limit: float | None = None,
                    verbose: bool = True, callback=None, us_init=None, **local_options) -> Solution:
     """``cem_iterations`` of CEM (``population`` samples, ``knots`` control knots), then the
-    ``local`` method (``"ddp"`` or ``"gn"``) from its best controls until it converges, stops
+    ``local`` method (``"ddp"``, ``"gn"`` or ``"shooting"``) from its best controls until it converges, stops
     after ``max_iter`` iterations or the ``time_limit`` (total seconds) runs out.
 
     When the local method STALLS (no step decreases the cost: a kink where the contact
