@@ -47,6 +47,155 @@ class SimulationError(RuntimeError):
         self.xs = xs
 
 
+class ModelError(ValueError):
+    """A model or a simulator option that cannot give physical results (see :func:`validate_model`).
+
+    The message names the link or joint and the offending value, and what is allowed.
+    """
+
+
+#: Relative tolerance of the inertia checks (symmetry, positive semi-definiteness, triangle
+#: inequality), on the scale of the largest principal moment.
+INERTIA_RTOL = 1e-6
+#: The joint-space inertia matrix at the reference configuration is singular when its smallest
+#: eigenvalue is below this fraction of its largest (about 1000 machine epsilons).
+SINGULAR_RTOL = 1e3 * np.finfo(float).eps
+
+
+def _link_name(model: pin.Model, j: int) -> str:
+    """``link 'name' (joint 'jname')`` for joint ``j``: the first body frame carried by the joint."""
+    for f in model.frames:
+        if f.parentJoint == j and f.type == pin.FrameType.BODY:
+            return f"link {f.name!r} (joint {model.names[j]!r})"
+    return f"joint {model.names[j]!r}"
+
+
+def _dof_joint(model: pin.Model, iv: int) -> int:
+    for j in range(1, model.njoints):
+        jm = model.joints[j]
+        if jm.idx_v <= iv < jm.idx_v + jm.nv:
+            return j
+    return 0
+
+
+def validate_model(model: pin.Model) -> None:
+    """Raise :class:`ModelError` if ``model`` cannot be simulated; return None otherwise.
+
+    Checks, for every joint but the universe (the masses and inertias are those of the
+    body each joint carries, fixed links merged in, as Pinocchio stores them):
+
+    * mass finite and ``>= 0``; a mass of 0 is allowed (massless intermediate links, as in
+      MJCF bodies with several joints) as long as something with mass moves with the joint
+      (its subtree's total mass is positive), since otherwise the joint has no inertia;
+    * centre of mass finite; rotational inertia (about the centre of mass) finite, symmetric
+      and positive semi-definite, and its principal moments obey the triangle inequality
+      ``I_a <= I_b + I_c`` (true of every real mass distribution), all to the relative
+      tolerance :data:`INERTIA_RTOL` of the largest moment. A zero moment (a point mass, a
+      rod) is allowed here; whether the whole model is singular is checked next;
+    * the joint-space inertia matrix ``M(q0)`` at the neutral configuration clamped into the
+      limits is positive definite (smallest eigenvalue above :data:`SINGULAR_RTOL` times the
+      largest); otherwise the error names the joint that dominates the singular direction;
+    * position limits not NaN and not crossed (``lower <= upper``).
+    """
+    lo, hi = np.asarray(model.lowerPositionLimit), np.asarray(model.upperPositionLimit)
+    for j in range(1, model.njoints):
+        jm = model.joints[j]
+        sl = slice(jm.idx_q, jm.idx_q + jm.nq)
+        if np.isnan(lo[sl]).any() or np.isnan(hi[sl]).any():
+            raise ModelError(f"joint {model.names[j]!r} has NaN position limits: lower {lo[sl]}, upper {hi[sl]}")
+        if (lo[sl] > hi[sl]).any():
+            raise ModelError(f"joint {model.names[j]!r} has crossed position limits: lower {lo[sl]} > upper "
+                             f"{hi[sl]} (lower must be <= upper)")
+    for j in range(1, model.njoints):
+        I = model.inertias[j]
+        m, c, Ic = float(I.mass), np.asarray(I.lever), np.asarray(I.inertia)
+        where = _link_name(model, j)
+        if not math.isfinite(m) or m < 0:
+            raise ModelError(f"{where} has mass {m!r}; a mass must be finite and >= 0 kg")
+        if not (np.isfinite(c).all() and np.isfinite(Ic).all()):
+            raise ModelError(f"{where} has a non-finite centre of mass {c} or inertia {Ic.tolist()}")
+        scale = max(float(np.abs(Ic).max()), 1e-300)
+        if np.abs(Ic - Ic.T).max() > INERTIA_RTOL * scale:
+            raise ModelError(f"{where} has a non-symmetric inertia {Ic.tolist()}")
+        moments = np.linalg.eigvalsh(Ic)
+        if moments[0] < -INERTIA_RTOL * scale:
+            raise ModelError(f"{where} has an inertia that is not positive semi-definite: principal moments "
+                             f"{moments.tolist()} (kg m^2) must be >= 0")
+        a, b, cc = moments
+        if cc > (a + b) * (1 + INERTIA_RTOL) + INERTIA_RTOL * scale:
+            raise ModelError(f"{where} has principal moments of inertia {moments.tolist()} (kg m^2) that violate "
+                             f"the triangle inequality ({cc:.6g} > {a:.6g} + {b:.6g}): no mass distribution has them")
+    total = [0.0] * model.njoints
+    for j in range(model.njoints - 1, 0, -1):
+        total[j] += float(model.inertias[j].mass)
+        total[model.parents[j]] += total[j]
+    for j in range(1, model.njoints):
+        if model.joints[j].nv and total[j] <= 0.0:
+            raise ModelError(f"{_link_name(model, j)} has mass {model.inertias[j].mass!r} and carries no body with "
+                             "mass: the joint has no inertia (give the link or one of its children a mass > 0)")
+    if model.nv == 0:
+        return
+    q0 = np.clip(pin.neutral(model), lo, hi)
+    M = pin.crba(model, model.createData(), q0).copy()
+    M = 0.5 * (M + M.T)
+    if not np.isfinite(M).all():
+        raise ModelError("the joint-space inertia matrix at the neutral configuration is not finite")
+    w, V = np.linalg.eigh(M)
+    if w[0] <= SINGULAR_RTOL * max(w[-1], 1e-300):
+        j = _dof_joint(model, int(np.argmax(np.abs(V[:, 0]))))
+        raise ModelError(f"the mass matrix is singular at the neutral configuration (smallest eigenvalue {w[0]:.3g}, "
+                         f"largest {w[-1]:.3g}) along the motion of joint {model.names[j]!r}: a link it moves has "
+                         "no mass or a zero moment of inertia about the joint axis (a point mass on a free or "
+                         "spherical joint)")
+
+
+def _real(value) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+
+
+def _check_options(model, geometry, *, dt, ground, friction, margin, planar) -> None:
+    """The :class:`Simulator` options that :func:`validate_model` does not see; :class:`ModelError`."""
+    if not (_real(dt) and math.isfinite(dt) and dt > 0):
+        raise ModelError(f"dt must be a positive finite number of seconds, got {dt!r}")
+    if ground is not None:
+        if not (_real(ground) and math.isfinite(ground)):
+            raise ModelError(f"ground must be a finite height (m) or None, got {ground!r}")
+        if geometry is None or geometry.ngeoms == 0:
+            raise ModelError(f"ground={ground!r} was given but model {model.name!r} has no collision geometry, so "
+                             "nothing could touch it (load the geometry, or add collision shapes)")
+    if not (_real(friction) and math.isfinite(friction) and friction >= 0):
+        raise ModelError(f"friction must be a finite coefficient >= 0, got {friction!r}")
+    if not (_real(margin) and math.isfinite(margin) and margin >= 0):
+        raise ModelError(f"margin must be a finite distance >= 0 (m), got {margin!r}")
+    if planar:
+        check_planar(model)
+
+
+def check_planar(model: pin.Model, *, samples: int = 3, seed: int = 0) -> None:
+    """Raise :class:`ModelError` unless every body of ``model`` moves in the xy plane.
+
+    ``planar=True`` keeps one friction direction per contact (``t = z x n``), which is right
+    only if no point of any body can move along z. In the world frame that means, for every
+    joint's Jacobian, a zero linear-z row and zero angular-x and -y rows (rotations about z
+    only). Checked at the neutral configuration and ``samples`` random ones (seeded) to
+    ``1e-9`` of the Jacobian's scale; the error names the first joint that leaves the plane.
+    """
+    rng = np.random.default_rng(seed)
+    data = model.createData()
+    q0 = pin.neutral(model)
+    for k in range(samples + 1):
+        q = q0 if k == 0 else pin.integrate(model, q0, rng.uniform(-1.0, 1.0, model.nv))
+        pin.computeJointJacobians(model, data, q)
+        for j in range(1, model.njoints):
+            Jw = pin.getJointJacobian(model, data, j, pin.ReferenceFrame.WORLD)
+            scale = max(1.0, float(np.abs(Jw).max()))
+            off = np.abs(Jw[[2, 3, 4]]).max(initial=0.0)
+            if off > 1e-9 * scale:
+                raise ModelError(f"planar=True, but joint {model.names[j]!r} moves its body out of the xy plane "
+                                 f"(velocity along z or rotation about x/y up to {off:.3g} per unit joint speed); "
+                                 "planar scenes must move in the xy plane (z is dropped). Use planar=False.")
+
+
 class SimData:
     """Per-knot workspace of a :class:`Simulator`: Pinocchio ``Data`` and buffers.
 
@@ -150,8 +299,8 @@ class Simulator:
             raise TypeError(f"Simulator needs a pinocchio.Model, got {type(model).__name__}")
         if model.nv == 0:
             raise ValueError("the model has no degrees of freedom")
-        if not (isinstance(dt, (int, float)) and math.isfinite(dt) and dt > 0):
-            raise ValueError(f"dt must be a positive finite number of seconds, got {dt!r}")
+        _check_options(model, geometry, dt=dt, ground=ground, friction=friction, margin=margin, planar=planar)
+        validate_model(model)
         self._options = dict(dt=dt, actuated=actuated, torque_limits=torque_limits, name=name, ground=ground,
                              friction=friction, contact=contact, planar=planar, margin=margin, erp=erp,
                              joint_limits=joint_limits, exclude_pairs=exclude_pairs, self_collision=self_collision,

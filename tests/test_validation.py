@@ -1,0 +1,150 @@
+"""Model validation at load (ModelError), state checks, divergence errors (issue 12)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from dynamics import ModelBuilder, ModelError, SimulationError, Simulator
+
+
+def _urdf(tmp_path, *, mass="1", inertia=("0.01", "0.01", "0.01"), limits=("-1", "1"), geometry=True,
+          mass0="1", mid_mass=None):
+    """A base link, optionally a massless middle link, and one revolute link 'l1' on joint 'j1'."""
+    ixx, iyy, izz = inertia
+    col = "<collision><geometry><box size='0.1 0.1 0.1'/></geometry></collision>" if geometry else ""
+
+    def link(name, m, i=("0.01", "0.01", "0.01")):
+        return (f"<link name='{name}'><inertial><mass value='{m}'/><inertia ixx='{i[0]}' iyy='{i[1]}' "
+                f"izz='{i[2]}' ixy='0' ixz='0' iyz='0'/></inertial>{col}</link>")
+
+    mid = ""
+    parent = "base"
+    if mid_mass is not None:
+        mid = (link("mid", mid_mass, ("0", "0", "0")) + "<joint name='jm' type='revolute'><parent link='base'/>"
+               "<child link='mid'/><axis xyz='0 1 0'/><limit effort='1' velocity='1' lower='-1' upper='1'/></joint>")
+        parent = "mid"
+    text = (f"<robot name='r'>{link('base', mass0)}{mid}{link('l1', mass, inertia)}"
+            f"<joint name='j1' type='revolute'><parent link='{parent}'/><child link='l1'/>"
+            f"<origin xyz='0 0 0.5'/><axis xyz='1 0 0'/>"
+            f"<limit effort='1' velocity='1' lower='{limits[0]}' upper='{limits[1]}'/></joint></robot>")
+    path = tmp_path / "r.urdf"
+    path.write_text(text)
+    return path
+
+
+def test_a_sound_urdf_loads(tmp_path):
+    sim = Simulator.from_urdf(_urdf(tmp_path), floating_base=True, ground=0.0)
+    assert sim.nv == 7
+
+
+@pytest.mark.parametrize("mass, pattern", [("-1", r"link 'l1' \(joint 'j1'\) has mass -1.0"),
+                                           ("0", r"link 'l1' \(joint 'j1'\) has mass 0.0 and carries no body")])
+def test_bad_mass_is_named(tmp_path, mass, pattern):
+    with pytest.raises(ModelError, match=pattern):
+        Simulator.from_urdf(_urdf(tmp_path, mass=mass), floating_base=True)
+
+
+def test_nan_mass_and_inertia_in_a_built_model():
+    """URDF text cannot carry NaN (urdfdom rejects it); a model edited in code can."""
+    for field in ("mass", "inertia"):
+        sim = _box()
+        model = sim.model.copy()
+        I = model.inertias[1]
+        model.inertias[1] = (pin.Inertia(np.nan, I.lever, I.inertia) if field == "mass"
+                             else pin.Inertia(I.mass, I.lever, np.full((3, 3), np.nan)))
+        with pytest.raises(ModelError, match=r"link 'root_body\d' \(joint 'root'\) has (mass nan|a non-finite)"):
+            Simulator(model, geometry=sim.geometry)
+
+
+def test_massless_intermediate_link_is_legitimate(tmp_path):
+    """A zero-mass link whose subtree has mass (an MJCF multi-joint body) is not singular."""
+    sim = Simulator.from_urdf(_urdf(tmp_path, mid_mass="0"), floating_base=True)
+    assert sim.nv == 8 and sim.model.inertias[sim.model.getJointId("jm")].mass == 0.0
+
+
+def test_point_mass_on_a_free_flyer_is_singular():
+    b = ModelBuilder("point")
+    j = b.add_joint("free", name="root")
+    b.add_body(j, mass=1.0, sphere=0.1, inertia=pin.Inertia(1.0, np.zeros(3), np.zeros((3, 3))))
+    model, geom = b.build()
+    with pytest.raises(ModelError, match=r"mass matrix is singular .* joint 'root'"):
+        Simulator(model, geometry=geom)
+
+
+@pytest.mark.parametrize("inertia, pattern", [(("-0.01", "0.01", "0.01"), "not positive semi-definite"),
+                                              (("0.01", "0.01", "0.05"), "triangle inequality")])
+def test_bad_inertia_is_named(tmp_path, inertia, pattern):
+    with pytest.raises(ModelError, match=rf"link 'l1' \(joint 'j1'\).*{pattern}"):
+        Simulator.from_urdf(_urdf(tmp_path, inertia=inertia))
+
+
+def test_crossed_limits_are_named(tmp_path):
+    with pytest.raises(ModelError, match=r"joint 'j1' has crossed position limits: lower \[1.\] > upper \[-1.\]"):
+        Simulator.from_urdf(_urdf(tmp_path, limits=("1", "-1")))
+
+
+def _box(**kwargs):
+    b = ModelBuilder("box")
+    j = b.add_joint("free", name="root")
+    b.add_body(j, mass=1.0, box=(0.2, 0.2, 0.2))
+    model, geom = b.build()
+    return Simulator(model, geometry=geom, **kwargs)
+
+
+@pytest.mark.parametrize("option, value, pattern", [
+    ("ground", np.inf, "ground must be a finite height"),
+    ("ground", np.nan, "ground must be a finite height"),
+    ("margin", -1e-3, "margin must be a finite distance >= 0"),
+    ("margin", np.nan, "margin must be a finite distance >= 0"),
+    ("friction", -0.5, "friction must be a finite coefficient >= 0"),
+    ("friction", np.nan, "friction must be a finite coefficient >= 0"),
+    ("friction", np.inf, "friction must be a finite coefficient >= 0"),
+    ("dt", 0.0, "dt must be a positive finite"),
+    ("dt", -1e-3, "dt must be a positive finite"),
+    ("dt", np.nan, "dt must be a positive finite"),
+])
+def test_bad_options_raise_before_any_work(option, value, pattern):
+    """ground=inf used to segfault inside coal, ground=nan disabled contact, margin<0 fell through."""
+    with pytest.raises(ModelError, match=pattern):
+        _box(ground=0.0, **{option: value}) if option != "ground" else _box(**{option: value})
+
+
+def test_bad_options_through_every_construction_path(tmp_path):
+    sim = _box(ground=0.0)
+    with pytest.raises(ModelError, match="ground must be"):
+        Simulator(sim.model, geometry=sim.geometry, ground=np.inf)
+    with pytest.raises(ModelError, match="ground must be"):
+        Simulator.from_urdf(_urdf(tmp_path), floating_base=True, ground=np.nan)
+    mjcf = tmp_path / "m.xml"
+    mjcf.write_text("<mujoco><worldbody><body name='b' pos='0 0 1'><freejoint name='root'/>"
+                    "<geom type='box' size='0.1 0.1 0.1' mass='1'/></body></worldbody></mujoco>")
+    assert Simulator.from_mjcf(mjcf, ground=0.0).nv == 6
+    with pytest.raises(ModelError, match="margin must be"):
+        Simulator.from_mjcf(mjcf, ground=0.0, margin=-1.0)
+    bad = Simulator(sim.model, geometry=sim.geometry, ground=0.0, contact="relaxed", smoothing=1e-3)
+    with pytest.raises(ValueError, match="smoothing"):
+        bad.with_smoothing(np.nan)
+
+
+def test_ground_without_collision_geometry(tmp_path):
+    with pytest.raises(ModelError, match=r"ground=0.0 was given but model 'r' has no collision geometry"):
+        Simulator.from_urdf(_urdf(tmp_path, geometry=False), ground=0.0)
+    with pytest.raises(ModelError, match="no collision geometry"):
+        Simulator.from_urdf(_urdf(tmp_path), ground=0.0, load_geometry=False)
+
+
+def test_planar_on_a_3d_model():
+    b = ModelBuilder("tilted", gravity=(0.0, -9.81, 0.0))
+    j = b.add_joint("translation2d", name="slide")
+    k = b.add_joint("revolute", name="tilt", parent=j, axis="x")
+    b.add_body(k, mass=1.0, box=(0.1, 0.1, 0.1), offset=(0, 0.2, 0))
+    model, geom = b.build()
+    with pytest.raises(ModelError, match=r"planar=True, but joint 'tilt' moves its body out of the xy plane"):
+        Simulator(model, geometry=geom, planar=True)
+    with pytest.raises(ModelError, match="joint 'root'"):
+        _box(planar=True)
+    from problems.cheetah import half_cheetah_simulator
+
+    assert half_cheetah_simulator().contact_model.rows == 2  # a true planar model passes
