@@ -196,6 +196,31 @@ def check_planar(model: pin.Model, *, samples: int = 3, seed: int = 0) -> None:
                                  "planar scenes must move in the xy plane (z is dropped). Use planar=False.")
 
 
+#: The parts of q that live on a unit sphere, by joint type: (offset in the joint's q, size, what it is).
+_UNIT_PARTS = {
+    "JointModelFreeFlyer": (3, 4, "quaternion"),
+    "JointModelSpherical": (0, 4, "quaternion"),
+    "JointModelPlanar": (2, 2, "unit complex (cos, sin)"),
+    "JointModelRUBX": (0, 2, "unit complex (cos, sin)"),
+    "JointModelRUBY": (0, 2, "unit complex (cos, sin)"),
+    "JointModelRUBZ": (0, 2, "unit complex (cos, sin)"),
+    "JointModelRevoluteUnboundedUnaligned": (0, 2, "unit complex (cos, sin)"),
+}
+#: Largest accepted ``| |quaternion| - 1 |`` in a state (see ``Simulator.normalize_state``).
+UNIT_TOL = 1e-6
+
+
+def _unit_blocks(model: pin.Model) -> list[tuple[str, int, int, str]]:
+    """``(joint name, first q index, size, what)`` of every unit-norm part of q."""
+    out = []
+    for j in range(1, model.njoints):
+        part = _UNIT_PARTS.get(model.joints[j].shortname())
+        if part is not None:
+            off, n, what = part
+            out.append((model.names[j], model.joints[j].idx_q + off, n, what))
+    return out
+
+
 class SimData:
     """Per-knot workspace of a :class:`Simulator`: Pinocchio ``Data`` and buffers.
 
@@ -330,6 +355,7 @@ class Simulator:
             j.nq == j.nv for j in model.joints[1:]
         ) and not any(j.shortname() in ("JointModelFreeFlyer", "JointModelSpherical",
                                         "JointModelPlanar") for j in model.joints[1:])
+        self._unit_blocks = _unit_blocks(model)
         self._all_actuated = self.nu == self.nv and np.array_equal(self.actuated_dofs, np.arange(self.nv))
 
         g = np.asarray(model.gravity.linear, dtype=float)
@@ -484,6 +510,27 @@ class Simulator:
         if not math.isfinite(x.sum()):
             bad = np.flatnonzero(~np.isfinite(x))
             raise ValueError(f"{what} contains non-finite values at indices {bad.tolist()}")
+        for name, i, n, kind in self._unit_blocks:
+            part = x[i:i + n]
+            norm = math.sqrt(float(part @ part))
+            if abs(norm - 1.0) > UNIT_TOL:
+                raise ValueError(f"{what}: the {kind} of joint {name!r} (q[{i}:{i + n}] = {part.tolist()}) has norm "
+                                 f"{norm:.9g}, not 1 (tolerance {UNIT_TOL:g}); use sim.normalize_state(x)")
+        return x
+
+    def normalize_state(self, x) -> np.ndarray:
+        """A copy of ``x`` with every quaternion (free-flyer, spherical) and unit complex number (planar,
+        unbounded revolute joints) of q divided by its norm. A zero (or non-finite) one has no direction:
+        :class:`ValueError` naming the joint."""
+        x = np.array(x, dtype=float)
+        if x.shape != (self.nx,):
+            raise ValueError(f"state x has shape {x.shape}, expected ({self.nx},) for {self.name}")
+        for name, i, n, kind in self._unit_blocks:
+            norm = float(np.linalg.norm(x[i:i + n]))
+            if not (math.isfinite(norm) and norm > 1e-12):
+                raise ValueError(f"the {kind} of joint {name!r} (q[{i}:{i + n}] = {x[i:i + n].tolist()}) has norm "
+                                 f"{norm:g}: it cannot be normalized (it encodes no rotation)")
+            x[i:i + n] /= norm
         return x
 
     def _check_u(self, u):
@@ -729,12 +776,26 @@ class Simulator:
         """The configuration written in the model file (MJCF ``qpos0``) at rest, else the neutral one."""
         refs = self.model.referenceConfigurations
         if "qpos0" in refs:
-            return np.concatenate((np.array(refs["qpos0"], dtype=float), np.zeros(self.nv)))
+            return np.concatenate((self._clamp_to_limits(np.array(refs["qpos0"], dtype=float)), np.zeros(self.nv)))
         return self.neutral_state()
 
     def neutral_state(self) -> np.ndarray:
-        """The neutral configuration (identity quaternions, zero angles) at rest."""
-        return np.concatenate((pin.neutral(self.model), np.zeros(self.nv)))
+        """The neutral configuration (identity quaternions, zero angles) at rest, with every coordinate of a
+        joint whose q is its own tangent (revolute, prismatic, translations) clamped into its finite position
+        limits (many robot files have 0 outside a joint's range; the step would push it back violently)."""
+        return np.concatenate((self._clamp_to_limits(pin.neutral(self.model)), np.zeros(self.nv)))
+
+    def _clamp_to_limits(self, q: np.ndarray) -> np.ndarray:
+        m = self.model
+        lo, hi = m.lowerPositionLimit, m.upperPositionLimit
+        for jm in m.joints[1:]:
+            if jm.nq == jm.nv and jm.shortname() not in _UNIT_PARTS:
+                for i in range(jm.idx_q, jm.idx_q + jm.nq):
+                    if lo[i] > -_BIG and q[i] < lo[i]:
+                        q[i] = lo[i]
+                    elif hi[i] < _BIG and q[i] > hi[i]:
+                        q[i] = hi[i]
+        return q
 
     def shapes_2d(self, q) -> list[tuple[str, np.ndarray]]:
         """The collision shapes at ``q`` projected on the xy plane, for drawing planar scenes.

@@ -47,13 +47,14 @@ def test_bad_mass_is_named(tmp_path, mass, pattern):
 
 
 def test_nan_mass_and_inertia_in_a_built_model():
-    """URDF text cannot carry NaN (urdfdom rejects it); a model edited in code can."""
+    """URDF text cannot carry NaN (urdfdom rejects it); a model edited in code can (pin.Inertia refuses a NaN
+    inertia matrix, so the centre of mass carries it)."""
     for field in ("mass", "inertia"):
         sim = _box()
         model = sim.model.copy()
         I = model.inertias[1]
         model.inertias[1] = (pin.Inertia(np.nan, I.lever, I.inertia) if field == "mass"
-                             else pin.Inertia(I.mass, I.lever, np.full((3, 3), np.nan)))
+                             else pin.Inertia(I.mass, np.array([np.nan, 0.0, 0.0]), I.inertia))
         with pytest.raises(ModelError, match=r"link 'root_body\d' \(joint 'root'\) has (mass nan|a non-finite)"):
             Simulator(model, geometry=sim.geometry)
 
@@ -148,3 +149,50 @@ def test_planar_on_a_3d_model():
     from problems.cheetah import half_cheetah_simulator
 
     assert half_cheetah_simulator().contact_model.rows == 2  # a true planar model passes
+
+
+# -- states -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def box():
+    return _box(ground=0.0)
+
+
+def _box_state(z=0.5, quat=(0.0, 0.0, 0.0, 1.0)):
+    return np.r_[0.0, 0.0, z, quat, np.zeros(6)]
+
+
+@pytest.mark.parametrize("quat", [(0.0, 0.0, 0.0, 1.0 + 2e-6), (0.1, 0.0, 0.0, 1.0), (0.0, 0.0, 0.0, 0.0)])
+def test_quaternion_off_the_unit_sphere_is_rejected(box, quat):
+    x = _box_state(quat=quat)
+    for call in (lambda: box.step(x, np.zeros(0)), lambda: box.step_derivatives(x, np.zeros(0)),
+                 lambda: box.rollout(x, np.zeros((3, 0)))):
+        with pytest.raises(ValueError, match=r"quaternion of joint 'root' \(q\[3:7\].*use sim.normalize_state\(x\)"):
+            call()
+
+
+def test_normalize_state(box):
+    x = _box_state(quat=(0.0, 0.3, 0.0, 0.9))
+    y = box.normalize_state(x)
+    assert np.linalg.norm(y[3:7]) == pytest.approx(1.0, abs=1e-15) and y[4] / y[6] == pytest.approx(1 / 3)
+    assert x[4] == 0.3  # a copy
+    assert np.isfinite(box.step(y, np.zeros(0))).all()
+    x_ok = _box_state(quat=(0.0, 0.0, 0.0, 1.0 + 5e-7))  # within the tolerance: accepted
+    box.step(x_ok, np.zeros(0))
+    with pytest.raises(ValueError, match=r"quaternion of joint 'root' .* has norm 0: it cannot be normalized"):
+        box.normalize_state(_box_state(quat=(0.0, 0.0, 0.0, 0.0)))
+
+
+def test_neutral_state_is_inside_the_joint_limits(tmp_path):
+    sim = Simulator.from_urdf(_urdf(tmp_path, limits=("0.5", "1.2")))
+    assert sim.neutral_state()[0] == 0.5 and sim.default_state()[0] == 0.5
+    sim = Simulator.from_urdf(_urdf(tmp_path, limits=("-1.2", "-0.5")))
+    assert sim.neutral_state()[0] == -0.5
+    from dynamics import example_robot_urdf
+
+    go1 = Simulator.from_urdf(example_robot_urdf("go1"), floating_base=True, load_geometry=False)
+    q = go1.neutral_state()[: go1.nq]
+    lo, hi = go1.model.lowerPositionLimit, go1.model.upperPositionLimit
+    assert np.all(q[7:] >= lo[7:]) and np.all(q[7:] <= hi[7:]) and np.any(q[7:] != 0.0)  # calves: 0 is off-limits
+    assert np.array_equal(q[:7], [0, 0, 0, 0, 0, 0, 1])
