@@ -296,7 +296,20 @@ class Simulator:
 
     Contact is active when the model has collision pairs (geometry of two bodies
     not joined by a joint, or anything against ``ground``) or joint limits.
+
+    The model and options are checked at construction (:func:`validate_model`; bad values raise
+    :class:`ModelError` naming the link, joint or option). A step raises :class:`SimulationError`
+    when it produces a state beyond :attr:`MAX_VELOCITY` (any velocity coordinate, m/s or rad/s)
+    or :attr:`MAX_POSITION` (any configuration coordinate, m or rad), a non-finite one, or when
+    the contact solve fails (raises or returns non-finite impulses); ``rollout`` names the step.
+    The bounds are far above anything physical for robots, and far below the 1e50 a
+    near-singular model reaches before its numbers overflow.
     """
+
+    #: Largest accepted |v| of any velocity coordinate after a step (m/s or rad/s).
+    MAX_VELOCITY = 1e4
+    #: Largest accepted |q| of any configuration coordinate after a step (m or rad).
+    MAX_POSITION = 1e6
 
     def __init__(
         self,
@@ -580,7 +593,13 @@ class Simulator:
         if not math.isfinite(v_free.sum()):
             raise SimulationError(f"{self.name}: the free velocity is non-finite before contact; "
                                   "the simulation diverged")
-        v_next, state = self.contact_model.solve(self.model, d.pin, d.geom, q, v_free, self.dt, d.contact)
+        try:
+            v_next, state = self.contact_model.solve(self.model, d.pin, d.geom, q, v_free, self.dt, d.contact)
+        except (ValueError, ArithmeticError, np.linalg.LinAlgError) as exc:
+            raise SimulationError(f"{self.name}: the {self.contact} contact solve failed: {exc}") from exc
+        if not math.isfinite(v_next.sum()):
+            raise SimulationError(f"{self.name}: the {self.contact} contact solve returned non-finite impulses "
+                                  f"(max|v_free| = {np.abs(v_free).max():.3g}); the simulation diverged")
         d.contact = state
         if state is not None:
             st = d.stats
@@ -688,13 +707,38 @@ class Simulator:
         return dict(self._data.stats)
 
     def _check_next(self, out, x, u):
+        """``out`` if it is a sane state; :class:`SimulationError` naming the coordinate otherwise
+        (non-finite, or beyond :attr:`MAX_VELOCITY` / :attr:`MAX_POSITION`)."""
+        nq = self.nq
+        vmax = float(np.abs(out[nq:]).max())
+        qmax = float(np.abs(out[:nq]).max())
+        if vmax <= self.MAX_VELOCITY and qmax <= self.MAX_POSITION:
+            return out
+        cause = (f"(max|x| = {np.abs(x).max():.3g}, max|u| = {np.abs(u).max(initial=0.0):.3g}); "
+                 "the simulation diverged")
         if not math.isfinite(out.sum()):
-            raise SimulationError(
-                f"{self.name}: the step produced a non-finite state from a finite state and control "
-                f"(max|x| = {np.abs(x).max():.3g}, max|u| = {np.abs(u).max(initial=0.0):.3g}); "
-                "the simulation diverged"
-            )
-        return out
+            i = int(np.flatnonzero(~np.isfinite(out))[0])
+            raise SimulationError(f"{self.name}: the step produced a non-finite state ({self._coordinate(i)} = "
+                                  f"{out[i]}) from a finite state and control {cause}")
+        if vmax > self.MAX_VELOCITY:
+            i = nq + int(np.argmax(np.abs(out[nq:])))
+            bound = f"|v| <= MAX_VELOCITY = {self.MAX_VELOCITY:g}"
+        else:
+            i = int(np.argmax(np.abs(out[:nq])))
+            bound = f"|q| <= MAX_POSITION = {self.MAX_POSITION:g}"
+        raise SimulationError(f"{self.name}: the step produced {self._coordinate(i)} = {out[i]:.3g}, beyond the "
+                              f"bound {bound} {cause}")
+
+    def _coordinate(self, i: int) -> str:
+        """``q[3] (joint 'root')`` for state index ``i``."""
+        nq, m = self.nq, self.model
+        kind, k = ("q", i) if i < nq else ("v", i - nq)
+        for j in range(1, m.njoints):
+            jm = m.joints[j]
+            start, n = (jm.idx_q, jm.nq) if kind == "q" else (jm.idx_v, jm.nv)
+            if start <= k < start + n:
+                return f"{kind}[{k}] (joint {m.names[j]!r})"
+        return f"{kind}[{k}]"
 
     def rollout(self, x0, us, *, data: SimData | None = None) -> np.ndarray:
         """States ``xs`` (T+1, nx) from ``x0`` under controls ``us`` (T, nu).

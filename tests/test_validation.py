@@ -196,3 +196,93 @@ def test_neutral_state_is_inside_the_joint_limits(tmp_path):
     lo, hi = go1.model.lowerPositionLimit, go1.model.upperPositionLimit
     assert np.all(q[7:] >= lo[7:]) and np.all(q[7:] <= hi[7:]) and np.any(q[7:] != 0.0)  # calves: 0 is off-limits
     assert np.array_equal(q[:7], [0, 0, 0, 0, 0, 0, 1])
+
+
+# -- divergence -------------------------------------------------------------------------------
+
+
+def _feather(dt=1e-3, effort=100.0):
+    """A near-singular pendulum: a 1e-9 kg link (mass matrix ~2e-12) on a hinge with a 100 N m motor."""
+    b = ModelBuilder("feather")
+    j = b.add_joint("revolute", name="hinge", axis="y", effort=effort)
+    b.add_body(j, mass=1e-9, box=(0.02, 0.02, 0.1), offset=(0, 0, -0.05), collision=False)
+    model, geom = b.build()
+    return Simulator(model, geometry=geom, dt=dt)
+
+
+def test_near_singular_model_blows_up_with_an_error_naming_the_step():
+    sim = _feather()
+    us = np.zeros((20, 1))
+    us[7:] = 50.0  # quiet for 7 steps, then a large torque on the feather
+    with pytest.raises(SimulationError, match=r"rollout step 7: .* v\[0\] \(joint 'hinge'\) = .*beyond the bound "
+                                              r"\|v\| <= MAX_VELOCITY = 10000") as info:
+        sim.rollout(np.zeros(2), us)
+    assert info.value.xs.shape == (8, 2) and np.abs(info.value.xs).max() < 1e-6
+    with pytest.raises(SimulationError, match=r"v\[0\] \(joint 'hinge'\)"):
+        sim.step_derivatives(np.zeros(2), np.array([50.0]))
+    # positions too: a state already near MAX_POSITION
+    with pytest.raises(SimulationError, match=r"q\[0\] \(joint 'hinge'\) = .*\|q\| <= MAX_POSITION"):
+        sim.step(np.array([Simulator.MAX_POSITION, 1.0]), np.zeros(1))
+
+
+def test_a_failed_contact_solve_is_a_simulation_error(box, monkeypatch):
+    def broken(problem, guess=None):
+        raise ValueError("singular Delassus matrix")
+
+    sim = _box(ground=0.0)
+    monkeypatch.setattr(sim.contact_model.adapter, "solve", broken)
+    with pytest.raises(SimulationError, match=r"rollout step 0: box: the lcp contact solve failed: singular Delassus"):
+        sim.rollout(_box_state(z=0.1), np.zeros((2, 0)))
+
+
+def _feather_ocp(horizon=30, target=10.0):
+    from trajopt import OCP, ControlCost, StateCost
+
+    sim = _feather(dt=1e-2, effort=1e-6)
+    return OCP(dynamics=sim, x0=np.zeros(2), horizon=horizon, running_cost=ControlCost(sim, 1e-3),
+               terminal_cost=StateCost(sim, np.array([target, 0.0]), 1.0))
+
+
+def test_ddp_line_search_rejects_diverging_trials(monkeypatch):
+    """Long DDP steps drive the feather past MAX_VELOCITY; the line search must back off, not crash."""
+    from solvers import solve_ddp
+
+    ocp = _feather_ocp()
+    sim = ocp.dynamics
+    with pytest.raises(SimulationError):
+        ocp.rollout(np.full((ocp.horizon, 1), 1e-6))
+    real, diverged = sim.step, []
+
+    def counting(x, u, **kw):
+        try:
+            return real(x, u, **kw)
+        except SimulationError as exc:
+            diverged.append(exc)
+            raise
+
+    monkeypatch.setattr(sim, "step", counting)
+    sol = solve_ddp(ocp, max_iter=5, verbose=False)
+    assert len(diverged) > 0  # trial points did diverge ...
+    assert sol.status.name != "FAILED" and np.isfinite(sol.cost)  # ... and were rejected
+    assert sol.cost < 0.5 * ocp.cost(ocp.rollout(np.zeros((ocp.horizon, 1))), np.zeros((ocp.horizon, 1)))
+
+
+@pytest.mark.parametrize("method", ["ddp", "gn"])
+def test_solver_returns_its_best_iterate_when_the_jacobians_fail(method, monkeypatch):
+    from solvers import solve
+
+    ocp = _feather_ocp(horizon=10)
+    sim = ocp.dynamics
+    calls = {"n": 0}
+    real = sim.step_derivatives
+
+    def flaky(x, u, **kw):
+        calls["n"] += 1
+        if calls["n"] > 2 * ocp.horizon:  # the second linearization fails
+            raise SimulationError("feather: the lcp contact solve failed: test")
+        return real(x, u, **kw)
+
+    monkeypatch.setattr(sim, "step_derivatives", flaky)
+    sol = solve(ocp, method=method, max_iter=10, verbose=False)
+    assert sol.status.name == "FAILED" and "contact solve failed" in sol.info["message"]
+    assert np.isfinite(sol.cost) and np.all(np.isfinite(sol.xs))
