@@ -577,16 +577,23 @@ class Simulator:
         v_next = out[nq:]
         np.multiply(a, self.dt, out=v_next)
         v_next += v
+        correction = None
         if self.contact_model is not None:
             if self.contact_model.may_touch(q):
                 v_next[:] = self._solve_contacts(q, v_next, d)
+                correction = d.contact.correction if d.contact is not None else None
             else:
                 d.contact = None
         if self._euclidean:
             np.multiply(v_next, self.dt, out=out[:nq])
             out[:nq] += q
+            if correction is not None:
+                out[:nq] += correction.dq
         else:
-            out[:nq] = pin.integrate(self.model, q, v_next * self.dt)
+            dq = v_next * self.dt
+            if correction is not None:
+                dq += correction.dq
+            out[:nq] = pin.integrate(self.model, q, dq)
         return self._check_next(out, x, u)
 
     def _solve_contacts(self, q, v_free, d):
@@ -656,16 +663,25 @@ class Simulator:
         else:
             self._contact_velocity_jacobian(q, v, tau, v_next, state, d, dv, Fu[nv:], adjoint)
 
+        # deep penetration: the position correction dq_c(q) joins the configuration update only
+        correction = None if state is None else state.correction
         if self._euclidean:
             np.multiply(v_next, dt, out=out[:nq])
             out[:nq] += q
             np.multiply(dv, dt, out=Fx[:nv])
             Fx.reshape(-1)[self._diag_qq] += 1.0
             np.multiply(Fu[nv:], dt, out=Fu[:nv])
+            if correction is not None:
+                out[:nq] += correction.dq
+                Fx[:nv, :nv] += self.contact_model.correction_jacobian(state, q)
         else:
             dq = v_next * dt
+            if correction is not None:
+                dq += correction.dq
             out[:nq] = pin.integrate(self.model, q, dq)
             J0, J1 = pin.dIntegrate(self.model, q, dq)
+            if correction is not None:
+                J0 = J0 + J1 @ self.contact_model.correction_jacobian(state, q)
             J1 = J1 * dt
             np.matmul(J1, dv, out=Fx[:nv])
             Fx[:nv, :nv] += J0
