@@ -148,7 +148,10 @@ class ContactModel:
     def __init__(self, model: pin.Model, geometry, *, ground, up, friction: float, margin: float,
                  planar: bool, erp: float, joint_limits: bool, exclude=None, contact: str = "lcp",
                  self_collision: bool = True, pairs=None, smoothing: float = 0.0,
-                 smoothing_distance: float = 0.05):
+                 smoothing_distance: float = 0.05, recovery: str = "position"):
+        if recovery not in ("position", "velocity"):
+            raise ValueError(f"recovery must be 'position' (bounded, default) or 'velocity', got {recovery!r}")
+        self.recovery = recovery
         if not (friction >= 0.0 and np.isfinite(friction)):
             raise ValueError(f"friction must be a finite non-negative coefficient, got {friction!r}")
         if not 0.0 < erp <= 1.0:
@@ -224,8 +227,12 @@ class ContactModel:
             phi[nc + k] = s * (q[iq] - ref)
             normal_rows[nc + k] = row
         deep = phi < -self.slop
-        bias_slope = np.where(deep, 0.0, 1.0)
-        bias = np.where(deep, -self.slop, phi)
+        if self.recovery == "velocity":  # the former push-out, kept in v+ (see ContactModel)
+            bias_slope = np.where(deep, self.erp, 1.0)
+            bias = np.where(deep, -self.slop + self.erp * (phi + self.slop), phi)
+        else:
+            bias_slope = np.where(deep, 0.0, 1.0)
+            bias = np.where(deep, -self.slop, phi)
         Minv = pin.computeMinverse(model, data, q).copy()
         MJt = Minv @ J.T
         A = J @ MJt
@@ -254,7 +261,7 @@ class ContactModel:
         v_next = v_free + MJt @ sol.lam
         state = ContactState(geo, J, Minv, MJt, normal_rows, bias_slope, key, layout, problem, sol,
                              warm_hit=bool(sol.warm_start_hit), guessed=warm, adapter=used)
-        if deep.any():
+        if self.recovery == "position" and deep.any():
             state.correction = self._correction(J, Minv, normal_rows[deep], phi[deep])
         return v_next, state
 
