@@ -10,12 +10,30 @@ from dynamics import ModelBuilder, Simulator, example_robot_urdf
 from dynamics.contact_step import SLOP
 from trajopt import max_relative_error, step_jacobians_fd
 
-from .test_contact import cube_sim, cube_state, limited_pendulum
+from .test_contact import cube_sim as _cube_sim
+from .test_contact import cube_state
+from .test_contact import limited_pendulum as _limited_pendulum
+
+
+def _position(sim, **kw):
+    """The same system with the bounded (position) recovery."""
+    return Simulator(sim.model, geometry=sim.geometry, dt=sim.dt, ground=kw.pop("ground", 0.0),
+                     friction=sim.friction, contact=sim.contact, recovery="position", **kw)
+
+
+def cube_sim(**kw):
+    return _position(_cube_sim(**kw))
+
+
+def limited_pendulum():
+    s = _limited_pendulum()
+    return Simulator(s.model, geometry=s.geometry, dt=s.dt, recovery="position")
 
 
 def relaxed_cube():
     s = cube_sim()
-    return Simulator(s.model, geometry=s.geometry, ground=0.0, friction=0.5, contact="relaxed", smoothing=1e-3)
+    return Simulator(s.model, geometry=s.geometry, ground=0.0, friction=0.5, contact="relaxed", smoothing=1e-3,
+                     recovery="position")
 
 
 def planar_box(contact="lcp"):
@@ -26,7 +44,7 @@ def planar_box(contact="lcp"):
     b.add_body(r, mass=1.0, box=(0.2, 0.2, 0.2))
     model, geom = b.build()
     return Simulator(model, geometry=geom, dt=1e-3, ground=0.0, planar=True, contact=contact, friction=0.5,
-                     actuated=[])
+                     actuated=[], recovery="position")
 
 
 @pytest.mark.parametrize("make", [lambda: cube_sim(contact="lcp"), lambda: cube_sim(contact="ncp"), relaxed_cube],
@@ -48,6 +66,7 @@ def test_a_cube_5cm_in_the_ground_rises_to_rest_and_stops(make):
 
 
 def test_shallow_penetration_is_removed_in_one_step_as_before():
+    assert _cube_sim().contact_model.recovery == "velocity"  # the default, for now
     sim = cube_sim()
     x_next = sim.step(cube_state(z=0.1 - 0.5 * SLOP), np.zeros(0))
     assert x_next[2] == pytest.approx(0.1, abs=1e-12) and sim._data.contact.correction is None
@@ -104,7 +123,8 @@ def test_deep_joint_limit_is_corrected_by_position_with_exact_jacobians():
 @pytest.mark.slow
 def test_go1_started_in_the_ground_climbs_out_without_launching():
     """go1's neutral state puts its base at z = 0 (trunk and legs in the ground); it used to fly 21 m."""
-    sim = Simulator.from_urdf(example_robot_urdf("go1"), floating_base=True, dt=2e-3, ground=0.0)
+    sim = Simulator.from_urdf(example_robot_urdf("go1"), floating_base=True, dt=2e-3, ground=0.0,
+                                recovery="position")
     xs = sim.rollout(sim.neutral_state(), np.zeros((250, sim.nu)))
     assert xs[:, 2].max() < 0.1 and np.abs(xs[:, sim.nq:sim.nq + 3]).max() < 0.2
     assert np.abs(xs[-1, sim.nq:]).max() < 1e-6
