@@ -8,14 +8,16 @@ Imports flow one way: ``dynamics`` may use ``contact``, never ``trajopt``,
 
 from .build import ModelBuilder
 from .robots import EXAMPLE_ROBOTS, example_robot_urdf, infer_package_dirs
-from .simulator import SimData, SimulationError, Simulator
+from .simulator import ModelError, SimData, SimulationError, Simulator, validate_model
 
 __all__ = [
     "EXAMPLE_ROBOTS",
     "ModelBuilder",
+    "ModelError",
     "SimData",
     "SimulationError",
     "Simulator",
     "example_robot_urdf",
     "infer_package_dirs",
+    "validate_model",
 ]

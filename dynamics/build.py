@@ -149,8 +149,8 @@ class ModelBuilder:
         The inertia is the primitive's with ``mass`` unless ``inertia`` is given.
         Returns -1 when ``collision=False`` (no collision geometry is added).
         """
-        if mass <= 0.0:
-            raise ValueError(f"body mass must be positive, got {mass}")
+        if not (np.isfinite(mass) and mass > 0.0):
+            raise ValueError(f"body mass must be positive and finite, got {mass}")
         shapes = [s for s in (box, sphere, capsule, cylinder) if s is not None]
         if len(shapes) != 1:
             raise ValueError("give exactly one of box=, sphere=, capsule=, cylinder=")

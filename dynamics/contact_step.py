@@ -4,18 +4,30 @@ Given the free velocity ``v_f = v + dt ABA(q, v, tau)``:
 
 1. contacts at ``q`` (coal, :mod:`contact.detection`) and joint-limit rows;
 2. ``J`` (m x nv) in the contact frames, Delassus ``A = J M^-1 J^T``,
-   ``b = J v_f + bias(phi) / dt`` on normal and limit rows, where the
-   penetration correction is ``bias(phi) = phi`` for a gap or a penetration
-   shallower than ``slop`` (the contact may close a gap within the step but not
-   cross it) and ``-slop + erp (phi + slop)`` deeper (pushed out at ``erp`` of the
-   excess depth per step). ``bias`` is continuous with a kink at ``-slop``, not at
-   0 where resting contacts sit, so their Jacobians are smooth;
+   ``b = J v_f + bias(phi) / dt`` on normal and limit rows, where
+   ``bias(phi) = max(phi, -slop)``: a gap may close within the step but not be
+   crossed, and a penetration shallower than ``slop`` is removed in the step; a
+   deeper one gets no more than a ``slop``-deep one: its contact separates at
+   ``slop / dt`` at most (0.1 m/s at dt = 1 ms; 0.5 mm of rise against gravity),
+   whatever its depth. ``bias`` is continuous with a kink at ``-slop``, not at 0
+   where resting contacts sit, so their Jacobians are smooth;
 3. impulses ``lambda`` from the contact problem: with ``contact="lcp"`` the boxed LCP
    (:mod:`contact.lcp`, Nimble): normal ``lambda_n >= 0`` complementary to ``c_n >= 0``,
    friction ``|lambda_t| <= mu lambda_n`` per tangent direction (a pyramid);
    with ``contact="ncp"`` the Coulomb cone with the De Saxce correction
    (:mod:`contact.ncp`): ``|lambda_T| <= mu lambda_n``, sliding opposite to the slip;
-4. ``v+ = v_f + M^-1 J^T lambda``.
+4. ``v+ = v_f + M^-1 J^T lambda``;
+5. deep penetration (``phi < -slop``) is removed by position only (split impulse /
+   post-stabilization, as Bullet's split impulse): a displacement ``dq_c`` added to the
+   configuration update ``q+ = q (+) (dt v+ + dq_c)`` and never to ``v+``, so it gains no
+   kinetic energy. ``dq_c = M^-1 J_d^T lambda_c`` is the mass-metric smallest displacement
+   with ``J_d dq_c = erp (-phi_d - slop)`` on the deep normal and limit rows ``d`` (least
+   squares, ``lambda_c = (J_d M^-1 J_d^T)^+ e``; normal rows only, so the same for every
+   contact model). Bound: each step moves every deep row out by ``erp`` of its excess
+   depth (``0.2 (depth - slop)`` by default, i.e. at most ``erp`` times the deepest
+   penetration), so ``depth - slop`` shrinks by ``1 - erp`` per step: 5 cm to ``slop``
+   in ``log(500) / -log(0.8) ~ 28`` steps; the velocity never carries it
+   (see :meth:`ContactModel.correction_jacobian` for its exact derivative).
 
 Every model is reached through its adapter (:mod:`contact.adapter`): the step builds the
 rows (:class:`contact.RowLayout`), ``A``, ``b`` and ``phi``, and asks the adapter for its
@@ -46,6 +58,7 @@ import numpy as np
 import pinocchio as pin
 
 from contact import RowLayout, adapter, fixed_impulse_velocity_derivative
+from contact.adapter import RANK_RTOL
 from contact import velocity_jacobian as implicit_velocity_jacobian
 from contact.detection import CollisionScene, Contacts
 from contact.kinematics import ContactGeometry, ContactKinematics
@@ -100,6 +113,7 @@ class ContactState:
     warm_hit: bool = False  # the warm start held
     guessed: bool = False  # a warm start was tried (same rows as the last step)
     adapter: object = None  # the adapter that solved this step (a relaxed model's hard fallback)
+    correction: "Correction | None" = None  # the position correction of deep rows (None: no deep row)
 
     @property
     def lam(self) -> np.ndarray:
@@ -112,13 +126,32 @@ class ContactState:
         return 0 if self.geo is None else self.geo.J.shape[0]
 
 
+@dataclass
+class Correction:
+    """The position correction of one step (module docstring, item 5).
+
+    ``rows`` (k,) the deep rows of ``J``; ``dq`` (nv,) the tangent displacement added to
+    ``dt v+``; ``lam`` (k,) its impulse-like multipliers; ``W`` (nv, k) ``M^-1 J_d^T``;
+    ``A`` (k, k) ``J_d M^-1 J_d^T``.
+    """
+
+    rows: np.ndarray
+    dq: np.ndarray
+    lam: np.ndarray
+    W: np.ndarray
+    A: np.ndarray
+
+
 class ContactModel:
     """Everything about contact that does not change between steps."""
 
     def __init__(self, model: pin.Model, geometry, *, ground, up, friction: float, margin: float,
                  planar: bool, erp: float, joint_limits: bool, exclude=None, contact: str = "lcp",
                  self_collision: bool = True, pairs=None, smoothing: float = 0.0,
-                 smoothing_distance: float = 0.05):
+                 smoothing_distance: float = 0.05, recovery: str = "velocity"):
+        if recovery not in ("position", "velocity"):
+            raise ValueError(f"recovery must be 'position' (bounded, default) or 'velocity', got {recovery!r}")
+        self.recovery = recovery
         if not (friction >= 0.0 and np.isfinite(friction)):
             raise ValueError(f"friction must be a finite non-negative coefficient, got {friction!r}")
         if not 0.0 < erp <= 1.0:
@@ -146,6 +179,8 @@ class ContactModel:
         self.erp = float(erp)
         self.slop = SLOP
         self.nv = model.nv
+        self._model0 = model.copy()  # no gravity: ABA(q, 0, tau) = M^-1 tau (for the correction's derivative)
+        self._model0.gravity = pin.Motion.Zero()
         # 1-dof joints with finite position limits become unilateral rows near their limits.
         lim = []
         if joint_limits:
@@ -192,8 +227,12 @@ class ContactModel:
             phi[nc + k] = s * (q[iq] - ref)
             normal_rows[nc + k] = row
         deep = phi < -self.slop
-        bias_slope = np.where(deep, self.erp, 1.0)
-        bias = np.where(deep, -self.slop + self.erp * (phi + self.slop), phi)
+        if self.recovery == "velocity":  # the former push-out, kept in v+ (see ContactModel)
+            bias_slope = np.where(deep, self.erp, 1.0)
+            bias = np.where(deep, -self.slop + self.erp * (phi + self.slop), phi)
+        else:
+            bias_slope = np.where(deep, 0.0, 1.0)
+            bias = np.where(deep, -self.slop, phi)
         Minv = pin.computeMinverse(model, data, q).copy()
         MJt = Minv @ J.T
         A = J @ MJt
@@ -222,7 +261,48 @@ class ContactModel:
         v_next = v_free + MJt @ sol.lam
         state = ContactState(geo, J, Minv, MJt, normal_rows, bias_slope, key, layout, problem, sol,
                              warm_hit=bool(sol.warm_start_hit), guessed=warm, adapter=used)
+        if self.recovery == "position" and deep.any():
+            state.correction = self._correction(J, Minv, normal_rows[deep], phi[deep])
         return v_next, state
+
+    def _correction(self, J, Minv, rows, phi_deep) -> Correction:
+        """The position correction on the deep rows ``rows`` with distances ``phi_deep`` (module docstring)."""
+        Jd = J[rows]
+        W = Minv @ Jd.T
+        A = Jd @ W
+        e = self.erp * (-phi_deep - self.slop)
+        lam = np.linalg.lstsq(A, e, rcond=RANK_RTOL)[0]
+        return Correction(rows, W @ lam, lam, W, A)
+
+    def correction_jacobian(self, state: ContactState, q: np.ndarray) -> np.ndarray:
+        """``d dq_c / dq`` (nv, nv) in the tangent space (``dq_c`` depends on q only, not on v or u).
+
+        Implicit differentiation of the correction's optimality conditions ``M dq_c = J_d^T lambda_c``,
+        ``J_d dq_c = e = erp (-phi_d - slop)``::
+
+            d dq_c = D + W dlambda,   A dlambda = de - K - J_d D
+
+        with ``D = d(M^-1 J_d^T lambda_c)/dq`` at fixed ``lambda_c`` (ABA derivatives of a gravity-free copy
+        of the model at zero velocity, plus ``M^-1 d(J^T lambda)/dq``), ``K = d(J_d w)/dq`` at ``w = dq_c``
+        (the kinematic term of the velocity Jacobian), ``de = -erp J_d`` (``dphi/dq = J_n``) and the
+        least-squares solve with the same rank cutoff as the contact solve (a box flat in the ground has 4
+        deep rows of rank 3)."""
+        c, nv = state.correction, self.nv
+        Jd = state.J[c.rows]
+        data0 = self._model0.createData()
+        ddq_dq, _, _ = pin.computeABADerivatives(self._model0, data0, q, np.zeros(nv), Jd.T @ c.lam)
+        D = ddq_dq.copy()
+        K = np.zeros((len(c.rows), nv))
+        mc = state.m_contact
+        if mc:
+            on_contacts = c.rows < mc
+            lam_full = np.zeros(mc)
+            lam_full[c.rows[on_contacts]] = c.lam[on_contacts]
+            D += state.Minv @ self.kin.force_derivative(state.geo, lam_full)
+            K[on_contacts] = self.kin.velocity_derivative(state.geo, c.dq)[c.rows[on_contacts]]
+        rhs = -self.erp * Jd - K - Jd @ D
+        dlam = np.linalg.lstsq(c.A, rhs, rcond=RANK_RTOL)[0]
+        return D + c.W @ dlam
 
     def report(self, state: ContactState | None) -> ContactReport:
         r = self.rows

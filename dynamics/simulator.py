@@ -47,6 +47,180 @@ class SimulationError(RuntimeError):
         self.xs = xs
 
 
+class ModelError(ValueError):
+    """A model or a simulator option that cannot give physical results (see :func:`validate_model`).
+
+    The message names the link or joint and the offending value, and what is allowed.
+    """
+
+
+#: Relative tolerance of the inertia checks (symmetry, positive semi-definiteness, triangle
+#: inequality), on the scale of the largest principal moment.
+INERTIA_RTOL = 1e-6
+#: The joint-space inertia matrix at the reference configuration is singular when its smallest
+#: eigenvalue is below this fraction of its largest (about 1000 machine epsilons).
+SINGULAR_RTOL = 1e3 * np.finfo(float).eps
+
+
+def _link_name(model: pin.Model, j: int) -> str:
+    """``link 'name' (joint 'jname')`` for joint ``j``: the first body frame carried by the joint."""
+    for f in model.frames:
+        if f.parentJoint == j and f.type == pin.FrameType.BODY:
+            return f"link {f.name!r} (joint {model.names[j]!r})"
+    return f"joint {model.names[j]!r}"
+
+
+def _dof_joint(model: pin.Model, iv: int) -> int:
+    for j in range(1, model.njoints):
+        jm = model.joints[j]
+        if jm.idx_v <= iv < jm.idx_v + jm.nv:
+            return j
+    return 0
+
+
+def validate_model(model: pin.Model) -> None:
+    """Raise :class:`ModelError` if ``model`` cannot be simulated; return None otherwise.
+
+    Checks, for every joint but the universe (the masses and inertias are those of the
+    body each joint carries, fixed links merged in, as Pinocchio stores them):
+
+    * mass finite and ``>= 0``; a mass of 0 is allowed (massless intermediate links, as in
+      MJCF bodies with several joints) as long as something with mass moves with the joint
+      (its subtree's total mass is positive), since otherwise the joint has no inertia;
+    * centre of mass finite; rotational inertia (about the centre of mass) finite, symmetric
+      and positive semi-definite, and its principal moments obey the triangle inequality
+      ``I_a <= I_b + I_c`` (true of every real mass distribution), all to the relative
+      tolerance :data:`INERTIA_RTOL` of the largest moment. A zero moment (a point mass, a
+      rod) is allowed here; whether the whole model is singular is checked next;
+    * the joint-space inertia matrix ``M(q0)`` at the neutral configuration clamped into the
+      limits is positive definite (smallest eigenvalue above :data:`SINGULAR_RTOL` times the
+      largest); otherwise the error names the joint that dominates the singular direction;
+    * position limits not NaN and not crossed (``lower <= upper``).
+    """
+    lo, hi = np.asarray(model.lowerPositionLimit), np.asarray(model.upperPositionLimit)
+    for j in range(1, model.njoints):
+        jm = model.joints[j]
+        sl = slice(jm.idx_q, jm.idx_q + jm.nq)
+        if np.isnan(lo[sl]).any() or np.isnan(hi[sl]).any():
+            raise ModelError(f"joint {model.names[j]!r} has NaN position limits: lower {lo[sl]}, upper {hi[sl]}")
+        if (lo[sl] > hi[sl]).any():
+            raise ModelError(f"joint {model.names[j]!r} has crossed position limits: lower {lo[sl]} > upper "
+                             f"{hi[sl]} (lower must be <= upper)")
+    for j in range(1, model.njoints):
+        I = model.inertias[j]
+        m, c, Ic = float(I.mass), np.asarray(I.lever), np.asarray(I.inertia)
+        where = _link_name(model, j)
+        if not math.isfinite(m) or m < 0:
+            raise ModelError(f"{where} has mass {m!r}; a mass must be finite and >= 0 kg")
+        if not (np.isfinite(c).all() and np.isfinite(Ic).all()):
+            raise ModelError(f"{where} has a non-finite centre of mass {c} or inertia {Ic.tolist()}")
+        scale = max(float(np.abs(Ic).max()), 1e-300)
+        if np.abs(Ic - Ic.T).max() > INERTIA_RTOL * scale:
+            raise ModelError(f"{where} has a non-symmetric inertia {Ic.tolist()}")
+        moments = np.linalg.eigvalsh(Ic)
+        if moments[0] < -INERTIA_RTOL * scale:
+            raise ModelError(f"{where} has an inertia that is not positive semi-definite: principal moments "
+                             f"{moments.tolist()} (kg m^2) must be >= 0")
+        a, b, cc = moments
+        if cc > (a + b) * (1 + INERTIA_RTOL) + INERTIA_RTOL * scale:
+            raise ModelError(f"{where} has principal moments of inertia {moments.tolist()} (kg m^2) that violate "
+                             f"the triangle inequality ({cc:.6g} > {a:.6g} + {b:.6g}): no mass distribution has them")
+    total = [0.0] * model.njoints
+    for j in range(model.njoints - 1, 0, -1):
+        total[j] += float(model.inertias[j].mass)
+        total[model.parents[j]] += total[j]
+    for j in range(1, model.njoints):
+        if model.joints[j].nv and total[j] <= 0.0:
+            raise ModelError(f"{_link_name(model, j)} has mass {model.inertias[j].mass!r} and carries no body with "
+                             "mass: the joint has no inertia (give the link or one of its children a mass > 0)")
+    if model.nv == 0:
+        return
+    q0 = np.clip(pin.neutral(model), lo, hi)
+    M = pin.crba(model, model.createData(), q0).copy()
+    M = 0.5 * (M + M.T)
+    if not np.isfinite(M).all():
+        raise ModelError("the joint-space inertia matrix at the neutral configuration is not finite")
+    w, V = np.linalg.eigh(M)
+    if w[0] <= SINGULAR_RTOL * max(w[-1], 1e-300):
+        j = _dof_joint(model, int(np.argmax(np.abs(V[:, 0]))))
+        raise ModelError(f"the mass matrix is singular at the neutral configuration (smallest eigenvalue {w[0]:.3g}, "
+                         f"largest {w[-1]:.3g}) along the motion of joint {model.names[j]!r}: a link it moves has "
+                         "no mass or a zero moment of inertia about the joint axis (a point mass on a free or "
+                         "spherical joint)")
+
+
+def _real(value) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+
+
+def _check_options(model, geometry, *, dt, ground, friction, margin, planar) -> None:
+    """The :class:`Simulator` options that :func:`validate_model` does not see; :class:`ModelError`."""
+    if not (_real(dt) and math.isfinite(dt) and dt > 0):
+        raise ModelError(f"dt must be a positive finite number of seconds, got {dt!r}")
+    if ground is not None:
+        if not (_real(ground) and math.isfinite(ground)):
+            raise ModelError(f"ground must be a finite height (m) or None, got {ground!r}")
+        if geometry is None or geometry.ngeoms == 0:
+            raise ModelError(f"ground={ground!r} was given but model {model.name!r} has no collision geometry, so "
+                             "nothing could touch it (load the geometry, or add collision shapes)")
+    if not (_real(friction) and math.isfinite(friction) and friction >= 0):
+        raise ModelError(f"friction must be a finite coefficient >= 0, got {friction!r}")
+    if not (_real(margin) and math.isfinite(margin) and margin >= 0):
+        raise ModelError(f"margin must be a finite distance >= 0 (m), got {margin!r}")
+    if planar:
+        check_planar(model)
+
+
+def check_planar(model: pin.Model, *, samples: int = 3, seed: int = 0) -> None:
+    """Raise :class:`ModelError` unless every body of ``model`` moves in the xy plane.
+
+    ``planar=True`` keeps one friction direction per contact (``t = z x n``), which is right
+    only if no point of any body can move along z. In the world frame that means, for every
+    joint's Jacobian, a zero linear-z row and zero angular-x and -y rows (rotations about z
+    only). Checked at the neutral configuration and ``samples`` random ones (seeded) to
+    ``1e-9`` of the Jacobian's scale; the error names the first joint that leaves the plane.
+    """
+    rng = np.random.default_rng(seed)
+    data = model.createData()
+    q0 = pin.neutral(model)
+    for k in range(samples + 1):
+        q = q0 if k == 0 else pin.integrate(model, q0, rng.uniform(-1.0, 1.0, model.nv))
+        pin.computeJointJacobians(model, data, q)
+        for j in range(1, model.njoints):
+            Jw = pin.getJointJacobian(model, data, j, pin.ReferenceFrame.WORLD)
+            scale = max(1.0, float(np.abs(Jw).max()))
+            off = np.abs(Jw[[2, 3, 4]]).max(initial=0.0)
+            if off > 1e-9 * scale:
+                raise ModelError(f"planar=True, but joint {model.names[j]!r} moves its body out of the xy plane "
+                                 f"(velocity along z or rotation about x/y up to {off:.3g} per unit joint speed); "
+                                 "planar scenes must move in the xy plane (z is dropped). Use planar=False.")
+
+
+#: The parts of q that live on a unit sphere, by joint type: (offset in the joint's q, size, what it is).
+_UNIT_PARTS = {
+    "JointModelFreeFlyer": (3, 4, "quaternion"),
+    "JointModelSpherical": (0, 4, "quaternion"),
+    "JointModelPlanar": (2, 2, "unit complex (cos, sin)"),
+    "JointModelRUBX": (0, 2, "unit complex (cos, sin)"),
+    "JointModelRUBY": (0, 2, "unit complex (cos, sin)"),
+    "JointModelRUBZ": (0, 2, "unit complex (cos, sin)"),
+    "JointModelRevoluteUnboundedUnaligned": (0, 2, "unit complex (cos, sin)"),
+}
+#: Largest accepted ``| |quaternion| - 1 |`` in a state (see ``Simulator.normalize_state``).
+UNIT_TOL = 1e-6
+
+
+def _unit_blocks(model: pin.Model) -> list[tuple[str, int, int, str]]:
+    """``(joint name, first q index, size, what)`` of every unit-norm part of q."""
+    out = []
+    for j in range(1, model.njoints):
+        part = _UNIT_PARTS.get(model.joints[j].shortname())
+        if part is not None:
+            off, n, what = part
+            out.append((model.names[j], model.joints[j].idx_q + off, n, what))
+    return out
+
+
 class SimData:
     """Per-knot workspace of a :class:`Simulator`: Pinocchio ``Data`` and buffers.
 
@@ -107,7 +281,13 @@ class Simulator:
     margin:
         Contacts closer than this (m) enter the step as speculative contacts.
     erp:
-        Fraction of a penetration corrected per step.
+        Fraction of a penetration deeper than ``slop`` corrected per step.
+    recovery:
+        ``"position"``: deep penetration is removed by a position-only correction that never
+        enters the velocity (split impulse, :mod:`dynamics.contact_step` item 5: bounded, no
+        launch). ``"velocity"`` (default for now): the former push-out, ``erp`` of the depth per
+        step as a velocity that stays (a cube 5 cm deep flies 3.9 m). The default is to switch
+        once the cube-throw trajectory Jacobian test passes with ``"position"`` (issue 12).
     joint_limits:
         Treat finite position limits of 1-dof joints as unilateral constraints.
     exclude_pairs:
@@ -122,7 +302,20 @@ class Simulator:
 
     Contact is active when the model has collision pairs (geometry of two bodies
     not joined by a joint, or anything against ``ground``) or joint limits.
+
+    The model and options are checked at construction (:func:`validate_model`; bad values raise
+    :class:`ModelError` naming the link, joint or option). A step raises :class:`SimulationError`
+    when it produces a state beyond :attr:`MAX_VELOCITY` (any velocity coordinate, m/s or rad/s)
+    or :attr:`MAX_POSITION` (any configuration coordinate, m or rad), a non-finite one, or when
+    the contact solve fails (raises or returns non-finite impulses); ``rollout`` names the step.
+    The bounds are far above anything physical for robots, and far below the 1e50 a
+    near-singular model reaches before its numbers overflow.
     """
+
+    #: Largest accepted |v| of any velocity coordinate after a step (m/s or rad/s).
+    MAX_VELOCITY = 1e4
+    #: Largest accepted |q| of any configuration coordinate after a step (m or rad).
+    MAX_POSITION = 1e6
 
     def __init__(
         self,
@@ -145,18 +338,19 @@ class Simulator:
         collision_pairs: Sequence[tuple[str, str]] | None = None,
         smoothing: float = 0.0,
         smoothing_distance: float = 0.05,
+        recovery: str = "velocity",
     ):
         if not isinstance(model, pin.Model):
             raise TypeError(f"Simulator needs a pinocchio.Model, got {type(model).__name__}")
         if model.nv == 0:
             raise ValueError("the model has no degrees of freedom")
-        if not (isinstance(dt, (int, float)) and math.isfinite(dt) and dt > 0):
-            raise ValueError(f"dt must be a positive finite number of seconds, got {dt!r}")
+        _check_options(model, geometry, dt=dt, ground=ground, friction=friction, margin=margin, planar=planar)
+        validate_model(model)
         self._options = dict(dt=dt, actuated=actuated, torque_limits=torque_limits, name=name, ground=ground,
                              friction=friction, contact=contact, planar=planar, margin=margin, erp=erp,
                              joint_limits=joint_limits, exclude_pairs=exclude_pairs, self_collision=self_collision,
                              collision_pairs=collision_pairs, smoothing=smoothing,
-                             smoothing_distance=smoothing_distance)
+                             smoothing_distance=smoothing_distance, recovery=recovery)
         self.model = model
         self.geometry = geometry
         self.dt = float(dt)
@@ -181,6 +375,7 @@ class Simulator:
             j.nq == j.nv for j in model.joints[1:]
         ) and not any(j.shortname() in ("JointModelFreeFlyer", "JointModelSpherical",
                                         "JointModelPlanar") for j in model.joints[1:])
+        self._unit_blocks = _unit_blocks(model)
         self._all_actuated = self.nu == self.nv and np.array_equal(self.actuated_dofs, np.arange(self.nv))
 
         g = np.asarray(model.gravity.linear, dtype=float)
@@ -190,7 +385,7 @@ class Simulator:
         cm = ContactModel(model, geometry, ground=ground, up=up, friction=friction, margin=margin,
                           planar=planar, erp=erp, joint_limits=joint_limits, exclude=exclude_pairs,
                           contact=contact, self_collision=self_collision, pairs=collision_pairs,
-                          smoothing=smoothing, smoothing_distance=smoothing_distance)
+                          smoothing=smoothing, smoothing_distance=smoothing_distance, recovery=recovery)
         self.contact_model = cm if cm.enabled else None
         self.smoothing = cm.kappa
         self.contact = contact if cm.enabled else "none"
@@ -335,6 +530,27 @@ class Simulator:
         if not math.isfinite(x.sum()):
             bad = np.flatnonzero(~np.isfinite(x))
             raise ValueError(f"{what} contains non-finite values at indices {bad.tolist()}")
+        for name, i, n, kind in self._unit_blocks:
+            part = x[i:i + n]
+            norm = math.sqrt(float(part @ part))
+            if abs(norm - 1.0) > UNIT_TOL:
+                raise ValueError(f"{what}: the {kind} of joint {name!r} (q[{i}:{i + n}] = {part.tolist()}) has norm "
+                                 f"{norm:.9g}, not 1 (tolerance {UNIT_TOL:g}); use sim.normalize_state(x)")
+        return x
+
+    def normalize_state(self, x) -> np.ndarray:
+        """A copy of ``x`` with every quaternion (free-flyer, spherical) and unit complex number (planar,
+        unbounded revolute joints) of q divided by its norm. A zero (or non-finite) one has no direction:
+        :class:`ValueError` naming the joint."""
+        x = np.array(x, dtype=float)
+        if x.shape != (self.nx,):
+            raise ValueError(f"state x has shape {x.shape}, expected ({self.nx},) for {self.name}")
+        for name, i, n, kind in self._unit_blocks:
+            norm = float(np.linalg.norm(x[i:i + n]))
+            if not (math.isfinite(norm) and norm > 1e-12):
+                raise ValueError(f"the {kind} of joint {name!r} (q[{i}:{i + n}] = {x[i:i + n].tolist()}) has norm "
+                                 f"{norm:g}: it cannot be normalized (it encodes no rotation)")
+            x[i:i + n] /= norm
         return x
 
     def _check_u(self, u):
@@ -368,23 +584,36 @@ class Simulator:
         v_next = out[nq:]
         np.multiply(a, self.dt, out=v_next)
         v_next += v
+        correction = None
         if self.contact_model is not None:
             if self.contact_model.may_touch(q):
                 v_next[:] = self._solve_contacts(q, v_next, d)
+                correction = d.contact.correction if d.contact is not None else None
             else:
                 d.contact = None
         if self._euclidean:
             np.multiply(v_next, self.dt, out=out[:nq])
             out[:nq] += q
+            if correction is not None:
+                out[:nq] += correction.dq
         else:
-            out[:nq] = pin.integrate(self.model, q, v_next * self.dt)
+            dq = v_next * self.dt
+            if correction is not None:
+                dq += correction.dq
+            out[:nq] = pin.integrate(self.model, q, dq)
         return self._check_next(out, x, u)
 
     def _solve_contacts(self, q, v_free, d):
         if not math.isfinite(v_free.sum()):
             raise SimulationError(f"{self.name}: the free velocity is non-finite before contact; "
                                   "the simulation diverged")
-        v_next, state = self.contact_model.solve(self.model, d.pin, d.geom, q, v_free, self.dt, d.contact)
+        try:
+            v_next, state = self.contact_model.solve(self.model, d.pin, d.geom, q, v_free, self.dt, d.contact)
+        except (ValueError, ArithmeticError, np.linalg.LinAlgError) as exc:
+            raise SimulationError(f"{self.name}: the {self.contact} contact solve failed: {exc}") from exc
+        if not math.isfinite(v_next.sum()):
+            raise SimulationError(f"{self.name}: the {self.contact} contact solve returned non-finite impulses "
+                                  f"(max|v_free| = {np.abs(v_free).max():.3g}); the simulation diverged")
         d.contact = state
         if state is not None:
             st = d.stats
@@ -441,16 +670,25 @@ class Simulator:
         else:
             self._contact_velocity_jacobian(q, v, tau, v_next, state, d, dv, Fu[nv:], adjoint)
 
+        # deep penetration: the position correction dq_c(q) joins the configuration update only
+        correction = None if state is None else state.correction
         if self._euclidean:
             np.multiply(v_next, dt, out=out[:nq])
             out[:nq] += q
             np.multiply(dv, dt, out=Fx[:nv])
             Fx.reshape(-1)[self._diag_qq] += 1.0
             np.multiply(Fu[nv:], dt, out=Fu[:nv])
+            if correction is not None:
+                out[:nq] += correction.dq
+                Fx[:nv, :nv] += self.contact_model.correction_jacobian(state, q)
         else:
             dq = v_next * dt
+            if correction is not None:
+                dq += correction.dq
             out[:nq] = pin.integrate(self.model, q, dq)
             J0, J1 = pin.dIntegrate(self.model, q, dq)
+            if correction is not None:
+                J0 = J0 + J1 @ self.contact_model.correction_jacobian(state, q)
             J1 = J1 * dt
             np.matmul(J1, dv, out=Fx[:nv])
             Fx[:nv, :nv] += J0
@@ -492,13 +730,38 @@ class Simulator:
         return dict(self._data.stats)
 
     def _check_next(self, out, x, u):
+        """``out`` if it is a sane state; :class:`SimulationError` naming the coordinate otherwise
+        (non-finite, or beyond :attr:`MAX_VELOCITY` / :attr:`MAX_POSITION`)."""
+        nq = self.nq
+        vmax = float(np.abs(out[nq:]).max())
+        qmax = float(np.abs(out[:nq]).max())
+        if vmax <= self.MAX_VELOCITY and qmax <= self.MAX_POSITION:
+            return out
+        cause = (f"(max|x| = {np.abs(x).max():.3g}, max|u| = {np.abs(u).max(initial=0.0):.3g}); "
+                 "the simulation diverged")
         if not math.isfinite(out.sum()):
-            raise SimulationError(
-                f"{self.name}: the step produced a non-finite state from a finite state and control "
-                f"(max|x| = {np.abs(x).max():.3g}, max|u| = {np.abs(u).max(initial=0.0):.3g}); "
-                "the simulation diverged"
-            )
-        return out
+            i = int(np.flatnonzero(~np.isfinite(out))[0])
+            raise SimulationError(f"{self.name}: the step produced a non-finite state ({self._coordinate(i)} = "
+                                  f"{out[i]}) from a finite state and control {cause}")
+        if vmax > self.MAX_VELOCITY:
+            i = nq + int(np.argmax(np.abs(out[nq:])))
+            bound = f"|v| <= MAX_VELOCITY = {self.MAX_VELOCITY:g}"
+        else:
+            i = int(np.argmax(np.abs(out[:nq])))
+            bound = f"|q| <= MAX_POSITION = {self.MAX_POSITION:g}"
+        raise SimulationError(f"{self.name}: the step produced {self._coordinate(i)} = {out[i]:.3g}, beyond the "
+                              f"bound {bound} {cause}")
+
+    def _coordinate(self, i: int) -> str:
+        """``q[3] (joint 'root')`` for state index ``i``."""
+        nq, m = self.nq, self.model
+        kind, k = ("q", i) if i < nq else ("v", i - nq)
+        for j in range(1, m.njoints):
+            jm = m.joints[j]
+            start, n = (jm.idx_q, jm.nq) if kind == "q" else (jm.idx_v, jm.nv)
+            if start <= k < start + n:
+                return f"{kind}[{k}] (joint {m.names[j]!r})"
+        return f"{kind}[{k}]"
 
     def rollout(self, x0, us, *, data: SimData | None = None) -> np.ndarray:
         """States ``xs`` (T+1, nx) from ``x0`` under controls ``us`` (T, nu).
@@ -580,12 +843,26 @@ class Simulator:
         """The configuration written in the model file (MJCF ``qpos0``) at rest, else the neutral one."""
         refs = self.model.referenceConfigurations
         if "qpos0" in refs:
-            return np.concatenate((np.array(refs["qpos0"], dtype=float), np.zeros(self.nv)))
+            return np.concatenate((self._clamp_to_limits(np.array(refs["qpos0"], dtype=float)), np.zeros(self.nv)))
         return self.neutral_state()
 
     def neutral_state(self) -> np.ndarray:
-        """The neutral configuration (identity quaternions, zero angles) at rest."""
-        return np.concatenate((pin.neutral(self.model), np.zeros(self.nv)))
+        """The neutral configuration (identity quaternions, zero angles) at rest, with every coordinate of a
+        joint whose q is its own tangent (revolute, prismatic, translations) clamped into its finite position
+        limits (many robot files have 0 outside a joint's range; the step would push it back violently)."""
+        return np.concatenate((self._clamp_to_limits(pin.neutral(self.model)), np.zeros(self.nv)))
+
+    def _clamp_to_limits(self, q: np.ndarray) -> np.ndarray:
+        m = self.model
+        lo, hi = m.lowerPositionLimit, m.upperPositionLimit
+        for jm in m.joints[1:]:
+            if jm.nq == jm.nv and jm.shortname() not in _UNIT_PARTS:
+                for i in range(jm.idx_q, jm.idx_q + jm.nq):
+                    if lo[i] > -_BIG and q[i] < lo[i]:
+                        q[i] = lo[i]
+                    elif hi[i] < _BIG and q[i] > hi[i]:
+                        q[i] = hi[i]
+        return q
 
     def shapes_2d(self, q) -> list[tuple[str, np.ndarray]]:
         """The collision shapes at ``q`` projected on the xy plane, for drawing planar scenes.

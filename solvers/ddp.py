@@ -333,6 +333,9 @@ def solve_ddp(ocp, *, us_init=None, max_iter: int = 100, tol: float = 1e-8, reg_
                 break
     except KeyboardInterrupt:
         status = Status.INTERRUPTED
+    except (RuntimeError, ValueError) as exc:  # e.g. SimulationError in the Jacobians at the accepted iterate
+        status, derivs = Status.FAILED, None
+        message = f"stopped by an error ({type(exc).__name__}: {exc}); the last accepted iterate is returned"
     exact = status == Status.CONVERGED and not complementarity_aware  # derivs holds the exact Jacobians at xs
     return finish(ocp, method="ddp", xs=state.xs, us=state.us, cost=state.cost, history=history, status=status,
                   t0=t0, info={"reg": state.reg}, message=message, progress=progress,

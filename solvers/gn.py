@@ -348,8 +348,9 @@ def solve_gn(ocp, *, us_init=None, knots: int | None = None, max_iter: int = 200
                 status = Status.STALLED
                 message = f"no step decreased the cost, even at the largest damping ({lam_max:g})"
                 break
-            state.us, state.Z, state.cost, alpha, _ = step.found
-            state.jac = jacobians(state.us)
+            us_new, Z_new, cost_new, alpha, _ = step.found
+            jac_new = jacobians(us_new)  # may raise: the state keeps the last consistent iterate
+            state.us, state.Z, state.cost, state.jac = us_new, Z_new, cost_new, jac_new
             state.xs = state.jac.xs
             info = {"iteration": it, "cost": state.cost, "damping": state.lam, "alpha": alpha,
                     "expected": step.expected, "time": time.perf_counter() - t0}
@@ -358,6 +359,9 @@ def solve_gn(ocp, *, us_init=None, knots: int | None = None, max_iter: int = 200
                 break
     except KeyboardInterrupt:
         status = Status.INTERRUPTED
+    except (RuntimeError, ValueError) as exc:  # e.g. SimulationError where no line search can recover
+        status = Status.FAILED
+        message = f"stopped by an error ({type(exc).__name__}: {exc}); the last accepted iterate is returned"
     exact = status == Status.CONVERGED and not complementarity_aware  # state.jac: the exact Jacobians at us
     return finish(ocp, method="gn", xs=state.xs, us=state.us, cost=state.cost, history=history, status=status,
                   t0=t0, info={"damping": state.lam, "knots": K}, message=message, progress=progress,

@@ -1,0 +1,130 @@
+"""Bounded penetration recovery (issue 12): deep penetration is removed by a position-only correction
+(split impulse), never by velocity, and the step's Jacobians stay exact through it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dynamics import ModelBuilder, Simulator, example_robot_urdf
+from dynamics.contact_step import SLOP
+from trajopt import max_relative_error, step_jacobians_fd
+
+from .test_contact import cube_sim as _cube_sim
+from .test_contact import cube_state
+from .test_contact import limited_pendulum as _limited_pendulum
+
+
+def _position(sim, **kw):
+    """The same system with the bounded (position) recovery."""
+    return Simulator(sim.model, geometry=sim.geometry, dt=sim.dt, ground=kw.pop("ground", 0.0),
+                     friction=sim.friction, contact=sim.contact, recovery="position", **kw)
+
+
+def cube_sim(**kw):
+    return _position(_cube_sim(**kw))
+
+
+def limited_pendulum():
+    s = _limited_pendulum()
+    return Simulator(s.model, geometry=s.geometry, dt=s.dt, recovery="position")
+
+
+def relaxed_cube():
+    s = cube_sim()
+    return Simulator(s.model, geometry=s.geometry, ground=0.0, friction=0.5, contact="relaxed", smoothing=1e-3,
+                     recovery="position")
+
+
+def planar_box(contact="lcp"):
+    """A 1 kg 0.2 m box on x, y, yaw joints (y up), ground at y = 0."""
+    b = ModelBuilder("planar-box", gravity=(0.0, -9.81, 0.0))
+    p = b.add_joint("translation2d", name="xy")
+    r = b.add_joint("revolute", name="yaw", parent=p, axis="z")
+    b.add_body(r, mass=1.0, box=(0.2, 0.2, 0.2))
+    model, geom = b.build()
+    return Simulator(model, geometry=geom, dt=1e-3, ground=0.0, planar=True, contact=contact, friction=0.5,
+                     actuated=[], recovery="position")
+
+
+@pytest.mark.parametrize("make", [lambda: cube_sim(contact="lcp"), lambda: cube_sim(contact="ncp"), relaxed_cube],
+                         ids=["lcp", "ncp", "relaxed"])
+def test_a_cube_5cm_in_the_ground_rises_to_rest_and_stops(make):
+    """It used to fly 3.87 m high (the push-out stayed in the velocity)."""
+    sim = make()
+    xs = sim.rollout(cube_state(z=0.05), np.zeros((500, 0)))  # 0.5 s
+    rest = 0.1 if sim.smoothing == 0 else xs[-1, 2]  # relaxed contact hovers a little above the floor
+    assert xs[:, 2].max() < rest + 0.01 and xs[:, 2].max() < 0.11
+    still = 1e-6 if sim.smoothing == 0 else 2e-3  # relaxed contact is still settling on its central path
+    assert abs(xs[-1, 2] - 0.1) < 0.01 and np.abs(xs[-1, 7:]).max() < still
+    # the bound of the docstring (hard contact): the normal speed never exceeds slop / dt, the velocity
+    # carries no push-out (the relaxed model's own barrier, ~kappa / phi, still pushes: 0.35 m/s here)
+    if sim.smoothing == 0:
+        assert np.abs(xs[:, 9]).max() <= SLOP / sim.dt * (1 + 1e-9) + 9.81 * sim.dt
+    # depth - slop shrinks by (1 - erp) per step: 5 cm is gone within ~28 steps
+    assert np.all(xs[40:, 2] > 0.1 - 2 * SLOP)
+
+
+def test_shallow_penetration_is_removed_in_one_step_as_before():
+    assert _cube_sim().contact_model.recovery == "velocity"  # the default, for now
+    sim = cube_sim()
+    x_next = sim.step(cube_state(z=0.1 - 0.5 * SLOP), np.zeros(0))
+    assert x_next[2] == pytest.approx(0.1, abs=1e-12) and sim._data.contact.correction is None
+
+
+def _check(sim, x, u, tol=1e-6, h=None, rows=None):
+    _, Fx, Fu = sim.step_derivatives(x, u)
+    corr = sim._data.contact.correction
+    assert corr is not None and (rows is None or len(corr.rows) == rows)  # the state is deep
+    ref = step_jacobians_fd(sim, x, u, method="central", h=h)
+    assert max_relative_error(Fx, ref.Fx) < tol
+    if Fu.size:
+        assert max_relative_error(Fu, ref.Fu) < tol
+
+
+DEEP = {
+    "flat, 4 deep corners (rank 3)": (dict(z=0.05), 4),
+    "tilted, sliding and spinning": (dict(z=0.08, rot=(0.2, -0.1, 0.05), v=(0.3, 0.1, -0.2), w=(0.1, 0.2, 0.3)), 1),
+    "on an edge, 2 deep corners": (dict(z=0.1 * np.sqrt(2) - 0.02, rot=(np.pi / 4, 0, 0), v=(0.3, 0, 0)), 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DEEP))
+def test_deep_free_flyer_cube_jacobians(name):
+    state, rows = DEEP[name]
+    _check(cube_sim(contact="lcp"), cube_state(**state), np.zeros(0), rows=rows)
+    _check(cube_sim(contact="ncp", mu=0.0), cube_state(**state), np.zeros(0), rows=rows)
+    # NCP with friction solves its tangential impulses to ~1e-10 only: central differences need a larger step
+    _check(cube_sim(contact="ncp"), cube_state(**state), np.zeros(0), h=1e-4, tol=1e-5, rows=rows)
+    _check(relaxed_cube(), cube_state(**state), np.zeros(0), h=1e-4, tol=1e-6)
+
+
+@pytest.mark.parametrize("contact", ["lcp", "ncp"])
+def test_deep_planar_box_jacobians(contact):
+    sim = planar_box(contact)
+    x = np.array([0.1, 0.06, 0.15, 0.4, -0.2, 0.5])  # tilted 0.15 rad, one corner ~6 cm deep, sliding
+    _check(sim, x, np.zeros(0), h=1e-4 if contact == "ncp" else None, tol=1e-5 if contact == "ncp" else 1e-6,
+           rows=1)
+    xs = sim.rollout(np.array([0.0, 0.05, 0.0, 0.0, 0.0, 0.0]), np.zeros((400, 0)))
+    assert xs[:, 1].max() < 0.101 and abs(xs[-1, 1] - 0.1) < 1e-3 and np.abs(xs[-1, 3:]).max() < 1e-6
+
+
+def test_deep_joint_limit_is_corrected_by_position_with_exact_jacobians():
+    sim = limited_pendulum()
+    x = np.array([0.6, 0.1])  # 0.1 rad past the upper limit 0.5
+    _check(sim, x, np.array([1.0]), rows=1)
+    xs = sim.rollout(np.array([0.6, 0.0]), np.zeros((40, 1)))
+    assert xs[:, 0].max() <= 0.6 and xs[-1, 0] < 0.5 + 2 * SLOP
+    # no launch off the limit: the first step's speed is slop / dt plus gravity's dt * 8 rad/s^2 at most
+    # (the velocity-level push-out gave erp * 0.1 rad / dt = 20 rad/s)
+    assert abs(xs[1, 1]) <= SLOP / sim.dt + 0.01
+
+
+@pytest.mark.slow
+def test_go1_started_in_the_ground_climbs_out_without_launching():
+    """go1's neutral state puts its base at z = 0 (trunk and legs in the ground); it used to fly 21 m."""
+    sim = Simulator.from_urdf(example_robot_urdf("go1"), floating_base=True, dt=2e-3, ground=0.0,
+                                recovery="position")
+    xs = sim.rollout(sim.neutral_state(), np.zeros((250, sim.nu)))
+    assert xs[:, 2].max() < 0.1 and np.abs(xs[:, sim.nq:sim.nq + 3]).max() < 0.2
+    assert np.abs(xs[-1, sim.nq:]).max() < 1e-6
