@@ -262,7 +262,8 @@ class Simulator:
         """Load a MuJoCo MJCF file (a ``<freejoint>`` gives a free-flyer base).
 
         See :mod:`dynamics.mjcf` for what is read. From the file, unless the keyword
-        is given: the actuated joints (``<motor>``, ``<position>``) and the bounds of
+        is given: the actuated joints (``<motor>``, ``<position>``; none without
+        actuators, as in MuJoCo) and the bounds of
         ``u`` (``u = gear * ctrl`` for a motor, ``gear * kp * ctrl`` for a position
         servo, whose ``-gear^2 kp q`` is a joint spring), ``ground`` (the height of a
         horizontal worldbody plane), ``joint_stiffness``/``spring_reference``/
@@ -293,12 +294,12 @@ class Simulator:
         if info.damping:
             kwargs.setdefault("joint_damping", per_dof(info.damping))
         asymmetric = None
-        if info.actuated and "actuated" not in kwargs:
+        if "actuated" not in kwargs:  # MuJoCo: no actuator, no control
             kwargs["actuated"] = info.actuated
             if "torque_limits" not in kwargs:
                 nvs = [model.joints[model.getJointId(j)].nv for j in info.actuated]
                 kwargs["torque_limits"] = [info.effort[j] or np.inf for j, n in zip(info.actuated, nvs) for _ in range(n)]
-                asymmetric = np.array([info.u_range[j] for j, n in zip(info.actuated, nvs) for _ in range(n)])
+                asymmetric = np.array([info.u_range[j] for j, n in zip(info.actuated, nvs) for _ in range(n)]).reshape(-1, 2)
         sim = cls(model, geometry=geometry, **kwargs)
         if asymmetric is not None:
             sim.u_lower, sim.u_upper = asymmetric[:, 0].copy(), asymmetric[:, 1].copy()
@@ -415,7 +416,7 @@ class Simulator:
             bad = ~np.isfinite(a) | ((a < 0) if nonneg else False)
             if bad.any():
                 i = int(np.flatnonzero(bad)[0])
-                raise ValueError(f"{name}[{i}] = {a[i]!r} ({self._dof_joint(i)}) must be finite"
+                raise ValueError(f"{name}[{i}] = {float(a[i])!r} ({self._dof_joint(i)}) must be finite"
                                  + (" and >= 0" if nonneg else ""))
             return a.copy()
 
