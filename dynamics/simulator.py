@@ -299,6 +299,13 @@ class Simulator:
     collision_pairs:
         Names of the collision-object pairs that collide, instead of the
         ``self_collision`` rule (the ground still collides with every body).
+    joint_stiffness, spring_reference, joint_damping:
+        Passive joint springs and viscous damping, per velocity coordinate (nv,) or
+        one scalar for all: ``tau_p = -k (q - q_ref) - d v`` is added to ``B u`` in the
+        step and in its Jacobians (``d tau_p/dq = -k``, ``d tau_p/dv = -d``, through
+        ``M^-1``). ``k`` (N m/rad or N/m) and ``d`` (N m s/rad or N s/m) are >= 0;
+        a spring needs a joint whose configuration is its velocity's integral
+        (revolute, prismatic: nq = nv). MJCF ``stiffness``/``springref``/``damping``.
 
     Contact is active when the model has collision pairs (geometry of two bodies
     not joined by a joint, or anything against ``ground``) or joint limits.
@@ -339,6 +346,9 @@ class Simulator:
         smoothing: float = 0.0,
         smoothing_distance: float = 0.05,
         recovery: str = "velocity",
+        joint_stiffness: float | Sequence[float] | None = None,
+        spring_reference: float | Sequence[float] | None = None,
+        joint_damping: float | Sequence[float] | None = None,
     ):
         if not isinstance(model, pin.Model):
             raise TypeError(f"Simulator needs a pinocchio.Model, got {type(model).__name__}")
@@ -350,7 +360,9 @@ class Simulator:
                              friction=friction, contact=contact, planar=planar, margin=margin, erp=erp,
                              joint_limits=joint_limits, exclude_pairs=exclude_pairs, self_collision=self_collision,
                              collision_pairs=collision_pairs, smoothing=smoothing,
-                             smoothing_distance=smoothing_distance, recovery=recovery)
+                             smoothing_distance=smoothing_distance, recovery=recovery,
+                             joint_stiffness=joint_stiffness, spring_reference=spring_reference,
+                             joint_damping=joint_damping)
         self.model = model
         self.geometry = geometry
         self.dt = float(dt)
@@ -368,6 +380,7 @@ class Simulator:
         self.B = np.zeros((self.nv, self.nu))
         self.B[self.actuated_dofs, np.arange(self.nu)] = 1.0
         self.u_lower, self.u_upper = self._torque_limits(torque_limits)
+        self._passive_setup(joint_stiffness, spring_reference, joint_damping)
 
         # Euclidean configuration space (only 1-dof revolute/prismatic-like joints):
         # integrate is q + v and its Jacobians are identities; skip those calls.
@@ -397,6 +410,7 @@ class Simulator:
         self._diag_qq = slice(0, nv * n, n + 1)
         self._diag_vv = slice(nv * n + nv, None, n + 1)
         self._data = SimData(self)
+        self.mjcf = None  # what an MJCF file said (from_mjcf), else None
 
     # -- construction -----------------------------------------------------------------
     @classmethod
@@ -443,10 +457,16 @@ class Simulator:
     def from_mjcf(cls, path: str | os.PathLike, *, load_geometry: bool = True, **kwargs) -> "Simulator":
         """Load a MuJoCo MJCF file (a ``<freejoint>`` gives a free-flyer base).
 
-        The joints driven by ``<motor>`` actuators are the actuated ones, with
-        their force limits, unless ``actuated=``/``torque_limits=`` say otherwise
-        (see :mod:`dynamics.mjcf` for what is read). Other keywords go to
-        :class:`Simulator`.
+        See :mod:`dynamics.mjcf` for what is read. From the file, unless the keyword
+        is given: the actuated joints (``<motor>``, ``<position>``; none without
+        actuators, as in MuJoCo) and the bounds of
+        ``u`` (``u = gear * ctrl`` for a motor, ``gear * kp * ctrl`` for a position
+        servo, whose ``-gear^2 kp q`` is a joint spring), ``ground`` (the height of a
+        horizontal worldbody plane), ``joint_stiffness``/``spring_reference``/
+        ``joint_damping`` (joint ``stiffness``/``springref``/``damping``, servos
+        included). What the file says and the simulation does not represent is
+        listed in one warning. The loader's :class:`~dynamics.mjcf.MJCFInfo` is
+        kept as ``sim.mjcf``. Other keywords go to :class:`Simulator`.
         """
         from .mjcf import load_mjcf
 
@@ -455,12 +475,32 @@ class Simulator:
             raise FileNotFoundError(f"MJCF file not found: {path}")
         model, geometry, info = load_mjcf(path, load_geometry=load_geometry)
         kwargs.setdefault("self_collision", False)
-        if info.actuated and "actuated" not in kwargs:
+        if info.ground is not None and load_geometry:
+            kwargs.setdefault("ground", info.ground)
+        dof_names = []
+        for j in range(1, model.njoints):
+            dof_names += [model.names[j]] * model.joints[j].nv
+
+        def per_dof(table):
+            return np.array([table.get(n, 0.0) for n in dof_names])
+
+        if info.stiffness:
+            kwargs.setdefault("joint_stiffness", per_dof(info.stiffness))
+            kwargs.setdefault("spring_reference", per_dof(info.springref))
+        if info.damping:
+            kwargs.setdefault("joint_damping", per_dof(info.damping))
+        asymmetric = None
+        if "actuated" not in kwargs:  # MuJoCo: no actuator, no control
             kwargs["actuated"] = info.actuated
             if "torque_limits" not in kwargs:
-                kwargs["torque_limits"] = [info.effort[j] for j in info.actuated
-                                           for _ in range(model.joints[model.getJointId(j)].nv)]
-        return cls(model, geometry=geometry, **kwargs)
+                nvs = [model.joints[model.getJointId(j)].nv for j in info.actuated]
+                kwargs["torque_limits"] = [info.effort[j] or np.inf for j, n in zip(info.actuated, nvs) for _ in range(n)]
+                asymmetric = np.array([info.u_range[j] for j, n in zip(info.actuated, nvs) for _ in range(n)]).reshape(-1, 2)
+        sim = cls(model, geometry=geometry, **kwargs)
+        if asymmetric is not None:
+            sim.u_lower, sim.u_upper = asymmetric[:, 0].copy(), asymmetric[:, 1].copy()
+        sim.mjcf = info
+        return sim
 
     def _select_actuated(self, actuated):
         model = self.model
@@ -500,7 +540,9 @@ class Simulator:
             opts["smoothing_distance"] = distance
         if opts["contact"] == "relaxed" and not (kappa > 0):
             opts["contact"] = "ncp"
-        return Simulator(self.model, geometry=self.geometry, **opts)
+        sim = Simulator(self.model, geometry=self.geometry, **opts)
+        sim.u_lower, sim.u_upper = self.u_lower.copy(), self.u_upper.copy()  # may be asymmetric (MJCF)
+        return sim
 
     @property
     def hard(self) -> "Simulator":
@@ -565,12 +607,74 @@ class Simulator:
             raise ValueError(f"control u contains non-finite values at indices {bad.tolist()}")
         return u
 
-    def _tau(self, u, data):
+    def _tau(self, u, data, q=None, v=None):
+        """``B u``, plus the passive spring and damping torque when ``q``, ``v`` are given."""
         if self._all_actuated:
-            return u
-        tau = data.tau
-        tau[self.actuated_dofs] = u
+            tau = u
+        else:
+            tau = data.tau
+            tau[self.actuated_dofs] = u
+        if self._passive and q is not None:
+            tau = tau - self._damping * v
+            tau[self._spring_dofs] -= self._stiffness_k * (q[self._spring_q] - self._spring_ref)
         return tau
+
+    # -- passive joint springs and damping -------------------------------------------------
+    def _passive_setup(self, stiffness, reference, damping):
+        def per_dof(name, val, nonneg):
+            if val is None:
+                return np.zeros(self.nv)
+            a = np.asarray(val, dtype=float)
+            if a.ndim == 0:
+                a = np.full(self.nv, float(a))
+            if a.shape != (self.nv,):
+                raise ValueError(f"{name} has shape {a.shape}, expected a scalar or ({self.nv},) (one per "
+                                 f"velocity coordinate: {self.state_names()[self.nx - self.nv:]})")
+            bad = ~np.isfinite(a) | ((a < 0) if nonneg else False)
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise ValueError(f"{name}[{i}] = {float(a[i])!r} ({self._dof_joint(i)}) must be finite"
+                                 + (" and >= 0" if nonneg else ""))
+            return a.copy()
+
+        k = per_dof("joint_stiffness", stiffness, True)
+        r = per_dof("spring_reference", reference, False)
+        self._damping = per_dof("joint_damping", damping, True)
+        dofs = np.flatnonzero(k)
+        qidx = []
+        for i in dofs:
+            jid = self._dof_joint_id(i)
+            jm = self.model.joints[jid]
+            if jm.nq != jm.nv:
+                raise ValueError(f"joint_stiffness[{i}] = {k[i]:g} on joint {self.model.names[jid]!r} "
+                                 f"({jm.shortname()}, nq {jm.nq} != nv {jm.nv}): springs need a revolute or "
+                                 "prismatic joint")
+            qidx.append(jm.idx_q + (i - jm.idx_v))
+        self._spring_dofs = dofs
+        self._spring_q = np.asarray(qidx, dtype=np.intp)
+        self._stiffness_k = k[dofs]
+        self._spring_ref = r[dofs]
+        self.joint_stiffness, self.spring_reference, self.joint_damping = k, r, self._damping
+        self._damp_dofs = np.flatnonzero(self._damping)
+        self._passive = bool(dofs.size or self._damp_dofs.size)
+
+    def _dof_joint_id(self, i):
+        for j in range(1, self.model.njoints):
+            jm = self.model.joints[j]
+            if jm.idx_v <= i < jm.idx_v + jm.nv:
+                return j
+        raise IndexError(i)
+
+    def _dof_joint(self, i):
+        return f"joint {self.model.names[self._dof_joint_id(i)]!r}"
+
+    def _add_passive_jacobian(self, dv_dqv, minv):
+        """``dv+/d(q, v) += dt M^-1 d tau_p/d(q, v)`` for the (nv, >= 2 nv) block ``dv_dqv``."""
+        nv, dt = self.nv, self.dt
+        if self._spring_dofs.size:
+            dv_dqv[:, self._spring_dofs] -= dt * minv[:, self._spring_dofs] * self._stiffness_k
+        if self._damp_dofs.size:
+            dv_dqv[:, nv + self._damp_dofs] -= dt * minv[:, self._damp_dofs] * self._damping[self._damp_dofs]
 
     # -- the step -----------------------------------------------------------------------
     def step(self, x, u, *, data: SimData | None = None) -> np.ndarray:
@@ -579,7 +683,7 @@ class Simulator:
         d = data or self._data
         nq = self.nq
         q, v = x[:nq], x[nq:]
-        a = pin.aba(self.model, d.pin, q, v, self._tau(u, d))
+        a = pin.aba(self.model, d.pin, q, v, self._tau(u, d, q, v))
         out = np.empty(self.nx)
         v_next = out[nq:]
         np.multiply(a, self.dt, out=v_next)
@@ -643,7 +747,7 @@ class Simulator:
         d = data or self._data
         nq, nv, dt = self.nq, self.nv, self.dt
         q, v = x[:nq], x[nq:]
-        tau = self._tau(u, d)
+        tau = self._tau(u, d, q, v)
         out = np.empty(self.nx)
         v_next = out[nq:]
         Fx = np.empty((self.ndx, self.ndx))
@@ -663,6 +767,8 @@ class Simulator:
             np.multiply(ddq_dq, dt, out=dv[:, :nv])
             np.multiply(ddq_dv, dt, out=dv[:, nv:])
             Fx.reshape(-1)[self._diag_vv] += 1.0
+            if self._passive:
+                self._add_passive_jacobian(dv, minv)
             if self._all_actuated:
                 np.multiply(minv, dt, out=Fu[nv:])
             else:
@@ -708,6 +814,8 @@ class Simulator:
         np.multiply(ddq_dv, dt, out=G[:, nv:2 * nv])
         G[:, nv:2 * nv] += np.eye(nv)
         G[:, 2 * nv:] = dt * minv[:, self.actuated_dofs]
+        if self._passive:
+            self._add_passive_jacobian(G, minv)
         if adjoint is None:
             full = cm.velocity_jacobian(state, G, v_next, dt)
         else:  # complementarity-aware: dl/dv+ from dl/dx+, with x+ = (q (+) dt v+, v+)
