@@ -12,6 +12,22 @@ distance (speculative contacts: the contact solver may let them close the gap,
 not cross it). Where a single point is not enough (a box flat on a face), the
 contact patch is used: a box on the ground gives its 4 corners.
 
+Meshes (coal ``BVHModel*``, as loaded from URDF/MJCF files) are replaced once, at
+construction, by their convex hulls (coal's ``buildConvexHull``, qhull): coal's
+mesh-vs-half-space test reports a zero distance for every pair within the
+margin (a body sinks) and its mesh-vs-primitive contacts are per-triangle and
+slow. Against the ground the hull is exact for any mesh, convex or not: the
+points of a rigid body that can touch a plane are the vertices of its convex
+hull. Against other bodies the hull is exact only for a convex mesh: a mesh
+whose hull is more than :data:`CONVEXITY_TOLERANCE` larger in volume (or whose
+volume cannot be measured: an open mesh) is still replaced, with a warning that
+names its link (no convex decomposition is done).
+
+A convex shape on the ground gets its own contact patch (:meth:`CollisionScene._ground_patch`):
+the hull vertices within :data:`PATCH_DEPTH` of its lowest one, each with its own
+distance, thinned to at most :data:`MAX_PATCH_POINTS` extreme ones, so a flat
+face rests on its corners without rocking and a curved foot on its lowest point.
+
 Conventions of a contact (all in the world frame):
 
 - the normal ``n`` points from body B to body A (A = the second object of the
@@ -30,6 +46,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import math
+import warnings
+
 import coal
 import numpy as np
 import pinocchio as pin
@@ -41,6 +60,19 @@ _BOX_SIGNS = np.array([[sx, sy, sz] for sx in (-1.0, 1.0) for sy in (-1.0, 1.0) 
 SNAP_TOLERANCE = 1e-4
 #: GJK tolerance of every collision request (coal's default 1e-6 fails on exactly touching boxes).
 GJK_TOLERANCE = 1e-8
+#: A mesh counts as convex when its convex hull's volume exceeds the mesh's by at most this fraction.
+CONVEXITY_TOLERANCE = 0.10
+#: Most points of one convex shape's patch on the ground: the lowest vertex plus the extreme ones
+#: along ``MAX_PATCH_POINTS - 1`` directions of the ground plane, 90 degrees apart (a rectangular
+#: face keeps its 4 corners whatever its orientation). More points cost more in the contact solve
+#: (the LCP's time grows with the cube of its rows) and do not hold a body any better.
+MAX_PATCH_POINTS = 5
+#: Height (m) above a convex shape's lowest vertex within which its vertices join its ground patch
+#: (the scene's ``margin`` when that is smaller).
+PATCH_DEPTH = 1e-3
+#: Height difference (m) below which the lowest vertex of a patch counts as level with its extreme
+#: ones (it is then not added: a flat face tilted by round-off keeps the same points).
+FLAT_TOLERANCE = 1e-7
 _ROUND = (coal.Sphere, coal.Capsule)
 _FLAT = (coal.Halfspace, coal.Plane)
 
@@ -100,6 +132,9 @@ class CollisionScene:
         gm = self.geometry
         objs = gm.geometryObjects
         n_model = len(objs)
+        meshes = [i for i in range(n_model) if isinstance(objs[i].geometry, coal.BVHModelBase)]
+        for i in meshes:
+            objs[i].geometry = _convex_hull(objs[i], model)
         if ground is not None:
             up = np.asarray(up, dtype=float)
             up = up / np.linalg.norm(up)
@@ -138,6 +173,19 @@ class CollisionScene:
                 gm.addCollisionPair(pin.CollisionPair(first, second))
         self._pairs = [(p.first, p.second) for p in gm.collisionPairs]
         self._vertices = [_local_vertices(o.geometry) for o in objs]
+        off_ground = set()  # objects in a pair with something other than the ground
+        for first, second in self._pairs:
+            if not isinstance(objs[first].geometry, coal.Halfspace):
+                off_ground.update((first, second))
+        for i in meshes:
+            if i in off_ground:
+                _warn_if_not_convex(objs[i], model)
+        # Convex shapes on a half-space: the scene's own patch (see _ground_patch).
+        self._hull_ground = [isinstance(objs[first].geometry, coal.Halfspace)
+                             and isinstance(objs[second].geometry, coal.ConvexBase)
+                             for first, second in self._pairs]
+        self._directions = _patch_directions(MAX_PATCH_POINTS - 1)
+        self._patch_depth = min(self.margin, PATCH_DEPTH)
         self._info = []
         for first, second in self._pairs:  # first = B, second = A
             oA, oB = objs[second], objs[first]
@@ -165,6 +213,16 @@ class CollisionScene:
         parts = []
         for k in hit:
             jA, jB, sA, sB, iA, iB = self._info[k]
+            if self._hull_ground[k]:
+                n = np.asarray(gdata.oMg[iB].rotation @ sB.n, dtype=float)
+                P = self._ground_patch(iA, gdata.oMg[iA], n)
+                if len(P) == 0:
+                    continue
+                if self.planar:
+                    P = _merge_planar(P)
+                level = _support(sB, gdata.oMg[iB], n)
+                parts.append((P, n, P @ n - level, jA, jB, jB, jA, 0.0, k))
+                continue
             patch = gdata.contactPatchResults[k].getContactPatch(0)
             if not _valid_normal(patch):
                 patch = self._retry(k, gdata)
@@ -212,6 +270,35 @@ class CollisionScene:
             out.radius[i:e], out.pair[i:e] = radius, k
             i = e
         return out
+
+    def _ground_patch(self, i: int, M: pin.SE3, n: np.ndarray) -> np.ndarray:
+        """World points (k, 3) of convex object ``i`` (pose ``M``) touching a plane of normal ``n``.
+
+        The candidates are the hull vertices within :data:`PATCH_DEPTH` (or
+        ``margin`` if smaller) of the lowest one along ``n``; the caller measures
+        each one's distance to the plane. Up to :data:`MAX_PATCH_POINTS` of them are kept: the
+        extreme one along each of ``MAX_PATCH_POINTS - 1`` directions of the plane
+        (fixed in the object's frame, so the choice does not change as the body
+        slides or turns about ``n``), plus the lowest vertex when it lies more than
+        :data:`FLAT_TOLERANCE` below all of those (a curved face). A flat face
+        gives its corners (a box face its 4); a point gives itself.
+        """
+        V = self._vertices[i]
+        R, t = M.rotation, M.translation
+        nl = R.T @ n
+        h = V @ nl  # heights along n, up to the constant n . t
+        low = h.min()
+        cand = np.flatnonzero(h <= low + self._patch_depth)
+        if len(cand) > MAX_PATCH_POINTS:
+            t1, t2 = _tangents(nl)
+            W = np.outer(t1, self._directions[0]) + np.outer(t2, self._directions[1])
+            keep = sorted(set((V[cand] @ W).argmax(axis=0).tolist()))
+            hc = h[cand]
+            lowest = int(hc.argmin())
+            if hc[lowest] < hc[keep].min() - FLAT_TOLERANCE:
+                keep.append(lowest)
+            cand = cand[keep]
+        return V[cand] @ R.T + t
 
     def _retry(self, k, gdata):
         """Recompute pair ``k`` with coal directly and a tighter GJK tolerance.
@@ -264,6 +351,79 @@ class CollisionScene:
         if isinstance(sA, _FLAT) or _aligned(sA, gdata.oMg[iA], n):
             return jA, jB, 0.0, _face_normal(sA, gdata.oMg[iA], -n, flip=True)
         return jB, jA, 0.0, n
+
+
+def _tangents(n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """An orthonormal basis ``(t1, t2)`` of the plane normal to unit ``n`` (t1 from the axis least aligned)."""
+    n0, n1, n2 = float(n[0]), float(n[1]), float(n[2])
+    a0, a1, a2 = abs(n0), abs(n1), abs(n2)
+    if a0 <= a1 and a0 <= a2:  # e = x: t1 = x cross n
+        u = (0.0, -n2, n1)
+    elif a1 <= a2:  # e = y
+        u = (n2, 0.0, -n0)
+    else:  # e = z
+        u = (-n1, n0, 0.0)
+    s = 1.0 / math.sqrt(u[0] * u[0] + u[1] * u[1] + u[2] * u[2])
+    t1 = (u[0] * s, u[1] * s, u[2] * s)
+    t2 = (n1 * t1[2] - n2 * t1[1], n2 * t1[0] - n0 * t1[2], n0 * t1[1] - n1 * t1[0])
+    return np.array(t1), np.array(t2)
+
+
+def _patch_directions(k: int) -> np.ndarray:
+    """``(cos, sin)`` (2, k) of ``k`` directions spread evenly, offset by 0.3 rad from the tangent axes
+    (a box's edges are often along them: a direction normal to an edge would tie its two corners)."""
+    a = 0.3 + 2.0 * np.pi * np.arange(k) / k
+    return np.array([np.cos(a), np.sin(a)])
+
+
+def _convex_hull(obj: pin.GeometryObject, model: pin.Model) -> coal.ConvexBase:
+    """The convex hull of mesh ``obj`` (computed once per mesh by coal/qhull and kept on the mesh)."""
+    mesh = obj.geometry
+    if mesh.convex is None:
+        if mesh.num_vertices < 4:
+            raise ValueError(f"collision mesh {obj.name!r} of link {_link_name(obj, model)!r} has "
+                             f"{mesh.num_vertices} vertices: a solid needs at least 4")
+        try:
+            mesh.buildConvexHull(True, "Qt")
+        except Exception as exc:  # qhull fails on flat or degenerate point sets
+            raise ValueError(f"collision mesh {obj.name!r} of link {_link_name(obj, model)!r}: "
+                             f"its convex hull could not be built ({exc}); is the mesh flat?") from exc
+    return mesh.convex
+
+
+def convexity(mesh) -> float:
+    """Volume of a mesh's convex hull over the mesh's own volume (>= 1; 1 = convex).
+
+    The mesh volume is coal's divergence-theorem sum over its triangles (its
+    absolute value: mirrored meshes, scaled by -1 on an axis, come out negative).
+    Returns ``inf`` when that volume cannot be trusted: an open or inconsistently
+    oriented mesh gives a value below the hull's or near zero.
+    """
+    if mesh.convex is None:
+        mesh.buildConvexHull(True, "Qt")
+    vm, vh = abs(mesh.computeVolume()), mesh.convex.computeVolume()
+    if not (vm > 0.0 and vh > 0.0) or vm > vh * (1.0 + 1e-9):
+        return float("inf")
+    return vh / vm
+
+
+def _link_name(obj: pin.GeometryObject, model: pin.Model) -> str:
+    if 0 <= obj.parentFrame < model.nframes:
+        return model.frames[obj.parentFrame].name
+    return model.names[obj.parentJoint]
+
+
+def _warn_if_not_convex(obj: pin.GeometryObject, model: pin.Model) -> None:
+    """Warn when a mesh that collides with bodies other than the ground is replaced by a loose hull."""
+    ratio = convexity(obj.geometry)
+    if ratio <= 1.0 + CONVEXITY_TOLERANCE:
+        return
+    how = ("its volume cannot be measured (open mesh)" if not np.isfinite(ratio)
+           else f"its convex hull is {100 * (ratio - 1):.0f}% larger in volume")
+    warnings.warn(f"collision mesh {obj.name!r} of link {_link_name(obj, model)!r} is not convex ({how}, "
+                  f"more than {100 * CONVEXITY_TOLERANCE:.0f}%): its contacts with other bodies use the hull, "
+                  "which touches where the mesh does not (contacts with the ground are exact). For exact "
+                  "contact, give that link convex parts or primitives.", stacklevel=4)
 
 
 def _support(shape, M: pin.SE3, d: np.ndarray) -> float | None:
