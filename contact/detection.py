@@ -132,7 +132,7 @@ class CollisionScene:
         gm = self.geometry
         objs = gm.geometryObjects
         n_model = len(objs)
-        meshes = [i for i in range(n_model) if isinstance(objs[i].geometry, coal.BVHModelBase)]
+        meshes = {i: objs[i].geometry for i in range(n_model) if isinstance(objs[i].geometry, coal.BVHModelBase)}
         for i in meshes:
             objs[i].geometry = _convex_hull(objs[i], model)
         if ground is not None:
@@ -177,9 +177,9 @@ class CollisionScene:
         for first, second in self._pairs:
             if not isinstance(objs[first].geometry, coal.Halfspace):
                 off_ground.update((first, second))
-        for i in meshes:
+        for i, mesh in meshes.items():
             if i in off_ground:
-                _warn_if_not_convex(objs[i], model)
+                _warn_if_not_convex(objs[i], mesh, model)
         # Convex shapes on a half-space: the scene's own patch (see _ground_patch).
         self._hull_ground = [isinstance(objs[first].geometry, coal.Halfspace)
                              and isinstance(objs[second].geometry, coal.ConvexBase)
@@ -377,7 +377,8 @@ def _patch_directions(k: int) -> np.ndarray:
 
 
 def _convex_hull(obj: pin.GeometryObject, model: pin.Model) -> coal.ConvexBase:
-    """The convex hull of mesh ``obj`` (computed once per mesh by coal/qhull and kept on the mesh)."""
+    """The convex hull of mesh ``obj`` (computed once per mesh by coal/qhull and kept on the mesh, so
+    the simulators derived from one model, e.g. by ``with_parameters``, share it)."""
     mesh = obj.geometry
     if mesh.convex is None:
         if mesh.num_vertices < 4:
@@ -413,9 +414,10 @@ def _link_name(obj: pin.GeometryObject, model: pin.Model) -> str:
     return model.names[obj.parentJoint]
 
 
-def _warn_if_not_convex(obj: pin.GeometryObject, model: pin.Model) -> None:
-    """Warn when a mesh that collides with bodies other than the ground is replaced by a loose hull."""
-    ratio = convexity(obj.geometry)
+def _warn_if_not_convex(obj: pin.GeometryObject, mesh, model: pin.Model) -> None:
+    """Warn when ``mesh`` (of ``obj``), which collides with bodies other than the ground, is replaced
+    by a loose hull."""
+    ratio = convexity(mesh)
     if ratio <= 1.0 + CONVEXITY_TOLERANCE:
         return
     how = ("its volume cannot be measured (open mesh)" if not np.isfinite(ratio)
