@@ -62,11 +62,17 @@ SNAP_TOLERANCE = 1e-4
 GJK_TOLERANCE = 1e-8
 #: A mesh counts as convex when its convex hull's volume exceeds the mesh's by at most this fraction.
 CONVEXITY_TOLERANCE = 0.10
-#: Most points of one convex shape's patch on the ground: the lowest vertex plus the extreme ones
-#: along ``MAX_PATCH_POINTS - 1`` directions of the ground plane, 90 degrees apart (a rectangular
-#: face keeps its 4 corners whatever its orientation). More points cost more in the contact solve
-#: (the LCP's time grows with the cube of its rows) and do not hold a body any better.
-MAX_PATCH_POINTS = 5
+#: Most points of one convex shape's patch on the ground. A flat face keeps its extreme vertices
+#: along 4 directions of the ground plane, 90 degrees apart (a rectangle keeps its 4 corners whatever
+#: its orientation); a curved one its lowest vertex and the extreme ones along 3 directions, 120
+#: degrees apart where the face is flat that way (see CURVED_SLOPE). More points cost more in the
+#: contact solve (its time grows with the cube of its rows) and hold a body no better.
+MAX_PATCH_POINTS = 4
+#: On a curved face, an extreme vertex joins the lowest one only when the line between them rises
+#: less than this slope (about 3 degrees): the face is flat that way (a lying cylinder along its axis)
+#: and a single point would let the body pivot; on a round face (a ball-shaped foot) the lowest
+#: vertex alone holds it, as a sphere's single contact does.
+CURVED_SLOPE = 0.05
 #: Height (m) above a convex shape's lowest vertex within which its vertices join its ground patch
 #: (the scene's ``margin`` when that is smaller).
 PATCH_DEPTH = 1e-3
@@ -184,7 +190,6 @@ class CollisionScene:
         self._hull_ground = [isinstance(objs[first].geometry, coal.Halfspace)
                              and isinstance(objs[second].geometry, coal.ConvexBase)
                              for first, second in self._pairs]
-        self._directions = _patch_directions(MAX_PATCH_POINTS - 1)
         self._patch_depth = min(self.margin, PATCH_DEPTH)
         self._info = []
         for first, second in self._pairs:  # first = B, second = A
@@ -276,27 +281,32 @@ class CollisionScene:
 
         The candidates are the hull vertices within :data:`PATCH_DEPTH` (or
         ``margin`` if smaller) of the lowest one along ``n``; the caller measures
-        each one's distance to the plane. Up to :data:`MAX_PATCH_POINTS` of them are kept: the
-        extreme one along each of ``MAX_PATCH_POINTS - 1`` directions of the plane
-        (fixed in the object's frame, so the choice does not change as the body
-        slides or turns about ``n``), plus the lowest vertex when it lies more than
-        :data:`FLAT_TOLERANCE` below all of those (a curved face). A flat face
-        gives its corners (a box face its 4); a point gives itself.
+        each one's distance to the plane. Up to :data:`MAX_PATCH_POINTS` of them
+        are kept: the extreme one along each of 4 directions of the plane (fixed
+        in the object's frame, so the choice does not change as the body slides or
+        turns about ``n``); when the lowest vertex lies more than
+        :data:`FLAT_TOLERANCE` below all of those (a curved face), the lowest and
+        those of the extreme ones along 3 directions that rise from it by less than
+        :data:`CURVED_SLOPE` instead. A flat face gives its corners (a box face its
+        4), a ball-shaped foot its lowest vertex, a lying cylinder its lowest
+        vertex and its ends.
         """
         V = self._vertices[i]
         R, t = M.rotation, M.translation
         nl = R.T @ n
         h = V @ nl  # heights along n, up to the constant n . t
-        low = h.min()
-        cand = np.flatnonzero(h <= low + self._patch_depth)
+        cand = np.flatnonzero(h <= h.min() + self._patch_depth)
         if len(cand) > MAX_PATCH_POINTS:
             t1, t2 = _tangents(nl)
-            W = np.outer(t1, self._directions[0]) + np.outer(t2, self._directions[1])
-            keep = sorted(set((V[cand] @ W).argmax(axis=0).tolist()))
-            hc = h[cand]
+            C, hc = V[cand], h[cand]
+            keep = _extremes(C, t1, t2, _DIRECTIONS_4)
             lowest = int(hc.argmin())
-            if hc[lowest] < hc[keep].min() - FLAT_TOLERANCE:
-                keep.append(lowest)
+            if hc[lowest] < hc[keep].min() - FLAT_TOLERANCE:  # curved: the lowest, and 3 around it if flat there
+                d = C - C[lowest]
+                rise = hc - hc[lowest]
+                run = np.sqrt(np.maximum(np.einsum("ij,ij->i", d, d) - rise * rise, 0.0))
+                keep = sorted({e for e in _extremes(C, t1, t2, _DIRECTIONS_3) if rise[e] <= CURVED_SLOPE * run[e]}
+                              | {lowest})
             cand = cand[keep]
         return V[cand] @ R.T + t
 
@@ -374,6 +384,16 @@ def _patch_directions(k: int) -> np.ndarray:
     (a box's edges are often along them: a direction normal to an edge would tie its two corners)."""
     a = 0.3 + 2.0 * np.pi * np.arange(k) / k
     return np.array([np.cos(a), np.sin(a)])
+
+
+_DIRECTIONS_4, _DIRECTIONS_3 = _patch_directions(4), _patch_directions(3)
+
+
+def _extremes(C: np.ndarray, t1: np.ndarray, t2: np.ndarray, directions: np.ndarray) -> list[int]:
+    """Indices (sorted, distinct) of the points ``C`` (k, 3) farthest along each of ``directions``
+    (2, m), given in the plane basis ``(t1, t2)``."""
+    W = np.outer(t1, directions[0]) + np.outer(t2, directions[1])
+    return sorted(set((C @ W).argmax(axis=0).tolist()))
 
 
 def _convex_hull(obj: pin.GeometryObject, model: pin.Model) -> coal.ConvexBase:

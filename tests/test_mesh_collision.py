@@ -189,6 +189,33 @@ def test_curved_face_keeps_its_lowest_point():
     assert np.allclose(np.delete(c.phi, low), 6e-4, atol=1e-12) and len(c) == MAX_PATCH_POINTS
 
 
+def _uv_sphere(radius, rings=24, segments=32):
+    """A closed UV sphere mesh with poles at +-radius on z."""
+    V = [[0, 0, -radius]]
+    for i in range(1, rings):
+        th = np.pi * i / rings - np.pi / 2
+        V += [[radius * np.cos(th) * np.cos(p), radius * np.cos(th) * np.sin(p), radius * np.sin(th)]
+              for p in 2 * np.pi * np.arange(segments) / segments]
+    V.append([0, 0, radius])
+    ring = lambda i, j: 1 + (i - 1) * segments + j % segments  # noqa: E731
+    F = [(0, ring(1, j + 1), ring(1, j)) for j in range(segments)]
+    for i in range(1, rings - 1):
+        for j in range(segments):
+            F += [(ring(i, j), ring(i, j + 1), ring(i + 1, j + 1)), (ring(i, j), ring(i + 1, j + 1), ring(i + 1, j))]
+    top = len(V) - 1
+    F += [(top, ring(rings - 1, j), ring(rings - 1, j + 1)) for j in range(segments)]
+    return np.array(V), F
+
+
+def test_ball_shaped_mesh_rests_on_one_point_like_a_sphere():
+    """A round foot (a UV-sphere mesh) touches at its lowest vertex only, as a coal.Sphere does."""
+    model, sc = _scene_with(_bvh(*_uv_sphere(0.02)))
+    data, gdata = model.createData(), sc.create_data()
+    c = sc.detect(model, data, gdata, np.r_[0.1, 0.2, 0.02 + 3e-4, 0, 0, 0, 1.0])
+    assert len(c) == 1 and c.phi[0] == pytest.approx(3e-4, abs=1e-12)
+    assert np.allclose(c.points[0], [0.1, 0.2, 3e-4], atol=1e-12)
+
+
 def test_convexity_and_the_warning_for_non_convex_meshes_that_meet_other_bodies():
     V, F = _box_mesh()
     assert convexity(_bvh(V, F)) == pytest.approx(1.0, abs=1e-9)
