@@ -67,7 +67,7 @@ CONVEXITY_TOLERANCE = 0.10
 #: its orientation); a curved one its lowest vertex and the extreme ones along 3 directions, 120
 #: degrees apart where the face is flat that way (see CURVED_SLOPE). More points cost more in the
 #: contact solve (its time grows with the cube of its rows) and hold a body no better.
-MAX_PATCH_POINTS = 4
+MAX_PATCH_POINTS = 4  # 7 when a curved hull rests on one of its faces (4 + 3)
 #: On a curved face, an extreme vertex joins the lowest one only when the line between them rises
 #: less than this slope (about 3 degrees): the face is flat that way (a lying cylinder along its axis)
 #: and a single point would let the body pivot; on a round face (a ball-shaped foot) the lowest
@@ -285,7 +285,8 @@ class CollisionScene:
         are kept: the extreme one along each of 4 directions of the plane (fixed
         in the object's frame, so the choice does not change as the body slides or
         turns about ``n``); when the lowest vertex lies more than
-        :data:`FLAT_TOLERANCE` below all of those (a curved face), the lowest and
+        :data:`FLAT_TOLERANCE` below all of those (a curved face), the lowest
+        ones (those within :data:`FLAT_TOLERANCE` of it, thinned like a face) and
         those of the extreme ones along 3 directions that rise from it by less than
         :data:`CURVED_SLOPE` instead. A flat face gives its corners (a box face its
         4), a ball-shaped foot its lowest vertex, a lying cylinder its lowest
@@ -302,11 +303,16 @@ class CollisionScene:
             keep = _extremes(C, t1, t2, _DIRECTIONS_4)
             lowest = int(hc.argmin())
             if hc[lowest] < hc[keep].min() - FLAT_TOLERANCE:  # curved: the lowest, and 3 around it if flat there
+                # The lowest vertices (an edge or small face of the hull it rests on, up to round-off),
+                # thinned like a flat face: a single argmin would flip between them.
+                L = np.flatnonzero(hc <= hc[lowest] + FLAT_TOLERANCE)
+                if len(L) > 1:
+                    L = L[_extremes(C[L], t1, t2, _DIRECTIONS_4)]
                 d = C - C[lowest]
                 rise = hc - hc[lowest]
                 run = np.sqrt(np.maximum(np.einsum("ij,ij->i", d, d) - rise * rise, 0.0))
                 keep = sorted({e for e in _extremes(C, t1, t2, _DIRECTIONS_3) if rise[e] <= CURVED_SLOPE * run[e]}
-                              | {lowest})
+                              | set(L.tolist()))
             cand = cand[keep]
         return V[cand] @ R.T + t
 

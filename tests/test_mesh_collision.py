@@ -300,7 +300,6 @@ def test_missing_mesh_names_the_file_and_where_it_looked(tmp_path):
 # -- a robot with real meshes ---------------------------------------------------------------------
 
 
-@pytest.mark.slow
 def test_solo_meshes_rest_on_the_ground_without_sinking():
     """example-robot-data's Solo-8 (meshes only) dropped from 0.4 m: after 1 s its hulls sink <= 5 mm."""
     from dynamics import example_robot_urdf
@@ -319,8 +318,12 @@ def test_solo_meshes_rest_on_the_ground_without_sinking():
     lowest = min((np.asarray(o.geometry.points()) @ gdata.oMg[i].rotation.T + gdata.oMg[i].translation)[:, 2].min()
                  for i, o in enumerate(scene.geometry.geometryObjects) if isinstance(o.geometry, coal.ConvexBase))
     assert lowest > -5e-3
+    u = np.zeros(sim.nu)
     x = xs[-1].copy()
+    # At rest on passive legs a friction mode switches within ~1e-5 of the state: the reference
+    # takes a step of 1e-7 there (its round-off on entries ~2e3 is then ~1e-5 relative).
+    _, Fx, _ = sim.step_derivatives(x, u)
+    assert max_relative_error(Fx, step_jacobians_fd(sim, x, u, method="central", h=1e-7).Fx) < 1e-4
     x[sim.nq: sim.nq + 2] = (0.5, 0.2)  # sliding
-    _, Fx, _ = sim.step_derivatives(x, np.zeros(sim.nu))
-    ref = step_jacobians_fd(sim, x, np.zeros(sim.nu), method="central")
-    assert max_relative_error(Fx, ref.Fx) < 1e-6
+    _, Fx, _ = sim.step_derivatives(x, u)
+    assert max_relative_error(Fx, step_jacobians_fd(sim, x, u, method="central").Fx) < 1e-6
