@@ -232,6 +232,16 @@ class CollisionScene:
             if not _valid_normal(patch):
                 patch = self._retry(k, gdata)
             n = np.array(patch.getNormal())
+            if isinstance(sA, coal.ConvexBase) and isinstance(sB, coal.Box) and _aligned(sB, gdata.oMg[iB], n):
+                # A hull on a box's face: the same vertex patch as on the ground, kept within the face
+                # (coal's patch of a many-sided hull face is a clipped polygon, not body-fixed points).
+                n = _face_normal(sB, gdata.oMg[iB], n)
+                P = self._ground_patch(iA, gdata.oMg[iA], n, face=(sB, gdata.oMg[iB]))
+                if len(P):
+                    if self.planar:
+                        P = _merge_planar(P)
+                    parts.append((P, n, P @ n - _support(sB, gdata.oMg[iB], n), jA, jB, jB, jA, 0.0, k))
+                    continue
             carrier, vertex_body, radius, n = self._classify(jA, jB, sA, sB, iA, iB, n, gdata)
             on_A = vertex_body == jA
             # The witness points on the body that carries the point (the patch
@@ -243,6 +253,9 @@ class CollisionScene:
                 witness = patch.getPointShape2 if on_A else patch.getPointShape1
                 P = np.array([witness(i) for i in range(patch.size())])
             iP = iA if on_A else iB
+            if isinstance(sA if on_A else sB, coal.Sphere):
+                # Exactly its centre + radius n (GJK's witness carries ~1e-8 of noise against hulls).
+                P = (np.asarray(gdata.oMg[iP].translation) + radius * n)[None, :]
             vertices = self._vertices[iP]
             if vertices is not None:
                 # A's vertices facing B are the lowest along n; B's the highest.
@@ -276,7 +289,7 @@ class CollisionScene:
             i = e
         return out
 
-    def _ground_patch(self, i: int, M: pin.SE3, n: np.ndarray) -> np.ndarray:
+    def _ground_patch(self, i: int, M: pin.SE3, n: np.ndarray, face=None) -> np.ndarray:
         """World points (k, 3) of convex object ``i`` (pose ``M``) touching a plane of normal ``n``.
 
         The candidates are the hull vertices within :data:`PATCH_DEPTH` (or
@@ -291,12 +304,24 @@ class CollisionScene:
         :data:`CURVED_SLOPE` instead. A flat face gives its corners (a box face its
         4), a ball-shaped foot its lowest vertex, a lying cylinder its lowest
         vertex and its ends.
+
+        ``face = (box, pose)``: the plane is that box's face of normal ``n``; only
+        vertices over the face (within ``margin`` of its edges) count, and none is
+        returned when the lowest vertex is not over it (an edge contact: coal's).
         """
         V = self._vertices[i]
         R, t = M.rotation, M.translation
         nl = R.T @ n
         h = V @ nl  # heights along n, up to the constant n . t
         cand = np.flatnonzero(h <= h.min() + self._patch_depth)
+        if face is not None:
+            box, MB = face
+            local = np.abs((V[cand] @ R.T + t - MB.translation) @ MB.rotation)  # in the box's frame
+            axis = int(np.argmax(np.abs(MB.rotation.T @ n)))
+            inside = np.all(np.delete(local <= box.halfSide + self.margin, axis, axis=1), axis=1)
+            if not inside[int(np.argmin(h[cand]))]:
+                return np.zeros((0, 3))
+            cand = cand[inside]
         if len(cand) > MAX_PATCH_POINTS:
             t1, t2 = _tangents(nl)
             C, hc = V[cand], h[cand]

@@ -246,6 +246,44 @@ def test_convexity_and_the_warning_for_non_convex_meshes_that_meet_other_bodies(
     assert isinstance(geom.geometryObjects[0].geometry, coal.BVHModelBase)  # the caller's model is untouched
 
 
+def _against_primitives(kind):
+    """A free body on a static body (no ground), one of the two a mesh; returns (sim, rest height)."""
+    from dynamics import ModelBuilder
+
+    b = ModelBuilder(kind)
+    j = b.add_joint("free", name="root")
+    if kind == "mesh box on a box":
+        b.add_body(j, mass=1.0, box=tuple(2 * HALF), collision=False)
+        b.geometry.addGeometryObject(pin.GeometryObject("mesh_box", j, pin.SE3.Identity(), _bvh(*_box_mesh())))
+        b.add_static_box("floor", (2, 2, 0.2), (0, 0, -0.1))
+        rest = HALF[2]
+    elif kind == "ball on a mesh box":
+        b.add_body(j, mass=1.0, sphere=0.05)
+        slab = _bvh(*_box_mesh(np.array([1.0, 1.0, 0.05])))
+        b.geometry.addGeometryObject(pin.GeometryObject("floor", 0, pin.SE3(np.eye(3), np.r_[0, 0, -0.05]), slab))
+        rest = 0.05
+    else:  # "mesh ball on a box"
+        b.add_body(j, mass=1.0, sphere=0.05, collision=False)
+        b.geometry.addGeometryObject(pin.GeometryObject("ball", j, pin.SE3.Identity(), _bvh(*_uv_sphere(0.05))))
+        b.add_static_box("floor", (2, 2, 0.2), (0, 0, -0.1))
+        rest = 0.05
+    model, geom = b.build()
+    return Simulator(model, geometry=geom, friction=0.5), rest
+
+
+@pytest.mark.parametrize("kind", ["mesh box on a box", "ball on a mesh box", "mesh ball on a box"])
+def test_meshes_against_primitives_rest_exactly_with_exact_jacobians(kind):
+    sim, rest = _against_primitives(kind)
+    xs = sim.rollout(np.r_[0, 0, rest + 0.01, 0, 0, 0, 1, np.zeros(6)], np.zeros((300, 0)))
+    assert xs[:, 2].min() > rest - 1e-9 and xs[-1, 2] == pytest.approx(rest, abs=1e-9)
+    assert np.abs(xs[-1, 7:]).max() < 1e-8
+    assert len(sim.contacts) == (4 if kind == "mesh box on a box" else 1)
+    for v in (np.zeros(6), np.r_[0.5, 0.2, 0, 0, 0, 0.3]):  # resting, sliding
+        x = np.r_[xs[-1, :7], v]
+        _, Fx, _ = sim.step_derivatives(x, np.zeros(0))
+        assert max_relative_error(Fx, step_jacobians_fd(sim, x, np.zeros(0)).Fx) < 1e-6
+
+
 # -- paths ---------------------------------------------------------------------------------------
 
 
