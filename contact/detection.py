@@ -429,17 +429,23 @@ def _extremes(C: np.ndarray, t1: np.ndarray, t2: np.ndarray, directions: np.ndar
 
 def _convex_hull(obj: pin.GeometryObject, model: pin.Model) -> coal.ConvexBase:
     """The convex hull of mesh ``obj`` (computed once per mesh by coal/qhull and kept on the mesh, so
-    the simulators derived from one model, e.g. by ``with_parameters``, share it)."""
+    the simulators derived from one model, e.g. by ``with_parameters``, share it).
+
+    Raises ``ValueError`` naming the mesh and its link when the mesh is not a solid:
+    non-finite vertices, fewer than 4, or all in one plane (qhull would crash on it).
+    """
     mesh = obj.geometry
     if mesh.convex is None:
-        if mesh.num_vertices < 4:
-            raise ValueError(f"collision mesh {obj.name!r} of link {_link_name(obj, model)!r} has "
-                             f"{mesh.num_vertices} vertices: a solid needs at least 4")
-        try:
-            mesh.buildConvexHull(True, "Qt")
-        except Exception as exc:  # qhull fails on flat or degenerate point sets
-            raise ValueError(f"collision mesh {obj.name!r} of link {_link_name(obj, model)!r}: "
-                             f"its convex hull could not be built ({exc}); is the mesh flat?") from exc
+        V = np.asarray(mesh.vertices(), dtype=float).reshape(-1, 3)
+        where = f"collision mesh {obj.name!r} of link {_link_name(obj, model)!r}"
+        if not np.all(np.isfinite(V)):
+            raise ValueError(f"{where} has non-finite vertex coordinates")
+        sv = np.linalg.svd(V - V.mean(axis=0), compute_uv=False) if len(V) >= 4 else np.zeros(3)
+        if sv[0] == 0.0 or sv[2] <= 1e-9 * sv[0]:
+            raise ValueError(f"{where} is not a solid ({len(V)} vertices, all in one plane or line: "
+                             f"extents {np.ptp(V, axis=0) if len(V) else []} m); a flat mesh cannot collide. "
+                             "Give it a thickness or replace it by a box in the model file.")
+        mesh.buildConvexHull(True, "Qt")
     return mesh.convex
 
 

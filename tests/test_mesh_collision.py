@@ -284,6 +284,18 @@ def test_meshes_against_primitives_rest_exactly_with_exact_jacobians(kind):
         assert max_relative_error(Fx, step_jacobians_fd(sim, x, np.zeros(0)).Fx) < 1e-6
 
 
+def test_flat_mesh_is_refused_with_its_name():
+    """A zero-thickness mesh has no hull (qhull would crash): a clear error instead."""
+    V = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [1, 1, 0]], float)
+    model, geom = pin.Model(), pin.GeometryModel()
+    j = model.addJoint(0, pin.JointModelFreeFlyer(), pin.SE3.Identity(), "root")
+    model.addFrame(pin.Frame("plate_link", j, 0, pin.SE3.Identity(), pin.FrameType.BODY))
+    geom.addGeometryObject(pin.GeometryObject("plate", j, model.getFrameId("plate_link"), pin.SE3.Identity(),
+                                              _bvh(V, [(0, 1, 2), (1, 3, 2)])))
+    with pytest.raises(ValueError, match=r"'plate' of link 'plate_link' is not a solid .*one plane"):
+        CollisionScene(model, geom, ground=0.0)
+
+
 # -- paths ---------------------------------------------------------------------------------------
 
 
