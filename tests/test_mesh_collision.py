@@ -262,6 +262,12 @@ def _against_primitives(kind):
         slab = _bvh(*_box_mesh(np.array([1.0, 1.0, 0.05])))
         b.geometry.addGeometryObject(pin.GeometryObject("floor", 0, pin.SE3(np.eye(3), np.r_[0, 0, -0.05]), slab))
         rest = 0.05
+    elif kind == "mesh box on a mesh box":
+        b.add_body(j, mass=1.0, box=tuple(2 * HALF), collision=False)
+        b.geometry.addGeometryObject(pin.GeometryObject("mesh_box", j, pin.SE3.Identity(), _bvh(*_box_mesh())))
+        slab = _bvh(*_box_mesh(np.array([1.0, 1.0, 0.05])))
+        b.geometry.addGeometryObject(pin.GeometryObject("floor", 0, pin.SE3(np.eye(3), np.r_[0, 0, -0.05]), slab))
+        rest = HALF[2]
     else:  # "mesh ball on a box"
         b.add_body(j, mass=1.0, sphere=0.05, collision=False)
         b.geometry.addGeometryObject(pin.GeometryObject("ball", j, pin.SE3.Identity(), _bvh(*_uv_sphere(0.05))))
@@ -271,13 +277,14 @@ def _against_primitives(kind):
     return Simulator(model, geometry=geom, friction=0.5), rest
 
 
-@pytest.mark.parametrize("kind", ["mesh box on a box", "ball on a mesh box", "mesh ball on a box"])
+@pytest.mark.parametrize("kind", ["mesh box on a box", "ball on a mesh box", "mesh ball on a box",
+                                  "mesh box on a mesh box"])
 def test_meshes_against_primitives_rest_exactly_with_exact_jacobians(kind):
     sim, rest = _against_primitives(kind)
     xs = sim.rollout(np.r_[0, 0, rest + 0.01, 0, 0, 0, 1, np.zeros(6)], np.zeros((300, 0)))
     assert xs[:, 2].min() > rest - 1e-9 and xs[-1, 2] == pytest.approx(rest, abs=1e-9)
     assert np.abs(xs[-1, 7:]).max() < 1e-8
-    assert len(sim.contacts) == (4 if kind == "mesh box on a box" else 1)
+    assert len(sim.contacts) == (4 if "box on" in kind else 1)
     for v in (np.zeros(6), np.r_[0.5, 0.2, 0, 0, 0, 0.3]):  # resting, sliding
         x = np.r_[xs[-1, :7], v]
         _, Fx, _ = sim.step_derivatives(x, np.zeros(0))
