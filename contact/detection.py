@@ -12,6 +12,22 @@ distance (speculative contacts: the contact solver may let them close the gap,
 not cross it). Where a single point is not enough (a box flat on a face), the
 contact patch is used: a box on the ground gives its 4 corners.
 
+Meshes (coal ``BVHModel*``, as loaded from URDF/MJCF files) are replaced once, at
+construction, by their convex hulls (coal's ``buildConvexHull``, qhull): coal's
+mesh-vs-half-space test reports a zero distance for every pair within the
+margin (a body sinks) and its mesh-vs-primitive contacts are per-triangle and
+slow. Against the ground the hull is exact for any mesh, convex or not: the
+points of a rigid body that can touch a plane are the vertices of its convex
+hull. Against other bodies the hull is exact only for a convex mesh: a mesh
+whose hull is more than :data:`CONVEXITY_TOLERANCE` larger in volume (or whose
+volume cannot be measured: an open mesh) is still replaced, with a warning that
+names its link (no convex decomposition is done).
+
+A convex shape on the ground gets its own contact patch (:meth:`CollisionScene._ground_patch`):
+the hull vertices within :data:`PATCH_DEPTH` of its lowest one, each with its own
+distance, thinned to at most :data:`MAX_PATCH_POINTS` extreme ones, so a flat
+face rests on its corners without rocking and a curved foot on its lowest point.
+
 Conventions of a contact (all in the world frame):
 
 - the normal ``n`` points from body B to body A (A = the second object of the
@@ -30,6 +46,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import math
+import warnings
+
 import coal
 import numpy as np
 import pinocchio as pin
@@ -41,6 +60,25 @@ _BOX_SIGNS = np.array([[sx, sy, sz] for sx in (-1.0, 1.0) for sy in (-1.0, 1.0) 
 SNAP_TOLERANCE = 1e-4
 #: GJK tolerance of every collision request (coal's default 1e-6 fails on exactly touching boxes).
 GJK_TOLERANCE = 1e-8
+#: A mesh counts as convex when its convex hull's volume exceeds the mesh's by at most this fraction.
+CONVEXITY_TOLERANCE = 0.10
+#: Most points of one convex shape's patch on the ground. A flat face keeps its extreme vertices
+#: along 4 directions of the ground plane, 90 degrees apart (a rectangle keeps its 4 corners whatever
+#: its orientation); a curved one its lowest vertex and the extreme ones along 3 directions, 120
+#: degrees apart where the face is flat that way (see CURVED_SLOPE). More points cost more in the
+#: contact solve (its time grows with the cube of its rows) and hold a body no better.
+MAX_PATCH_POINTS = 4  # 7 when a curved hull rests on one of its faces (4 + 3)
+#: On a curved face, an extreme vertex joins the lowest one only when the line between them rises
+#: less than this slope (about 3 degrees): the face is flat that way (a lying cylinder along its axis)
+#: and a single point would let the body pivot; on a round face (a ball-shaped foot) the lowest
+#: vertex alone holds it, as a sphere's single contact does.
+CURVED_SLOPE = 0.05
+#: Height (m) above a convex shape's lowest vertex within which its vertices join its ground patch
+#: (the scene's ``margin`` when that is smaller).
+PATCH_DEPTH = 1e-3
+#: Height difference (m) below which the lowest vertex of a patch counts as level with its extreme
+#: ones (it is then not added: a flat face tilted by round-off keeps the same points).
+FLAT_TOLERANCE = 1e-7
 _ROUND = (coal.Sphere, coal.Capsule)
 _FLAT = (coal.Halfspace, coal.Plane)
 
@@ -100,6 +138,9 @@ class CollisionScene:
         gm = self.geometry
         objs = gm.geometryObjects
         n_model = len(objs)
+        meshes = {i: objs[i].geometry for i in range(n_model) if isinstance(objs[i].geometry, coal.BVHModelBase)}
+        for i in meshes:
+            objs[i].geometry = _convex_hull(objs[i], model)
         if ground is not None:
             up = np.asarray(up, dtype=float)
             up = up / np.linalg.norm(up)
@@ -138,6 +179,18 @@ class CollisionScene:
                 gm.addCollisionPair(pin.CollisionPair(first, second))
         self._pairs = [(p.first, p.second) for p in gm.collisionPairs]
         self._vertices = [_local_vertices(o.geometry) for o in objs]
+        off_ground = set()  # objects in a pair with something other than the ground
+        for first, second in self._pairs:
+            if not isinstance(objs[first].geometry, coal.Halfspace):
+                off_ground.update((first, second))
+        for i, mesh in meshes.items():
+            if i in off_ground:
+                _warn_if_not_convex(objs[i], mesh, model)
+        # Convex shapes on a half-space: the scene's own patch (see _ground_patch).
+        self._hull_ground = [isinstance(objs[first].geometry, coal.Halfspace)
+                             and isinstance(objs[second].geometry, coal.ConvexBase)
+                             for first, second in self._pairs]
+        self._patch_depth = min(self.margin, PATCH_DEPTH)
         self._info = []
         for first, second in self._pairs:  # first = B, second = A
             oA, oB = objs[second], objs[first]
@@ -165,10 +218,30 @@ class CollisionScene:
         parts = []
         for k in hit:
             jA, jB, sA, sB, iA, iB = self._info[k]
+            if self._hull_ground[k]:
+                n = np.asarray(gdata.oMg[iB].rotation @ sB.n, dtype=float)
+                P = self._ground_patch(iA, gdata.oMg[iA], n)
+                if len(P) == 0:
+                    continue
+                if self.planar:
+                    P = _merge_planar(P)
+                level = _support(sB, gdata.oMg[iB], n)
+                parts.append((P, n, P @ n - level, jA, jB, jB, jA, 0.0, k))
+                continue
             patch = gdata.contactPatchResults[k].getContactPatch(0)
             if not _valid_normal(patch):
                 patch = self._retry(k, gdata)
             n = np.array(patch.getNormal())
+            if isinstance(sA, coal.ConvexBase) and isinstance(sB, coal.Box) and _aligned(sB, gdata.oMg[iB], n):
+                # A hull on a box's face: the same vertex patch as on the ground, kept within the face
+                # (coal's patch of a many-sided hull face is a clipped polygon, not body-fixed points).
+                n = _face_normal(sB, gdata.oMg[iB], n)
+                P = self._ground_patch(iA, gdata.oMg[iA], n, face=(sB, gdata.oMg[iB]))
+                if len(P):
+                    if self.planar:
+                        P = _merge_planar(P)
+                    parts.append((P, n, P @ n - _support(sB, gdata.oMg[iB], n), jA, jB, jB, jA, 0.0, k))
+                    continue
             carrier, vertex_body, radius, n = self._classify(jA, jB, sA, sB, iA, iB, n, gdata)
             on_A = vertex_body == jA
             # The witness points on the body that carries the point (the patch
@@ -180,6 +253,9 @@ class CollisionScene:
                 witness = patch.getPointShape2 if on_A else patch.getPointShape1
                 P = np.array([witness(i) for i in range(patch.size())])
             iP = iA if on_A else iB
+            if isinstance(sA if on_A else sB, coal.Sphere):
+                # Exactly its centre + radius n (GJK's witness carries ~1e-8 of noise against hulls).
+                P = (np.asarray(gdata.oMg[iP].translation) + radius * n)[None, :]
             vertices = self._vertices[iP]
             if vertices is not None:
                 # A's vertices facing B are the lowest along n; B's the highest.
@@ -212,6 +288,58 @@ class CollisionScene:
             out.radius[i:e], out.pair[i:e] = radius, k
             i = e
         return out
+
+    def _ground_patch(self, i: int, M: pin.SE3, n: np.ndarray, face=None) -> np.ndarray:
+        """World points (k, 3) of convex object ``i`` (pose ``M``) touching a plane of normal ``n``.
+
+        The candidates are the hull vertices within :data:`PATCH_DEPTH` (or
+        ``margin`` if smaller) of the lowest one along ``n``; the caller measures
+        each one's distance to the plane. Up to :data:`MAX_PATCH_POINTS` of them
+        are kept: the extreme one along each of 4 directions of the plane (fixed
+        in the object's frame, so the choice does not change as the body slides or
+        turns about ``n``); when the lowest vertex lies more than
+        :data:`FLAT_TOLERANCE` below all of those (a curved face), the lowest
+        ones (those within :data:`FLAT_TOLERANCE` of it, thinned like a face) and
+        those of the extreme ones along 3 directions that rise from it by less than
+        :data:`CURVED_SLOPE` instead. A flat face gives its corners (a box face its
+        4), a ball-shaped foot its lowest vertex, a lying cylinder its lowest
+        vertex and its ends.
+
+        ``face = (box, pose)``: the plane is that box's face of normal ``n``; only
+        vertices over the face (within ``margin`` of its edges) count, and none is
+        returned when the lowest vertex is not over it (an edge contact: coal's).
+        """
+        V = self._vertices[i]
+        R, t = M.rotation, M.translation
+        nl = R.T @ n
+        h = V @ nl  # heights along n, up to the constant n . t
+        cand = np.flatnonzero(h <= h.min() + self._patch_depth)
+        if face is not None:
+            box, MB = face
+            local = np.abs((V[cand] @ R.T + t - MB.translation) @ MB.rotation)  # in the box's frame
+            axis = int(np.argmax(np.abs(MB.rotation.T @ n)))
+            inside = np.all(np.delete(local <= box.halfSide + self.margin, axis, axis=1), axis=1)
+            if not inside[int(np.argmin(h[cand]))]:
+                return np.zeros((0, 3))
+            cand = cand[inside]
+        if len(cand) > MAX_PATCH_POINTS:
+            t1, t2 = _tangents(nl)
+            C, hc = V[cand], h[cand]
+            keep = _extremes(C, t1, t2, _DIRECTIONS_4)
+            lowest = int(hc.argmin())
+            if hc[lowest] < hc[keep].min() - FLAT_TOLERANCE:  # curved: the lowest, and 3 around it if flat there
+                # The lowest vertices (an edge or small face of the hull it rests on, up to round-off),
+                # thinned like a flat face: a single argmin would flip between them.
+                L = np.flatnonzero(hc <= hc[lowest] + FLAT_TOLERANCE)
+                if len(L) > 1:
+                    L = L[_extremes(C[L], t1, t2, _DIRECTIONS_4)]
+                d = C - C[lowest]
+                rise = hc - hc[lowest]
+                run = np.sqrt(np.maximum(np.einsum("ij,ij->i", d, d) - rise * rise, 0.0))
+                keep = sorted({e for e in _extremes(C, t1, t2, _DIRECTIONS_3) if rise[e] <= CURVED_SLOPE * run[e]}
+                              | set(L.tolist()))
+            cand = cand[keep]
+        return V[cand] @ R.T + t
 
     def _retry(self, k, gdata):
         """Recompute pair ``k`` with coal directly and a tighter GJK tolerance.
@@ -264,6 +392,97 @@ class CollisionScene:
         if isinstance(sA, _FLAT) or _aligned(sA, gdata.oMg[iA], n):
             return jA, jB, 0.0, _face_normal(sA, gdata.oMg[iA], -n, flip=True)
         return jB, jA, 0.0, n
+
+
+def _tangents(n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """An orthonormal basis ``(t1, t2)`` of the plane normal to unit ``n`` (t1 from the axis least aligned)."""
+    n0, n1, n2 = float(n[0]), float(n[1]), float(n[2])
+    a0, a1, a2 = abs(n0), abs(n1), abs(n2)
+    if a0 <= a1 and a0 <= a2:  # e = x: t1 = x cross n
+        u = (0.0, -n2, n1)
+    elif a1 <= a2:  # e = y
+        u = (n2, 0.0, -n0)
+    else:  # e = z
+        u = (-n1, n0, 0.0)
+    s = 1.0 / math.sqrt(u[0] * u[0] + u[1] * u[1] + u[2] * u[2])
+    t1 = (u[0] * s, u[1] * s, u[2] * s)
+    t2 = (n1 * t1[2] - n2 * t1[1], n2 * t1[0] - n0 * t1[2], n0 * t1[1] - n1 * t1[0])
+    return np.array(t1), np.array(t2)
+
+
+def _patch_directions(k: int) -> np.ndarray:
+    """``(cos, sin)`` (2, k) of ``k`` directions spread evenly, offset by 0.3 rad from the tangent axes
+    (a box's edges are often along them: a direction normal to an edge would tie its two corners)."""
+    a = 0.3 + 2.0 * np.pi * np.arange(k) / k
+    return np.array([np.cos(a), np.sin(a)])
+
+
+_DIRECTIONS_4, _DIRECTIONS_3 = _patch_directions(4), _patch_directions(3)
+
+
+def _extremes(C: np.ndarray, t1: np.ndarray, t2: np.ndarray, directions: np.ndarray) -> list[int]:
+    """Indices (sorted, distinct) of the points ``C`` (k, 3) farthest along each of ``directions``
+    (2, m), given in the plane basis ``(t1, t2)``."""
+    W = np.outer(t1, directions[0]) + np.outer(t2, directions[1])
+    return sorted(set((C @ W).argmax(axis=0).tolist()))
+
+
+def _convex_hull(obj: pin.GeometryObject, model: pin.Model) -> coal.ConvexBase:
+    """The convex hull of mesh ``obj`` (computed once per mesh by coal/qhull and kept on the mesh, so
+    the simulators derived from one model, e.g. by ``with_parameters``, share it).
+
+    Raises ``ValueError`` naming the mesh and its link when the mesh is not a solid:
+    non-finite vertices, fewer than 4, or all in one plane (qhull would crash on it).
+    """
+    mesh = obj.geometry
+    if mesh.convex is None:
+        V = np.asarray(mesh.vertices(), dtype=float).reshape(-1, 3)
+        where = f"collision mesh {obj.name!r} of link {_link_name(obj, model)!r}"
+        if not np.all(np.isfinite(V)):
+            raise ValueError(f"{where} has non-finite vertex coordinates")
+        sv = np.linalg.svd(V - V.mean(axis=0), compute_uv=False) if len(V) >= 4 else np.zeros(3)
+        if sv[0] == 0.0 or sv[2] <= 1e-9 * sv[0]:
+            raise ValueError(f"{where} is not a solid ({len(V)} vertices, all in one plane or line: "
+                             f"extents {np.ptp(V, axis=0) if len(V) else []} m); a flat mesh cannot collide. "
+                             "Give it a thickness or replace it by a box in the model file.")
+        mesh.buildConvexHull(True, "Qt")
+    return mesh.convex
+
+
+def convexity(mesh) -> float:
+    """Volume of a mesh's convex hull over the mesh's own volume (>= 1; 1 = convex).
+
+    The mesh volume is coal's divergence-theorem sum over its triangles (its
+    absolute value: mirrored meshes, scaled by -1 on an axis, come out negative).
+    Returns ``inf`` when that volume cannot be trusted: an open or inconsistently
+    oriented mesh gives a value below the hull's or near zero.
+    """
+    if mesh.convex is None:
+        mesh.buildConvexHull(True, "Qt")
+    vm, vh = abs(mesh.computeVolume()), mesh.convex.computeVolume()
+    if not (vm > 0.0 and vh > 0.0) or vm > vh * (1.0 + 1e-9):
+        return float("inf")
+    return vh / vm
+
+
+def _link_name(obj: pin.GeometryObject, model: pin.Model) -> str:
+    if 0 <= obj.parentFrame < model.nframes:
+        return model.frames[obj.parentFrame].name
+    return model.names[obj.parentJoint]
+
+
+def _warn_if_not_convex(obj: pin.GeometryObject, mesh, model: pin.Model) -> None:
+    """Warn when ``mesh`` (of ``obj``), which collides with bodies other than the ground, is replaced
+    by a loose hull."""
+    ratio = convexity(mesh)
+    if ratio <= 1.0 + CONVEXITY_TOLERANCE:
+        return
+    how = ("its volume cannot be measured (open mesh)" if not np.isfinite(ratio)
+           else f"its convex hull is {100 * (ratio - 1):.0f}% larger in volume")
+    warnings.warn(f"collision mesh {obj.name!r} of link {_link_name(obj, model)!r} is not convex ({how}, "
+                  f"more than {100 * CONVEXITY_TOLERANCE:.0f}%): its contacts with other bodies use the hull, "
+                  "which touches where the mesh does not (contacts with the ground are exact). For exact "
+                  "contact, give that link convex parts or primitives.", stacklevel=4)
 
 
 def _support(shape, M: pin.SE3, d: np.ndarray) -> float | None:

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 import numpy as np
 import pinocchio as pin
 
-from .robots import infer_package_dirs
+from .robots import load_urdf_geometry
 
 _BIG = 1e300  # Pinocchio stores "no limit" as DBL_MAX; anything above this means unbounded
 
@@ -425,9 +425,12 @@ class Simulator:
     ) -> "Simulator":
         """Load a URDF. ``floating_base=True`` adds a free-flyer root joint.
 
-        Collision geometry is loaded too (``load_geometry``); its ``package://`` mesh
-        paths are resolved from ``package_dirs``, or inferred from the folders above
-        the URDF when not given. Other keywords go to :class:`Simulator`.
+        Collision geometry is loaded too (``load_geometry``): mesh paths are resolved
+        by :func:`dynamics.robots.load_urdf_geometry` (``package_dirs`` first, then
+        next to the URDF and up its folders; a missing mesh raises
+        ``FileNotFoundError`` naming it and where it was looked for). Meshes collide
+        as their convex hulls (see :mod:`contact.detection`). Other keywords go to
+        :class:`Simulator`.
         """
         path = os.fspath(path)
         if not os.path.isfile(path):
@@ -441,14 +444,12 @@ class Simulator:
             raise ValueError(f"could not parse URDF {path}: {exc}") from exc
         geometry = None
         if load_geometry:
-            dirs = list(package_dirs) if package_dirs is not None else infer_package_dirs(path)
             try:
-                geometry = pin.buildGeomFromUrdf(model, path, pin.GeometryType.COLLISION, package_dirs=dirs)
+                geometry = load_urdf_geometry(model, path, package_dirs)
             except (ValueError, RuntimeError) as exc:
                 raise FileNotFoundError(
-                    f"could not load the collision geometry of {path} with package_dirs={dirs}: {exc}. "
-                    "Pass package_dirs= (the folders that contain the packages named in "
-                    "package:// paths), or load_geometry=False."
+                    f"could not load the collision geometry of {path}: {exc}. Pass package_dirs= (the "
+                    "folders that contain the packages named in package:// paths), or load_geometry=False."
                 ) from exc
         kwargs.setdefault("self_collision", False)
         return cls(model, geometry=geometry, **kwargs)
