@@ -64,11 +64,13 @@ def ipopt_status(return_status: str, max_defect: float, defect_tol: float) -> tu
 class _Recorder(ca.Callback):
     """IPOPT's iteration callback: records cost, defect and time; stops on Ctrl-C or on request."""
 
-    def __init__(self, nz, ng, t0, history, callback, time_limit):
+    def __init__(self, nz, ng, t0, history, callback, time_limit, stall=None):
         ca.Callback.__init__(self)
         self.nz, self.ng, self.t0 = nz, ng, t0
         self.history, self.callback, self.time_limit = history, callback, time_limit
+        self.stall = stall  # (iterations, progress) or None
         self.interrupted = False
+        self.stalled = None  # the reason IPOPT was stopped for lack of progress
         self.construct("recorder", {})
 
     def get_n_in(self):
@@ -104,14 +106,32 @@ class _Recorder(ca.Callback):
         except KeyboardInterrupt:
             self.interrupted = True
             return [1]
-        return [0]
+        self.stalled = self._no_progress()
+        return [1 if self.stalled else 0]
+
+    def _no_progress(self) -> str | None:
+        """Why to stop a feasible run whose best cost fell by less than ``progress`` (relative) over
+        its last ``iterations`` iterations, or None."""
+        if self.stall is None or len(self.history) <= self.stall[0]:
+            return None
+        n, progress = self.stall
+        recent = self.history[-n - 1:]
+        if any(h["max_defect"] > 1e-6 for h in recent):
+            return None
+        before = min(h["cost"] for h in self.history[:-n])
+        now = min(h["cost"] for h in recent[1:])
+        if before - now >= progress * abs(before):
+            return None
+        return (f"no progress: the cost fell by {before - now:.3g} ({(before - now) / abs(before):.2%}) over "
+                f"{n} iterations, less than {progress:.0%} (a kink: the contact events change along the step)")
 
 
 def solve_shooting(ocp, *, shot_length: int | None = 1, hessian: str = "gauss-newton", us_init=None, max_iter: int = 300,
                    tol: float = 1e-8,
                    time_limit: float | None = None, verbose: bool = True, callback=None,
                    ipopt_options: dict | None = None, method_name: str = "shooting",
-                   defect_tol: float = 1e-6) -> Solution:
+                   defect_tol: float = 1e-6, stall_iterations: int | None = None,
+                   stall_progress: float = 1e-2) -> Solution:
     """Solve ``ocp`` by multiple shooting with IPOPT (see the module docstring).
 
     ``shot_length``: steps per shot (1 = direct transcription; None or >= horizon = single
@@ -125,6 +145,11 @@ def solve_shooting(ocp, *, shot_length: int | None = 1, hessian: str = "gauss-ne
     Restoration_Failed, Infeasible_Problem_Detected, Search_Direction_Becomes_Too_Small are
     STALLED; anything else (Invalid_Number_Detected, ...) FAILED. ``info["message"]`` names
     IPOPT's code.
+
+    ``stall_iterations``: stop as STALLED once the best cost of a feasible run has fallen by less
+    than ``stall_progress`` (relative) over that many iterations -- on contact, IPOPT can spend
+    minutes of line-search cuts at a kink (measured on the catapult: 20 rollouts an iteration,
+    150 s for 0.05% less cost); a hybrid then tries another basin. None: IPOPT's own tests only.
     """
     if shot_length is None:
         shot_length = ocp.horizon
@@ -178,7 +203,11 @@ def solve_shooting(ocp, *, shot_length: int | None = 1, hessian: str = "gauss-ne
     g = ca.vertcat(*defects) if defects else ca.MX(0, 1)
     nz, ng = z.shape[0], g.shape[0]
     history = []
-    recorder = _Recorder(nz, ng, t0, history, callback, time_limit)
+    if stall_iterations is not None and (stall_iterations < 1 or not 0.0 <= stall_progress < 1.0):
+        raise ValueError(f"stall_iterations must be >= 1 and stall_progress in [0, 1), got {stall_iterations}, "
+                         f"{stall_progress}")
+    stall = None if stall_iterations is None else (int(stall_iterations), float(stall_progress))
+    recorder = _Recorder(nz, ng, t0, history, callback, time_limit, stall)
     opts = {"ipopt.hessian_approximation": "exact" if hessian == "gauss-newton" else "limited-memory",
             "ipopt.max_iter": max_iter, "ipopt.tol": tol,
             "ipopt.print_level": 5 if verbose else 0, "print_time": False, "iteration_callback": recorder,
@@ -205,6 +234,8 @@ def solve_shooting(ocp, *, shot_length: int | None = 1, hessian: str = "gauss-ne
         status, message = ipopt_status(return_status, max_defect, defect_tol)
         if recorder.interrupted:
             status = Status.INTERRUPTED
+        elif recorder.stalled:
+            status, message = Status.STALLED, f"{recorder.stalled} (IPOPT stopped)"
         us = np.clip(zs[nz_x * len(X):].reshape(T, nu), ocp.u_lower, ocp.u_upper)
     try:
         xs = rollout(ocp, us)

@@ -158,3 +158,32 @@ def test_catapult_by_shooting_reaches_the_target_within_1cm(seed):
     sol = solve(ocp, "shooting", seed=seed, verbose=False)
     assert sol.method == "cem-shooting"
     assert ocp.evaluate(sol.xs, sol.us)["distance_to_target"] < 0.01
+
+
+def test_a_feasible_run_without_progress_stops_as_stalled():
+    """The crawl test of solve_shooting(stall_iterations=...): best cost over the last n iterations
+    against the best before them; a run with open defects is never judged."""
+    from solvers.shooting import _Recorder
+
+    def recorder(costs, defect=0.0, stall=(3, 0.01)):
+        rec = _Recorder(1, 0, 0.0, [], None, None, stall)
+        rec.history.extend({"cost": c, "max_defect": defect} for c in costs)
+        return rec._no_progress()
+
+    assert recorder([1.0, 0.999, 0.998, 0.997]) is not None  # 0.3% in 3 iterations
+    assert "0.30%" in recorder([1.0, 0.999, 0.998, 0.997])
+    assert recorder([1.0, 0.999, 0.998, 0.98]) is None  # 2%
+    assert recorder([1.0, 1.2, 1.3, 1.1]) is not None  # worse than before
+    assert recorder([1.0, 0.999, 0.998]) is None  # too few iterations to judge
+    assert recorder([1.0, 0.999, 0.998, 0.997], defect=1e-3) is None  # shots not joined yet
+    assert recorder([1.0, 0.999, 0.998, 0.997], stall=None) is None
+    with pytest.raises(ValueError, match="stall_iterations must be >= 1"):
+        solve(problems.load("pendulum", horizon=10), method="shooting", stall_iterations=0)
+
+
+def test_shooting_stops_a_crawl_as_stalled_with_its_reason():
+    ocp = problems.load("pendulum", horizon=40)
+    sol = solve(ocp, method="shooting", shot_length=None, hessian="lbfgs", verbose=False, stall_iterations=2,
+                stall_progress=0.99)
+    assert sol.status == Status.STALLED and "no progress" in sol.info["message"]
+    assert sol.iterations <= 4
