@@ -113,10 +113,12 @@ def solve_cem_gn(ocp, **options) -> Solution:
 def solve_cem_shooting(ocp, **options) -> Solution:
     """CEM, then IPOPT shooting (:func:`solve_cem_then` with ``local="shooting"``), in one IPOPT run
     per round (``chunk = max_iter``: a restart would drop IPOPT's barrier and quasi-Newton state),
-    which stops as STALLED when its cost falls by less than 1% over 5 iterations
+    which stops as STALLED when its cost falls by less than 1% over 10 iterations
     (``stall_iterations``, :func:`solvers.shooting.solve_shooting`), so the next round starts."""
     options.setdefault("chunk", options.get("max_iter", 200))
-    options.setdefault("stall_iterations", 5)  # IPOPT's own crawl test: 1% less cost in 5 iterations
+    # 1% less cost in 10 iterations: with 5, a round 0.7 mm from the catapult's target was cut
+    # (slow final convergence) and seed 0 took 8 rounds, 252 s, instead of 1 round, 68 s
+    options.setdefault("stall_iterations", 10)
     return solve_cem_then(ocp, "shooting", **options)
 
 
