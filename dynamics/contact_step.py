@@ -148,7 +148,7 @@ class ContactModel:
     def __init__(self, model: pin.Model, geometry, *, ground, up, friction: float, margin: float,
                  planar: bool, erp: float, joint_limits: bool, exclude=None, contact: str = "lcp",
                  self_collision: bool = True, pairs=None, smoothing: float = 0.0,
-                 smoothing_distance: float = 0.05, recovery: str = "velocity"):
+                 smoothing_distance: float = 0.05, recovery: str = "position"):
         if recovery not in ("position", "velocity"):
             raise ValueError(f"recovery must be 'position' (bounded, default) or 'velocity', got {recovery!r}")
         self.recovery = recovery

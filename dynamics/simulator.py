@@ -345,7 +345,7 @@ class Simulator:
         collision_pairs: Sequence[tuple[str, str]] | None = None,
         smoothing: float = 0.0,
         smoothing_distance: float = 0.05,
-        recovery: str = "velocity",
+        recovery: str = "position",
         joint_stiffness: float | Sequence[float] | None = None,
         spring_reference: float | Sequence[float] | None = None,
         joint_damping: float | Sequence[float] | None = None,
