@@ -23,7 +23,9 @@ accepted if it satisfies the law. Otherwise a blocked projected Gauss-Seidel
 with an *exact* per-contact solve (break, else stick, else slide: a 1-D root in
 the slip direction) finds the modes, and Newton on their equations makes the
 answer exact. Newton steps are least-squares minimal-norm, so rank-deficient
-problems (a box flat on the ground) get well-defined impulses. A problem
+problems (a box flat on the ground) get well-defined impulses; where such a family
+of answers changes the motion (a flat box sliding with spin), its canonical vertex
+is returned (:func:`_canonical_vertex`), so the answer does not depend on the warm start. A problem
 Newton cannot settle returns the Gauss-Seidel iterate with status
 ``"inexact"``; nothing returns NaN.
 

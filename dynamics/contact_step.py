@@ -150,7 +150,8 @@ class ContactModel:
                  self_collision: bool = True, pairs=None, smoothing: float = 0.0,
                  smoothing_distance: float = 0.05, recovery: str = "position"):
         if recovery not in ("position", "velocity"):
-            raise ValueError(f"recovery must be 'position' (bounded, default) or 'velocity', got {recovery!r}")
+            raise ValueError(f"recovery must be 'position' (bounded, the default) or 'velocity' (the former "
+                             f"push-out), got {recovery!r}")
         self.recovery = recovery
         if not (friction >= 0.0 and np.isfinite(friction)):
             raise ValueError(f"friction must be a finite non-negative coefficient, got {friction!r}")
