@@ -23,7 +23,9 @@ accepted if it satisfies the law. Otherwise a blocked projected Gauss-Seidel
 with an *exact* per-contact solve (break, else stick, else slide: a 1-D root in
 the slip direction) finds the modes, and Newton on their equations makes the
 answer exact. Newton steps are least-squares minimal-norm, so rank-deficient
-problems (a box flat on the ground) get well-defined impulses. A problem
+problems (a box flat on the ground) get well-defined impulses; where such a family
+of answers changes the motion (a flat box sliding with spin), its canonical vertex
+is returned (:func:`_canonical_vertex`), so the answer does not depend on the warm start. A problem
 Newton cannot settle returns the Gauss-Seidel iterate with status
 ``"inexact"``; nothing returns NaN.
 
@@ -560,8 +562,86 @@ def solve_ncp(G, b, start, size, mu, *, guess=None, tol: float = 1e-10, max_swee
     ``G`` (m, m), ``b`` (m,); groups given by ``start``, ``size`` (1, 2 or 3 rows) and
     ``mu`` (one per group). ``guess = (modes, lam)`` from the previous step, when the
     groups are the same, is tried first (``(modes, lam, dirs)`` also carries the friction
-    directions of saturated groups).
+    directions of saturated groups). An indeterminate sliding answer is replaced by its
+    canonical vertex (:func:`_canonical_vertex`).
     """
+    sol = _solve_ncp(G, b, start, size, mu, guess=guess, tol=tol, max_sweeps=max_sweeps)
+    if sol.status == "solved" and np.any(sol.modes == NCPMode.SLIDING):
+        G, b, start, size, mu = _arrays(G, b, start, size, mu)
+        vertex = _canonical_vertex(G, b, start, size, mu, sol, tol)
+        if vertex is not None:
+            return vertex
+    return sol
+
+
+#: Relative size (singular values of the mode equations' Jacobian ``E``; ``|J^T dlambda|`` in the
+#: metric of ``G``) below which a direction counts as null.
+INDETERMINATE_RTOL = 1e-10
+
+
+def _canonical_vertex(G, b, start, size, mu, sol: NCPSolution, tol: float) -> NCPSolution | None:
+    """The vertex of an indeterminate sliding answer, or None when the answer is unique.
+
+    A patch of >= 4 coplanar contacts sliding with spin (a box flat on the ground, turning as it
+    slides) has a one-parameter family of answers: the normal loads can shift along the null
+    vector ``n`` of the mode equations' Jacobian ``E`` (+, -, +, - on the corners) while every law
+    holds, and since the corners slip in different directions, the friction and so ``v+`` change
+    along it (``|M^-1 J^T n| = 0.12`` for the cube-throw guess). Which answer Newton's least-squares
+    steps reach depends on where they start (the last step's impulses), so the step would not be
+    a function of the state, and no Jacobian of it could agree with finite differences of a
+    rollout (the cube-throw trajectory Jacobian was off by 1.2e-3 relative from the step where its
+    four corners loaded). The canonical answer is the family's end of least ``|lambda|``: shifted
+    along ``n`` until a normal impulse reaches zero, that contact breaking (``lambda = 0``,
+    ``c = 0``), the rest solved exactly by Newton in their modes. Its mode equations are regular,
+    so the implicit Jacobian (that contact dropping out) is the derivative of this choice; the
+    next step's warm start (the same modes) reaches it again. Families that leave ``v+`` unchanged
+    (a box at rest: only the split of its load is free) are left alone, and so is a vertex that
+    fails the law (then the answer is kept as it is)."""
+    lam = np.ascontiguousarray(sol.x, dtype=float)
+    modes = np.asarray(sol.modes, dtype=np.int64)
+    dirs = np.ascontiguousarray(sol.dirs if sol.dirs is not None else np.zeros((len(start), 2)), dtype=float)
+    E, _, act = _linearization(G, b, start, size, mu, modes, dirs, lam)
+    if E.shape[0] == 0:
+        return None
+    _, s, Vt = np.linalg.svd(E)
+    if s[-1] > INDETERMINATE_RTOL * s[0]:
+        return None
+    n = np.zeros(len(b))
+    n[act] = Vt[-1]
+    normals = [int(start[g]) for g in range(len(start)) if modes[g] != NCPMode.BREAKING and abs(n[start[g]]) > 1e-8]
+    if not normals:  # the freedom is in the friction only
+        return None
+    if n[normals[0]] > 0.0:  # the end where the first loaded contact's pair unloads, whatever the spin's sign
+        n = -n
+    tol_c = 1e-8 * (1.0 + np.abs(b).max())
+    best = None
+    for d in (n, -n):  # that end, else the other
+        t, hit = np.inf, -1
+        for g in range(len(start)):
+            s0 = int(start[g])
+            if modes[g] != NCPMode.BREAKING and d[s0] < -1e-8:
+                tg = lam[s0] / -d[s0]
+                if tg < t:
+                    t, hit = tg, g
+        if hit < 0 or not np.isfinite(t):
+            continue
+        trial = lam + t * d
+        m2 = modes.copy()
+        m2[hit] = NCPMode.BREAKING
+        s0, k = int(start[hit]), int(size[hit])
+        trial[s0:s0 + k] = 0.0
+        ok = _newton(G, b, start, size, mu, m2, dirs, trial, 50, tol)[1]
+        tol_l = 1e-9 * (1.0 + np.abs(trial).max())
+        if _accept(G, b, start, size, mu, m2, dirs, trial, ok, tol_c, tol_l):
+            best = (trial, m2)
+            break
+    if best is None:
+        return None
+    return _result(G, b, start, size, mu, best[0], best[1], dirs, "solved", sol.warm_start_hit, sol.iterations)
+
+
+def _solve_ncp(G, b, start, size, mu, *, guess=None, tol: float = 1e-10, max_sweeps: int = 2000) -> NCPSolution:
+    """:func:`solve_ncp` before the canonical choice of an indeterminate answer."""
     G, b, start, size, mu = _arrays(G, b, start, size, mu)
     m = len(b)
     if G.shape != (m, m):

@@ -148,9 +148,10 @@ class ContactModel:
     def __init__(self, model: pin.Model, geometry, *, ground, up, friction: float, margin: float,
                  planar: bool, erp: float, joint_limits: bool, exclude=None, contact: str = "lcp",
                  self_collision: bool = True, pairs=None, smoothing: float = 0.0,
-                 smoothing_distance: float = 0.05, recovery: str = "velocity"):
+                 smoothing_distance: float = 0.05, recovery: str = "position"):
         if recovery not in ("position", "velocity"):
-            raise ValueError(f"recovery must be 'position' (bounded, default) or 'velocity', got {recovery!r}")
+            raise ValueError(f"recovery must be 'position' (bounded, the default) or 'velocity' (the former "
+                             f"push-out), got {recovery!r}")
         self.recovery = recovery
         if not (friction >= 0.0 and np.isfinite(friction)):
             raise ValueError(f"friction must be a finite non-negative coefficient, got {friction!r}")

@@ -158,3 +158,27 @@ def test_implicit_dlambda_db_matches_central_differences_of_the_resolved_problem
                 checked[m] += 1
     assert checked[NCPMode.STICKING] >= 5 and checked[NCPMode.SLIDING] >= 5, checked
     assert skipped <= 12
+
+
+def test_a_flat_cube_sliding_with_spin_gets_one_answer_and_its_jacobian():
+    """Four loaded corners sliding in different directions (spin) admit a family of Coulomb answers
+    whose friction, hence v+, differs (the loads shift +,-,+,- on the corners); Newton's answer used to
+    depend on its warm start (a cold step differed by 5e-7 from the warm one on the cube-throw slide,
+    and that trajectory's Jacobian was off by 1.2e-3). The canonical vertex makes the step a function
+    of the state: cold and warm agree, one corner breaks, and the Jacobian is its derivative."""
+    from trajopt import max_relative_error, step_jacobians_fd
+
+    from .test_contact import cube_sim, cube_state
+
+    u = np.zeros(0)
+    x = cube_state(z=0.1, v=(0.7, 0.2, 0.0), w=(0.0, 0.0, 0.3))
+    sim = cube_sim(contact="ncp")
+    xs = sim.rollout(x, np.zeros((20, 0)))
+    modes = sim.contacts.modes
+    assert len(modes) == 4 and np.sum(modes == NCPMode.BREAKING) == 1 and np.sum(modes == NCPMode.SLIDING) == 3
+    assert abs(xs[-1, 12]) > 0.1  # still spinning
+    cold = cube_sim(contact="ncp").step(xs[-2], u)
+    np.testing.assert_allclose(cold, xs[-1], rtol=0, atol=1e-9)  # the solve is exact to 1e-10
+    _, Fx, _ = sim.step_derivatives(xs[-2], u)
+    fd = step_jacobians_fd(sim, xs[-2], u, h=1e-6)
+    assert max_relative_error(Fx, fd.Fx) < 1e-6

@@ -66,7 +66,7 @@ def test_a_cube_5cm_in_the_ground_rises_to_rest_and_stops(make):
 
 
 def test_shallow_penetration_is_removed_in_one_step_as_before():
-    assert _cube_sim().contact_model.recovery == "velocity"  # the default, for now
+    assert _cube_sim().contact_model.recovery == "position"  # the default (issue 12)
     sim = cube_sim()
     x_next = sim.step(cube_state(z=0.1 - 0.5 * SLOP), np.zeros(0))
     assert x_next[2] == pytest.approx(0.1, abs=1e-12) and sim._data.contact.correction is None
