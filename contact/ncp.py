@@ -688,6 +688,9 @@ def solve_ncp(G, b, start, size, mu, *, guess=None, tol: float = 1e-10, max_swee
         total += its
         if _accept(G, b, start, size, mu, modes, dirs, trial, ok, tol_c, tol_l):
             return _result(G, b, start, size, mu, trial, modes, dirs, "solved", False, total)
+        sol = _repaired(G, b, start, size, mu, modes, dirs, trial, tol, tol_c, WARM_REPAIRS)
+        if sol is not None:  # e.g. a slip that stops within the step: sliding -> saturated
+            return _result(G, b, start, size, mu, sol[0], sol[1], sol[2], "solved", False, total + sol[3])
     modes = _modes(G, b, start, size, mu, lam, tol_c, 1e-9 * (1.0 + np.abs(lam).max()))
     return _result(G, b, start, size, mu, lam, modes, dirs, "inexact", False, total)
 
