@@ -303,7 +303,7 @@ def _modes(G, b, start, size, mu, lam, tol_c, tol_l):
 
 
 @njit(cache=True)
-def _mode_equations(G, b, start, size, mu, modes, dirs, lam, F, Fl, Fc):
+def _mode_equations(G, b, start, size, mu, modes, dirs, lam, F, Fl, Fc, jac=True):
     """The mode equations ``F(lambda; c)`` (m,) with ``c = G lambda + b``, and their partial
     derivatives ``Fl = dF/dlambda`` at fixed ``c`` and ``Fc = dF/dc`` (m, m each).
 
@@ -311,36 +311,43 @@ def _mode_equations(G, b, start, size, mu, modes, dirs, lam, F, Fl, Fc):
     ``lambda_T + mu lambda_n c_T/|c_T| = 0`` (frictionless: ``lambda_T = 0``); saturated
     ``c_n = 0`` and ``lambda_T = mu lambda_n d`` (``dirs`` (ng, 2): its friction direction).
     The one definition behind Newton's method (:func:`_equations`) and the implicit Jacobian
-    (:meth:`NCPAdapter.linearize`).
+    (:meth:`NCPAdapter.linearize`). ``jac=False``: ``F`` only (``Fl``, ``Fc`` untouched; the line search).
     """
     c = G @ lam + b
-    Fl[:] = 0.0
-    Fc[:] = 0.0
+    if jac:
+        Fl[:] = 0.0
+        Fc[:] = 0.0
     for g in range(start.shape[0]):
         s, n = start[g], size[g]
         md = modes[g]
         if md == 0:
             for k in range(n):
                 F[s + k] = lam[s + k]
-                Fl[s + k, s + k] = 1.0
+                if jac:
+                    Fl[s + k, s + k] = 1.0
         elif md == 3:  # saturated: c_n = 0, lambda_T = mu lambda_n d
             F[s] = c[s]
-            Fc[s, s] = 1.0
+            if jac:
+                Fc[s, s] = 1.0
             for k in range(1, n):
                 F[s + k] = lam[s + k] - mu[g] * lam[s] * dirs[g, k - 1]
-                Fl[s + k, s + k] = 1.0
-                Fl[s + k, s] = -mu[g] * dirs[g, k - 1]
+                if jac:
+                    Fl[s + k, s + k] = 1.0
+                    Fl[s + k, s] = -mu[g] * dirs[g, k - 1]
         elif md == 1 or (md == 2 and mu[g] == 0.0):
             rows = n if md == 1 else 1
             for k in range(rows):
                 F[s + k] = c[s + k]
-                Fc[s + k, s + k] = 1.0
+                if jac:
+                    Fc[s + k, s + k] = 1.0
             for k in range(rows, n):  # frictionless sliding: lambda_T = 0
                 F[s + k] = lam[s + k]
-                Fl[s + k, s + k] = 1.0
+                if jac:
+                    Fl[s + k, s + k] = 1.0
         else:
             F[s] = c[s]
-            Fc[s, s] = 1.0
+            if jac:
+                Fc[s, s] = 1.0
             ct = 0.0
             for k in range(1, n):
                 ct += c[s + k] * c[s + k]
@@ -349,11 +356,12 @@ def _mode_equations(G, b, start, size, mu, modes, dirs, lam, F, Fl, Fc):
             for k in range(1, n):
                 uk = c[s + k] / ct
                 F[s + k] = lam[s + k] + mu[g] * ln * uk
-                Fl[s + k, s + k] = 1.0
-                Fl[s + k, s] = mu[g] * uk
-                # d(u_k)/dc_T = (delta - u u^T)_k / |c_T|
-                for kk in range(1, n):
-                    Fc[s + k, s + kk] = mu[g] * ln * ((1.0 if kk == k else 0.0) - uk * c[s + kk] / ct) / ct
+                if jac:
+                    Fl[s + k, s + k] = 1.0
+                    Fl[s + k, s] = mu[g] * uk
+                    # d(u_k)/dc_T = (delta - u u^T)_k / |c_T|
+                    for kk in range(1, n):
+                        Fc[s + k, s + kk] = mu[g] * ln * ((1.0 if kk == k else 0.0) - uk * c[s + kk] / ct) / ct
 
 
 @njit(cache=True)
@@ -400,7 +408,63 @@ def _linearization(G, b, start, size, mu, modes, dirs, lam):
 
 @njit(cache=True)
 def _newton(G, b, start, size, mu, modes, dirs, lam, max_iter, tol):
-    """Damped Newton on the mode equations: least-squares steps, backtracking on |F|.
+    """Damped Newton on the mode equations (:func:`_newton_core`), in place on ``lam``.
+
+    The impulses of breaking groups are set to their answer, zero, and Newton runs on the
+    rows of the other groups only (``c`` of those rows is ``G_aa lambda_a + b_a`` then): the
+    same equations and the same tolerance (on the scale of the whole ``b``), on a smaller system.
+    """
+    scale = 1.0 + np.abs(b).max()
+    ng = start.shape[0]
+    na, nga = 0, 0
+    for g in range(ng):
+        if modes[g] != 0:
+            na += size[g]
+            nga += 1
+        else:
+            for k in range(size[g]):
+                lam[start[g] + k] = 0.0
+    if na == 0:
+        return 0, True
+    act = np.empty(na, dtype=np.int64)
+    start_a = np.empty(nga, dtype=np.int64)
+    size_a = np.empty(nga, dtype=np.int64)
+    mu_a = np.empty(nga)
+    modes_a = np.empty(nga, dtype=np.int64)
+    dirs_a = np.empty((nga, 2))
+    i, ga = 0, 0
+    for g in range(ng):
+        if modes[g] == 0:
+            continue
+        start_a[ga], size_a[ga], mu_a[ga], modes_a[ga] = i, size[g], mu[g], modes[g]
+        dirs_a[ga, 0], dirs_a[ga, 1] = dirs[g, 0], dirs[g, 1]
+        for k in range(size[g]):
+            act[i] = start[g] + k
+            i += 1
+        ga += 1
+    Ga = np.empty((na, na))
+    ba = np.empty(na)
+    la = np.empty(na)
+    for e in range(na):
+        ba[e] = b[act[e]]
+        la[e] = lam[act[e]]
+        for f in range(na):
+            Ga[e, f] = G[act[e], act[f]]
+    its, ok = _newton_core(Ga, ba, start_a, size_a, mu_a, modes_a, dirs_a, la, max_iter, tol, scale)
+    for e in range(na):
+        lam[act[e]] = la[e]
+    return its, ok
+
+
+#: Newton gives up when ``|F|`` has not halved over this many iterations (modes with no solution).
+STALL_WINDOW = 8
+
+
+@njit(cache=True)
+def _newton_core(G, b, start, size, mu, modes, dirs, lam, max_iter, tol, scale):
+    """Damped Newton on the mode equations: least-squares steps, backtracking on |F| (``F`` only in
+    the line search), converged at ``|F| <= tol * scale``; gives up when ``|F|`` stalls
+    (:data:`STALL_WINDOW`): the modes have no solution and the caller repairs them.
 
     The sliding equations also vanish on the mirror cone (lambda_n < 0); the
     backtracking keeps the iterate on the side it starts from when that does not
@@ -410,22 +474,25 @@ def _newton(G, b, start, size, mu, modes, dirs, lam, max_iter, tol):
     F = np.empty(m)
     JF = np.empty((m, m))
     Ft = np.empty(m)
-    JFt = np.empty((m, m))
-    scale = 1.0 + np.abs(b).max()
+    dummy = np.empty((0, 0))
     trial = np.empty(m)
+    hist = np.empty(max_iter + 1)
     stalls = 0
     for it in range(max_iter):
         _equations(G, b, start, size, mu, modes, dirs, lam, F, JF)
         f0 = np.abs(F).max()
+        hist[it] = f0
         if f0 <= tol * scale:
             return it, True
+        if it >= STALL_WINDOW and f0 > 0.5 * hist[it - STALL_WINDOW]:
+            return it, False
         step = np.linalg.lstsq(JF, -F, 1e-12)[0]
         alpha = 1.0
         accepted = False
         for _ in range(30):
             for i in range(m):
                 trial[i] = lam[i] + alpha * step[i]
-            _equations(G, b, start, size, mu, modes, dirs, trial, Ft, JFt)
+            _mode_equations(G, b, start, size, mu, modes, dirs, trial, Ft, dummy, dummy, False)
             if np.abs(Ft).max() < (1.0 - 1e-4 * alpha) * f0:
                 accepted = True
                 break
@@ -440,7 +507,7 @@ def _newton(G, b, start, size, mu, modes, dirs, lam, max_iter, tol):
                 return it, False
             for i in range(m):
                 lam[i] += step[i]
-    _equations(G, b, start, size, mu, modes, dirs, lam, F, JF)
+    _mode_equations(G, b, start, size, mu, modes, dirs, lam, F, dummy, dummy, False)
     return max_iter, np.abs(F).max() <= tol * scale
 
 
@@ -696,8 +763,40 @@ def _solve_ncp(G, b, start, size, mu, *, guess=None, tol: float = 1e-10, max_swe
         total += its
         if _accept(G, b, start, size, mu, modes, dirs, trial, ok, tol_c, tol_l):
             return _result(G, b, start, size, mu, trial, modes, dirs, "solved", False, total)
+        sol = _repaired(G, b, start, size, mu, modes, dirs, trial, tol, tol_c, REPAIRS)
+        if sol is not None:  # e.g. a slip that stops within the step: sliding -> saturated
+            return _result(G, b, start, size, mu, sol[0], sol[1], sol[2], "solved", False, total + sol[3])
     modes = _modes(G, b, start, size, mu, lam, tol_c, 1e-9 * (1.0 + np.abs(lam).max()))
     return _result(G, b, start, size, mu, lam, modes, dirs, "inexact", False, total)
+
+
+#: Active-set repairs tried after each Gauss-Seidel round. (Repairing a failed warm start the same way
+#: was tried and dropped: at a ball's slip-stop it picks the saturated mode where the cold path finds
+#: sticking, and test_sensitivity's landing Jacobian then disagrees with finite differences by 3%.)
+REPAIRS = 4
+
+
+def _repaired(G, b, start, size, mu, modes, dirs, lam, tol, tol_c, repairs):
+    """``(lam, modes, dirs, iterations)`` of an accepted answer reached from ``(modes, lam)``, an answer of
+    Newton that does not obey the law, by at most ``repairs`` active-set repairs (:func:`_repair`), each
+    followed by Newton; None if none holds."""
+    total = 0
+    dirs = dirs.copy()
+    for _ in range(repairs):
+        if not np.all(np.isfinite(lam)):
+            return None
+        tol_l = 1e-9 * (1.0 + np.abs(lam).max())
+        new = _repair(G, b, start, size, mu, modes, dirs, lam, tol_c, tol_l)
+        if np.array_equal(new, modes):
+            return None
+        modes = new
+        lam = lam.copy()
+        its, ok = _newton(G, b, start, size, mu, modes, dirs, lam, 50, tol)
+        total += its
+        tol_l = 1e-9 * (1.0 + np.abs(lam).max())
+        if _accept(G, b, start, size, mu, modes, dirs, lam, ok, tol_c, tol_l):
+            return lam, modes, dirs, total
+    return None
 
 
 def _from_pyramid_lcp(G, b, start, size, mu):
