@@ -516,7 +516,12 @@ def _convex_hull(obj: pin.GeometryObject, model: pin.Model) -> coal.ConvexBase:
             raise ValueError(f"{where} is not a solid ({len(V)} vertices, all in one plane or line: "
                              f"extents {np.ptp(V, axis=0) if len(V) else []} m); a flat mesh cannot collide. "
                              "Give it a thickness or replace it by a box in the model file.")
-        mesh.buildConvexHull(True, "Qt")
+        try:
+            mesh.buildConvexHull(True, "Qt")
+        except RuntimeError as exc:  # coal: "Too many neighbors." (a vertex shared by > 255 hull edges)
+            msg = str(exc).strip().splitlines()[-1].replace("message: ", "").rstrip(".")
+            raise ValueError(f"{where}: coal could not build its convex hull ({len(V)} vertices): {msg}. "
+                             "Simplify the mesh (fewer vertices) or replace it by primitives.") from None
     return mesh.convex
 
 
