@@ -32,7 +32,7 @@ def _cross(a0, a1, a2, b0, b1, b2):
 
 
 @njit(cache=True)
-def contact_geometry(Jw, support, body_a, body_b, normal_body, point_body, points, normals, radius, planar,
+def contact_geometry(Jw, support, body_a, body_b, normal_body, point_body, points, normals, radius, axes, planar,
                      J, D, dD, dp, J6A, J6B):
     """Fill the contact Jacobian and the derivative ingredients (shapes as in ContactGeometry).
 
@@ -53,6 +53,14 @@ def contact_geometry(Jw, support, body_a, body_b, normal_body, point_body, point
         _body_jacobian(Jw, support, point_body[c], JP)
         n0, n1, n2 = normals[c, 0], normals[c, 1], normals[c, 2]
         p0, p1, p2 = points[c, 0], points[c, 1], points[c, 2]
+        ax0, ax1, ax2 = axes[c, 0], axes[c, 1], axes[c, 2]
+        cyl = ax0 != 0.0 or ax1 != 0.0 or ax2 != 0.0
+        an, ws, ru0, ru1, ru2 = 0.0, 1.0, n0, n1, n2
+        if cyl:
+            an = ax0 * n0 + ax1 * n1 + ax2 * n2
+            w0, w1, w2 = n0 - ax0 * an, n1 - ax1 * an, n2 - ax2 * an
+            ws = np.sqrt(w0 * w0 + w1 * w1 + w2 * w2)
+            ru0, ru1, ru2 = w0 / ws, w1 / ws, w2 / ws
         # directions and their derivative with respect to n
         dDdn[:] = 0.0
         D[c, 0, 0], D[c, 1, 0], D[c, 2, 0] = n0, n1, n2
@@ -107,11 +115,24 @@ def contact_geometry(Jw, support, body_a, body_b, normal_body, point_body, point
             d0, d1, d2 = _cross(nw0, nw1, nw2, n0, n1, n2)
             dn[0, k], dn[1, k], dn[2, k] = d0, d1, d2
             rad = radius[c]
-            c0, c1, c2 = p0 - rad * n0, p1 - rad * n1, p2 - rad * n2
+            if cyl:
+                # rim point: p = centre + rad u, u = w / |w|, w = n - a (a.n); du = (I - u u^T) dw / |w|
+                # with dw = dn - da (a.n) - a (da.n + a.dn), da = w_P x a
+                c0, c1, c2 = p0 - rad * ru0, p1 - rad * ru1, p2 - rad * ru2
+                da0, da1, da2 = _cross(JP[3, k], JP[4, k], JP[5, k], ax0, ax1, ax2)
+                dan = da0 * n0 + da1 * n1 + da2 * n2 + ax0 * d0 + ax1 * d1 + ax2 * d2
+                dw0 = d0 - da0 * an - ax0 * dan
+                dw1 = d1 - da1 * an - ax1 * dan
+                dw2 = d2 - da2 * an - ax2 * dan
+                uw = ru0 * dw0 + ru1 * dw1 + ru2 * dw2
+                g0, g1, g2 = (dw0 - ru0 * uw) / ws, (dw1 - ru1 * uw) / ws, (dw2 - ru2 * uw) / ws
+            else:
+                c0, c1, c2 = p0 - rad * n0, p1 - rad * n1, p2 - rad * n2
+                g0, g1, g2 = d0, d1, d2
             y0, y1, y2 = _cross(JP[3, k], JP[4, k], JP[5, k], c0, c1, c2)
-            dp[c, 0, k] = JP[0, k] + y0 + rad * d0
-            dp[c, 1, k] = JP[1, k] + y1 + rad * d1
-            dp[c, 2, k] = JP[2, k] + y2 + rad * d2
+            dp[c, 0, k] = JP[0, k] + y0 + rad * g0
+            dp[c, 1, k] = JP[1, k] + y1 + rad * g1
+            dp[c, 2, k] = JP[2, k] + y2 + rad * g2
         for j in range(r):
             for i in range(3):
                 for k in range(nv):

@@ -80,6 +80,7 @@ PATCH_DEPTH = 1e-3
 #: ones (it is then not added: a flat face tilted by round-off keeps the same points).
 FLAT_TOLERANCE = 1e-7
 _ROUND = (coal.Sphere, coal.Capsule)
+_RODS = (coal.Capsule, coal.Cylinder)
 _FLAT = (coal.Halfspace, coal.Plane)
 
 
@@ -90,7 +91,10 @@ class Contacts:
     ``points`` (nc, 3), ``normals`` (nc, 3), ``phi`` (nc,), ``body_a``/``body_b``
     (nc,) joint indices (0 = the world), ``normal_body``/``point_body`` (nc,),
     ``radius`` (nc,) signed offset of the point from its body-fixed centre along
-    the normal, ``pair`` (nc,) index of the collision pair.
+    the normal, ``pair`` (nc,) index of the collision pair, ``axis`` (nc, 3) the unit axis
+    of a cylinder whose rim carries the point (zeros otherwise): the point is then
+    ``centre + radius u`` with ``u`` the unit projection of ``n`` normal to the axis
+    (the lowest point of the rim circle of centre ``centre``, body-fixed).
     """
 
     points: np.ndarray
@@ -102,6 +106,11 @@ class Contacts:
     point_body: np.ndarray
     radius: np.ndarray
     pair: np.ndarray
+    axis: np.ndarray | None = None
+
+    def __post_init__(self):
+        if self.axis is None:
+            self.axis = np.zeros((len(self.phi), 3))
 
     def __len__(self) -> int:
         return len(self.phi)
@@ -110,7 +119,8 @@ class Contacts:
     def empty(cls) -> "Contacts":
         z3 = np.zeros((0, 3))
         zi = np.zeros(0, dtype=np.intp)
-        return cls(z3, z3.copy(), np.zeros(0), zi, zi.copy(), zi.copy(), zi.copy(), np.zeros(0), zi.copy())
+        return cls(z3, z3.copy(), np.zeros(0), zi, zi.copy(), zi.copy(), zi.copy(), np.zeros(0), zi.copy(),
+                   z3.copy())
 
 
 class CollisionScene:
@@ -228,6 +238,11 @@ class CollisionScene:
                 level = _support(sB, gdata.oMg[iB], n)
                 parts.append((P, n, P @ n - level, jA, jB, jB, jA, 0.0, k))
                 continue
+            rod = self._rod_on_flat(k, gdata)
+            if rod is not None:
+                if len(rod[0]):
+                    parts.append(rod)
+                continue
             patch = gdata.contactPatchResults[k].getContactPatch(0)
             if not _valid_normal(patch):
                 patch = self._retry(k, gdata)
@@ -273,12 +288,13 @@ class CollisionScene:
                 level = _support(sA, gdata.oMg[iA], -n)
                 phi = -level - P @ n if level is not None else np.full(len(P), patch.penetration_depth)
             parts.append((P, n, phi, jA, jB, carrier, vertex_body, radius, k))
+        parts = [p if len(p) == 10 else p + (None,) for p in parts]
         m = sum(len(p[0]) for p in parts)
         out = Contacts(np.empty((m, 3)), np.empty((m, 3)), np.empty(m), np.empty(m, dtype=np.intp),
                        np.empty(m, dtype=np.intp), np.empty(m, dtype=np.intp), np.empty(m, dtype=np.intp),
-                       np.empty(m), np.empty(m, dtype=np.intp))
+                       np.empty(m), np.empty(m, dtype=np.intp), np.zeros((m, 3)))
         i = 0
-        for P, n, phi, jA, jB, carrier, vertex_body, radius, k in parts:
+        for P, n, phi, jA, jB, carrier, vertex_body, radius, k, axis in parts:
             e = i + len(P)
             out.points[i:e] = P
             out.normals[i:e] = n
@@ -286,8 +302,63 @@ class CollisionScene:
             out.body_a[i:e], out.body_b[i:e] = jA, jB
             out.normal_body[i:e], out.point_body[i:e] = carrier, vertex_body
             out.radius[i:e], out.pair[i:e] = radius, k
+            if axis is not None:
+                out.axis[i:e] = axis
             i = e
         return out
+
+    def _rod_on_flat(self, k: int, gdata: pin.GeometryData):
+        """Contacts of a capsule or cylinder (a *rod*) against a flat carrier (half-space, plane), or None
+        when pair ``k`` is not such a pair (or the cylinder stands on its disk face).
+
+        The points are computed here, not read from coal: coal's patch of a rod lying on a plane
+        flattens its points onto the deepest one's plane (a capsule tilted by 1e-5 rad reports both
+        ends at the lower end's depth), so the raised end's distance, and every derivative of it,
+        was wrong (step Jacobian errors of 1/dt in the tilt column). The deepest point of a rod
+        against a plane is at one of its two ends: for a capsule ``end + radius s n`` (the
+        hemisphere's point, ``s = -1`` on body A, ``+1`` on body B); for a cylinder the lowest
+        point of that end's rim, ``end + radius s u`` with ``u`` the unit projection of ``n``
+        normal to the axis. Both ends are kept when within the scene's margin, each with its own
+        signed distance.
+        """
+        jA, jB, sA, sB, iA, iB = self._info[k]
+        if isinstance(sB, _FLAT) and isinstance(sA, _RODS):
+            rod, i_rod, i_flat, sign, flat = sA, iA, iB, -1.0, sB
+        elif isinstance(sA, _FLAT) and isinstance(sB, _RODS):
+            rod, i_rod, i_flat, sign, flat = sB, iB, iA, 1.0, sA
+        else:
+            return None
+        M_rod, M_flat = gdata.oMg[i_rod], gdata.oMg[i_flat]
+        n = np.array(M_flat.rotation @ flat.n, dtype=float)  # out of the flat carrier
+        if sign > 0:  # the flat carrier is body A: the normal points from B (the rod) to A
+            n = -n
+        a = np.array(M_rod.rotation[:, 2], dtype=float)
+        centre = np.array(M_rod.translation, dtype=float)
+        ends = np.array([centre - rod.halfLength * a, centre + rod.halfLength * a])
+        r = float(rod.radius)
+        if isinstance(rod, coal.Cylinder):
+            w = n - a * (a @ n)
+            s = math.sqrt(float(w @ w))
+            if s < 1e-6:
+                return None  # standing on its disk face: coal's patch (body-fixed rim points)
+            u, axis = w / s, a
+        else:
+            u, axis = n, None
+        P = ends + sign * r * u
+        phi = self._flat_distance(P, n, sign, flat, M_flat)
+        P = P[phi <= self.margin]
+        if self.planar and len(P):
+            P = _merge_planar(P)  # an end behind the other in z gives the same planar rows
+        phi = self._flat_distance(P, n, sign, flat, M_flat)
+        jr, jf = (jA, jB) if sign < 0 else (jB, jA)
+        return (P, n, phi, jA, jB, jf, jr, sign * r, k, axis)
+
+    @staticmethod
+    def _flat_distance(P, n, sign, flat, M_flat):
+        """Signed distances of points ``P`` of body A (``sign < 0``) or B to a flat carrier along ``n``."""
+        if sign < 0:
+            return P @ n - _support(flat, M_flat, n)
+        return -_support(flat, M_flat, -n) - P @ n
 
     def _ground_patch(self, i: int, M: pin.SE3, n: np.ndarray, face=None) -> np.ndarray:
         """World points (k, 3) of convex object ``i`` (pose ``M``) touching a plane of normal ``n``.
@@ -445,7 +516,12 @@ def _convex_hull(obj: pin.GeometryObject, model: pin.Model) -> coal.ConvexBase:
             raise ValueError(f"{where} is not a solid ({len(V)} vertices, all in one plane or line: "
                              f"extents {np.ptp(V, axis=0) if len(V) else []} m); a flat mesh cannot collide. "
                              "Give it a thickness or replace it by a box in the model file.")
-        mesh.buildConvexHull(True, "Qt")
+        try:
+            mesh.buildConvexHull(True, "Qt")
+        except RuntimeError as exc:  # coal: "Too many neighbors." (a vertex shared by > 255 hull edges)
+            msg = str(exc).strip().splitlines()[-1].replace("message: ", "").rstrip(".")
+            raise ValueError(f"{where}: coal could not build its convex hull ({len(V)} vertices): {msg}. "
+                             "Simplify the mesh (fewer vertices) or replace it by primitives.") from None
     return mesh.convex
 
 

@@ -18,8 +18,10 @@ tangent-space perturbations act on the right), and 0 otherwise:
 The collision-geometry terms add how each contact's point ``p`` and normal
 ``n`` (and the tangents built from it) move with q: the normal turns with the
 body that carries it (``dn = w_N x n``); the point is a body-fixed vertex or a
-sphere/capsule surface point ``centre + radius n`` (see
-:mod:`contact.detection`).
+sphere/capsule surface point ``centre + radius n``, or the lowest point of a
+cylinder's rim ``centre + radius u``, ``u`` the unit projection of ``n`` normal to
+the cylinder's axis ``a`` (turning with both bodies: ``du = (I - u u^T) dw / |w|``,
+``w = n - a (a.n)``) (see :mod:`contact.detection`).
 
 Rows per contact: ``(n, t)`` in planar scenes (xy plane; ``t = z x n``),
 ``(n, t1, t2)`` in 3-D (``t1 = e x n / |e x n|`` with ``e`` the world axis least
@@ -95,7 +97,7 @@ class ContactKinematics:
         J6B = np.empty((nc, 6, nv))
         _kernels.contact_geometry(np.asarray(data.J).reshape(6, -1), self.support, contacts.body_a, contacts.body_b,
                                   contacts.normal_body, contacts.point_body, contacts.points, contacts.normals,
-                                  contacts.radius, self.planar, J, D, dD, dp, J6A, J6B)
+                                  contacts.radius, contacts.axis, self.planar, J, D, dD, dp, J6A, J6B)
         return ContactGeometry(contacts, J, D, dD, dp, J6A, J6B, r)
 
     def force_derivative(self, g: ContactGeometry, lam: np.ndarray) -> np.ndarray:

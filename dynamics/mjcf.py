@@ -443,6 +443,9 @@ class _Flattener:
         total, mesh_geoms = None, []
         for g in geoms:
             gtype, mass, I = self.geom(g, name)
+            if gtype in ("hfield", "sdf"):
+                raise MJCFError(f"{self.where(g)} in body {name!r}: geom type {gtype!r} is not supported "
+                                "(no collision shape for it: only a static one in the worldbody is ignored)")
             if gtype == "mesh":
                 mesh_geoms.append(g)
             elif I is not None:
@@ -591,7 +594,10 @@ def flatten_mjcf(path: str) -> tuple[ET.ElementTree, MJCFInfo]:
         elif c.tag == "geom":
             gtype, _, _ = fl.geom(c, "world")
             collides = c.get("contype", "1") != "0" or c.get("conaffinity", "1") != "0"
-            if gtype == "plane" and collides:
+            if gtype in ("hfield", "sdf"):  # terrain Pinocchio cannot build: the ground (if any) replaces it
+                info.ignored[f"worldbody/geom type={gtype}"] += 1
+                world.remove(c)
+            elif gtype == "plane" and collides:
                 pos = np.asarray(_floats(c.get("pos", "0 0 0")))
                 R = orientation(c, False) if c.get("quat") else np.eye(3)
                 up = -np.asarray(info.gravity) / (np.linalg.norm(info.gravity) or 1.0)

@@ -114,7 +114,9 @@ def validate_model(model: pin.Model) -> None:
             raise ModelError(f"{where} has mass {m!r}; a mass must be finite and >= 0 kg")
         if not (np.isfinite(c).all() and np.isfinite(Ic).all()):
             raise ModelError(f"{where} has a non-finite centre of mass {c} or inertia {Ic.tolist()}")
-        scale = max(float(np.abs(Ic).max()), 1e-300)
+        # Relative to the largest moment, or to the mass at a 1 mm radius of gyration when that is larger:
+        # a point mass's inertia, summed from merged links, comes out as round-off (icub: -5.4e-20 kg m^2).
+        scale = max(float(np.abs(Ic).max()), m * 1e-6, 1e-300)
         if np.abs(Ic - Ic.T).max() > INERTIA_RTOL * scale:
             raise ModelError(f"{where} has a non-symmetric inertia {Ic.tolist()}")
         moments = np.linalg.eigvalsh(Ic)
