@@ -8,7 +8,7 @@ then at rest) with contact="ncp" and with contact="lcp" (each on its own traject
 ``sim.step`` / ``sim.step_derivatives`` repeated at the NCP rest state with both models, in
 one run, so the ratios compare. ``--profile ROBOT`` prints a cProfile of an NCP drop.
 
-    PYTHONPATH=/work/wt-ncp python scripts/bench_ncp_rest.py [--robots laikago go1 ...]
+    python scripts/bench_ncp_rest.py [--robots laikago go1 ...]
 """
 
 from __future__ import annotations
