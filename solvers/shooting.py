@@ -158,6 +158,9 @@ def solve_shooting(ocp, *, shot_length: int | None = 1, hessian: str = "gauss-ne
     shot_length = min(int(shot_length), ocp.horizon)
     if hessian not in ("gauss-newton", "lbfgs"):
         raise ValueError(f"unknown hessian {hessian!r}; expected 'gauss-newton' or 'lbfgs'")
+    if stall_iterations is not None and (stall_iterations < 1 or not 0.0 <= stall_progress < 1.0):
+        raise ValueError(f"stall_iterations must be >= 1 and stall_progress in [0, 1), got {stall_iterations}, "
+                         f"{stall_progress}")
     t0 = time.perf_counter()
     dyn = ocp.dynamics
     nx, nu, T = ocp.nx, ocp.nu, ocp.horizon
@@ -203,9 +206,6 @@ def solve_shooting(ocp, *, shot_length: int | None = 1, hessian: str = "gauss-ne
     g = ca.vertcat(*defects) if defects else ca.MX(0, 1)
     nz, ng = z.shape[0], g.shape[0]
     history = []
-    if stall_iterations is not None and (stall_iterations < 1 or not 0.0 <= stall_progress < 1.0):
-        raise ValueError(f"stall_iterations must be >= 1 and stall_progress in [0, 1), got {stall_iterations}, "
-                         f"{stall_progress}")
     stall = None if stall_iterations is None else (int(stall_iterations), float(stall_progress))
     recorder = _Recorder(nz, ng, t0, history, callback, time_limit, stall)
     opts = {"ipopt.hessian_approximation": "exact" if hessian == "gauss-newton" else "limited-memory",

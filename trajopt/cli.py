@@ -246,15 +246,15 @@ def cmd_solve(args) -> int:
     if isinstance(problem, LeastSquares):  # an inverse problem: Gauss-Newton, analytical vs FD Jacobians
         return solve_least_squares(problem, args)
     ocp = problem
-    # without --method, solve() follows the problem's recipe, with one its advice for that method;
-    # the command line wins over both
+    # without --method, solve() follows the problem's recipe; a named method takes the problem's
+    # advice for it; the command line wins over both
     try:
         method, _, advice = resolve(ocp, args.method)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
     if args.method is not None and advice:
-        print(f"note: {args.problem}'s advice for {args.method}: "
-              + ", ".join(f"{k}={v}" for k, v in advice.items()) + " (options given here win)", file=sys.stderr)
+        print(f"note: {args.problem}'s advice for {args.method}: {_problems().advice(args.problem)[args.method]} "
+              "(options given here win)", file=sys.stderr)
     solver_options = {"verbose": True, **_smoothing_option(args.smoothing, method, ocp)}
     if args.max_iter is not None:
         solver_options["max_iter"] = args.max_iter
