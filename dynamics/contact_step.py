@@ -182,6 +182,7 @@ class ContactModel:
         self.nv = model.nv
         self._model0 = model.copy()  # no gravity: ABA(q, 0, tau) = M^-1 tau (for the correction's derivative)
         self._model0.gravity = pin.Motion.Zero()
+        self._data0 = None
         # 1-dof joints with finite position limits become unilateral rows near their limits.
         lim = []
         if joint_limits:
@@ -263,14 +264,14 @@ class ContactModel:
         state = ContactState(geo, J, Minv, MJt, normal_rows, bias_slope, key, layout, problem, sol,
                              warm_hit=bool(sol.warm_start_hit), guessed=warm, adapter=used)
         if self.recovery == "position" and deep.any():
-            state.correction = self._correction(J, Minv, normal_rows[deep], phi[deep])
+            state.correction = self._correction(J, MJt, normal_rows[deep], phi[deep])
         return v_next, state
 
-    def _correction(self, J, Minv, rows, phi_deep) -> Correction:
-        """The position correction on the deep rows ``rows`` with distances ``phi_deep`` (module docstring)."""
-        Jd = J[rows]
-        W = Minv @ Jd.T
-        A = Jd @ W
+    def _correction(self, J, MJt, rows, phi_deep) -> Correction:
+        """The position correction on the deep rows ``rows`` with distances ``phi_deep`` (module docstring);
+        ``MJt`` is the step's ``M^-1 J^T``, whose deep columns are ``W``."""
+        W = MJt[:, rows]
+        A = J[rows] @ W
         e = self.erp * (-phi_deep - self.slop)
         lam = np.linalg.lstsq(A, e, rcond=RANK_RTOL)[0]
         return Correction(rows, W @ lam, lam, W, A)
@@ -290,8 +291,9 @@ class ContactModel:
         deep rows of rank 3)."""
         c, nv = state.correction, self.nv
         Jd = state.J[c.rows]
-        data0 = self._model0.createData()
-        ddq_dq, _, _ = pin.computeABADerivatives(self._model0, data0, q, np.zeros(nv), Jd.T @ c.lam)
+        if self._data0 is None:  # one workspace for the gravity-free model, made on first use
+            self._data0 = self._model0.createData()
+        ddq_dq, _, _ = pin.computeABADerivatives(self._model0, self._data0, q, np.zeros(nv), Jd.T @ c.lam)
         D = ddq_dq.copy()
         K = np.zeros((len(c.rows), nv))
         mc = state.m_contact
