@@ -685,8 +685,10 @@ class Simulator:
     # -- the step -----------------------------------------------------------------------
     def step(self, x, u, *, data: SimData | None = None) -> np.ndarray:
         """``x+ = f(x, u)``: one semi-implicit Euler step. Returns a new (nx,) array."""
-        x, u = self._check_x(x), self._check_u(u)
-        d = data or self._data
+        return self._step(self._check_x(x), self._check_u(u), data or self._data)
+
+    def _step(self, x, u, d):
+        """:meth:`step` on a checked state and control (a rollout checks each once, not per knot)."""
         nq = self.nq
         q, v = x[:nq], x[nq:]
         a = pin.aba(self.model, d.pin, q, v, self._tau(u, d, q, v))
@@ -889,11 +891,15 @@ class Simulator:
             us = us[:, None]
         if us.ndim != 2 or us.shape[1] != self.nu:
             raise ValueError(f"controls us have shape {us.shape}, expected (T, {self.nu}) for {self.name}")
+        for t in np.flatnonzero(~np.isfinite(us).all(axis=1))[:1]:
+            raise ValueError(f"rollout step {t}: control u contains non-finite values at indices "
+                             f"{np.flatnonzero(~np.isfinite(us[t])).tolist()}")
+        d = data or self._data
         xs = np.empty((len(us) + 1, self.nx))
         xs[0] = x0
         for t, u in enumerate(us):
             try:
-                xs[t + 1] = self.step(xs[t], u, data=data)
+                xs[t + 1] = self._step(xs[t], u, d)  # each x+ passed _check_next
             except SimulationError as exc:
                 raise SimulationError(f"rollout step {t}: {exc}", xs=xs[: t + 1].copy()) from None
             except ValueError as exc:
