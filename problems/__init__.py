@@ -4,9 +4,9 @@ Each problem module registers a factory with :func:`register`; every body's mass
 and inertia is stated in its module.
 """
 
-from ._registry import advice, describe, factory, load, names, recipe, register
+from ._registry import advice, describe, factory, load, names, options_line, recipe, register
 
 # Importing the modules registers their problems.
 from . import cartpole, cheetah, inverse, legged, manipulators, planar  # noqa: E402,F401
 
-__all__ = ["advice", "describe", "factory", "load", "names", "recipe", "register"]
+__all__ = ["advice", "describe", "factory", "load", "names", "options_line", "recipe", "register"]

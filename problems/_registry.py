@@ -38,16 +38,17 @@ def recipe(name: str) -> str:
     if name not in _RECIPES:
         return "gauss-newton"
     method, opts = _RECIPES[name]
-    return _options_line(method, opts)
+    return options_line(method, opts)
 
 
 def advice(name: str) -> dict[str, str]:
     """The problem's advice per named method, each in one line (``{"shooting": "search=cem, ..."}``)."""
     _lookup(name)
-    return {m: _options_line(None, o) for m, o in _ADVICE.get(name, {}).items()}
+    return {m: options_line(None, o) for m, o in _ADVICE[name].items()}
 
 
-def _options_line(method, opts) -> str:
+def options_line(method: str | None, opts: dict) -> str:
+    """``method, k=v, ...`` in one line (the method left out when None)."""
     return ", ".join(([method] if method else []) + [f"{k}={v}" for k, v in opts.items()])
 
 
@@ -73,7 +74,7 @@ def load(name: str, **options):
     if name in _RECIPES and hasattr(problem, "default_method"):
         problem.default_method, opts = _RECIPES[name]
         problem.default_options = dict(opts)
-        problem.method_options = {m: dict(o) for m, o in _ADVICE.get(name, {}).items()}
+        problem.method_options = {m: dict(o) for m, o in _ADVICE[name].items()}
     return problem
 
 

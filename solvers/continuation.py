@@ -33,11 +33,12 @@ from collections.abc import Sequence
 from trajopt.solution import Solution, Status
 
 from ._common import SMOOTHING_HINT, append_stage, finish, stage_callback
+from .hybrid import HYBRIDS, LOCAL
 
 #: methods whose later stages run a different (local) method
-LOCAL_STAGE = {"cem-ddp": "ddp", "cem-gn": "gn", "cem-shooting": "shooting"}
+LOCAL_STAGE = HYBRIDS
 #: methods that can use smoothing (all but the gradient-free CEM)
-SMOOTHABLE = ("ddp", "gn", "shooting", "ipopt", "cem-ddp", "cem-gn", "cem-shooting")
+SMOOTHABLE = (*LOCAL, "ipopt", *HYBRIDS)
 #: share of the time limit the smoothed stages may use together
 SMOOTHED_SHARE = 0.6
 

@@ -23,6 +23,8 @@ from .gn import solve_gn
 from .shooting import solve_shooting
 
 LOCAL = {"ddp": solve_ddp, "gn": solve_gn, "shooting": solve_shooting}
+#: each hybrid's name and its local method (``"cem-ddp"`` -> ``"ddp"``)
+HYBRIDS = {f"cem-{m}": m for m in LOCAL}
 #: a local method whose line search accepts only steps below this (``alpha``) while the cost
 #: barely falls is crawling along a kink (contact events changing), not converging
 KINK_STEP = 0.1
@@ -30,7 +32,7 @@ KINK_STEP = 0.1
 
 def solve_cem_then(ocp, local: str, *, cem_iterations: int = 2, population: int = 16, knots: int = 8,
                    sigma_init: float = 0.3, seed: int = 0, rounds: int = 10, max_iter: int = 200,
-                   chunk: int = 5, min_progress: float = 1e-2, round_share: float | None = 0.5,
+                   chunk: int | None = 5, min_progress: float = 1e-2, round_share: float | None = 0.5,
                    time_limit: float | None = None,
                    verbose: bool = True, callback=None, us_init=None, **local_options) -> Solution:
     """``cem_iterations`` of CEM (``population`` samples, ``knots`` control knots), then the
@@ -39,7 +41,8 @@ def solve_cem_then(ocp, local: str, *, cem_iterations: int = 2, population: int 
 
     When the local method STALLS (no step decreases the cost: a kink where the contact
     events change) or crawls (line-search steps all below ``KINK_STEP`` while its cost falls
-    by less than ``min_progress``, relative, over ``chunk`` iterations: a kink), up to ``rounds`` rounds in all
+    by less than ``min_progress``, relative, over ``chunk`` iterations: a kink; None: one run of
+    ``max_iter``), up to ``rounds`` rounds in all
     start again, time permitting: a fresh CEM search from the initial guess with the next seed
     (a search around a kink's controls stays in its basin: measured on the catapult), the local
     method descends from CEM's best. The answer is the best over all rounds.
@@ -70,6 +73,7 @@ def solve_cem_then(ocp, local: str, *, cem_iterations: int = 2, population: int 
 
     if round_share is not None and not 0.0 < round_share <= 1.0:
         raise ValueError(f"round_share must be in (0, 1] or None, got {round_share!r}")
+    chunk = max_iter if chunk is None else chunk
     if chunk < 1 or not 0.0 <= min_progress < 1.0:
         raise ValueError(f"chunk must be >= 1 and min_progress in [0, 1), got {chunk}, {min_progress}")
     for r in range(rounds):
@@ -112,10 +116,10 @@ def solve_cem_gn(ocp, **options) -> Solution:
 
 def solve_cem_shooting(ocp, **options) -> Solution:
     """CEM, then IPOPT shooting (:func:`solve_cem_then` with ``local="shooting"``), in one IPOPT run
-    per round (``chunk = max_iter``: a restart would drop IPOPT's barrier and quasi-Newton state),
+    per round (``chunk=None``: a restart would drop IPOPT's barrier and quasi-Newton state),
     which stops as STALLED when its cost falls by less than 1% over 10 iterations
     (``stall_iterations``, :func:`solvers.shooting.solve_shooting`), so the next round starts."""
-    options.setdefault("chunk", options.get("max_iter", 200))
+    options.setdefault("chunk", None)
     # 1% less cost in 10 iterations: with 5, a round 0.7 mm from the catapult's target was cut
     # (slow final convergence) and seed 0 took 8 rounds, 252 s, instead of 1 round, 68 s
     options.setdefault("stall_iterations", 10)

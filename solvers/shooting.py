@@ -64,11 +64,12 @@ def ipopt_status(return_status: str, max_defect: float, defect_tol: float) -> tu
 class _Recorder(ca.Callback):
     """IPOPT's iteration callback: records cost, defect and time; stops on Ctrl-C or on request."""
 
-    def __init__(self, nz, ng, t0, history, callback, time_limit, stall=None):
+    def __init__(self, nz, ng, t0, history, callback, time_limit, stall=None, defect_tol=1e-6):
         ca.Callback.__init__(self)
         self.nz, self.ng, self.t0 = nz, ng, t0
         self.history, self.callback, self.time_limit = history, callback, time_limit
         self.stall = stall  # (iterations, progress) or None
+        self.defect_tol = defect_tol  # a run is judged only once its shots join
         self.interrupted = False
         self.stalled = None  # the reason IPOPT was stopped for lack of progress
         self.construct("recorder", {})
@@ -116,7 +117,7 @@ class _Recorder(ca.Callback):
             return None
         n, progress = self.stall
         recent = self.history[-n - 1:]
-        if any(h["max_defect"] > 1e-6 for h in recent):
+        if any(h["max_defect"] > self.defect_tol for h in recent):
             return None
         before = min(h["cost"] for h in self.history[:-n])
         now = min(h["cost"] for h in recent[1:])
@@ -207,7 +208,7 @@ def solve_shooting(ocp, *, shot_length: int | None = 1, hessian: str = "gauss-ne
     nz, ng = z.shape[0], g.shape[0]
     history = []
     stall = None if stall_iterations is None else (int(stall_iterations), float(stall_progress))
-    recorder = _Recorder(nz, ng, t0, history, callback, time_limit, stall)
+    recorder = _Recorder(nz, ng, t0, history, callback, time_limit, stall, defect_tol)
     opts = {"ipopt.hessian_approximation": "exact" if hessian == "gauss-newton" else "limited-memory",
             "ipopt.max_iter": max_iter, "ipopt.tol": tol,
             "ipopt.print_level": 5 if verbose else 0, "print_time": False, "iteration_callback": recorder,

@@ -253,7 +253,7 @@ def cmd_solve(args) -> int:
     except ValueError as exc:
         raise CLIError(str(exc)) from None
     if args.method is not None and advice:
-        print(f"note: {args.problem}'s advice for {args.method}: {_problems().advice(args.problem)[args.method]} "
+        print(f"note: {args.problem}'s advice for {args.method}: {_problems().options_line(None, advice)} "
               "(options given here win)", file=sys.stderr)
     solver_options = {"verbose": True, **_smoothing_option(args.smoothing, method, ocp)}
     if args.max_iter is not None:
@@ -296,7 +296,7 @@ def cmd_compare(args) -> int:
     histories, rows = {}, []
     for method in methods:
         ocp = _require_ocp(_load(args.problem, **options), args.problem, "compare")
-        stochastic = resolve(ocp, method)[0] in STOCHASTIC  # a problem's advice may add a CEM search
+        stochastic = resolve(ocp, method)[0] in _stochastic()  # a problem's advice may add a CEM search
         sol = solve(ocp, method=method, verbose=args.verbose, time_limit=args.time_limit,
                     **({"max_iter": args.max_iter} if args.max_iter else {}),
                     **({"seed": args.seed} if args.seed is not None and stochastic else {}))
@@ -333,12 +333,16 @@ def _solve_options(s, *, time_limit):
                    help="stop each solve after this many seconds" + (f" (default {time_limit:g})" if time_limit else ""))
     s.add_argument("--horizon", type=int, default=None, help="number of steps (default: the problem's)")
     s.add_argument("--seed", type=int, default=None,
-                   help="random seed of the stochastic methods (cem, cem-ddp, cem-gn; default 0, so every run "
+                   help="random seed of the stochastic methods (cem and the cem-* hybrids; default 0, so every run "
                         "is deterministic)")
     s.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT}/)")
 
 
-STOCHASTIC = ("cem", "cem-ddp", "cem-gn", "cem-shooting")
+def _stochastic() -> tuple[str, ...]:
+    """The stochastic methods: CEM and every CEM hybrid (imported late: ``solvers`` loads CasADi)."""
+    from solvers.hybrid import HYBRIDS
+
+    return ("cem", *HYBRIDS)
 
 
 def _seed_option(method, args, *, explicit: bool = True) -> dict:
@@ -347,9 +351,10 @@ def _seed_option(method, args, *, explicit: bool = True) -> dict:
     the seed changes nothing (so ``--seed N`` works on every problem)."""
     if args.seed is None:
         return {}
-    if method not in STOCHASTIC:
+    stochastic = _stochastic()
+    if method not in stochastic:
         if explicit:
-            raise CLIError(f"--seed applies to the stochastic methods ({', '.join(STOCHASTIC)}), not {method!r}")
+            raise CLIError(f"--seed applies to the stochastic methods ({', '.join(stochastic)}), not {method!r}")
         print(f"note: --seed {args.seed} has no effect: {args.problem}'s default method {method} is deterministic",
               file=sys.stderr)
         return {}
