@@ -195,31 +195,23 @@ def geom_volume(gtype: str, size) -> float:
 
 
 def geom_inertia(gtype: str, size, mass: float) -> np.ndarray:
-    """Principal inertia (3,) about the geom's centre in its own frame, uniform density (MuJoCo's formulas).
-
-    Capsule: a cylinder of length ``2 size[1]`` plus two hemispheres, the split of
-    the mass by volume, hemispheres shifted to the centre (MuJoCo ``SetInertia``).
-    """
+    """Principal inertia (3,) about the geom's centre in its own frame, uniform density: MuJoCo's
+    formulas, which are Pinocchio's ``Inertia.From*`` (MuJoCo's sizes are half-lengths; a capsule is
+    a cylinder of length ``2 size[1]`` plus two hemispheres, the mass split by volume)."""
     r = size[0]
     if gtype == "sphere":
-        return np.full(3, 0.4 * mass * r * r)
-    if gtype == "capsule":
-        h = 2.0 * size[1]
-        ms = mass * 4.0 * r / (4.0 * r + 3.0 * h)
-        mc = mass - ms
-        ixx = mc * (3 * r * r + h * h) / 12.0 + 0.4 * ms * r * r + ms * h * (3 * r + 2 * h) / 8.0
-        return np.array([ixx, ixx, mc * r * r / 2.0 + 0.4 * ms * r * r])
-    if gtype == "cylinder":
-        h = 2.0 * size[1]
-        ixx = mass * (3 * r * r + h * h) / 12.0
-        return np.array([ixx, ixx, mass * r * r / 2.0])
-    if gtype == "ellipsoid":
-        a, b, c = size[:3]
-        return mass / 5.0 * np.array([b * b + c * c, a * a + c * c, a * a + b * b])
-    if gtype == "box":
-        a, b, c = size[:3]
-        return mass / 3.0 * np.array([b * b + c * c, a * a + c * c, a * a + b * b])
-    raise MJCFError(f"no inertia for geom type {gtype!r}")
+        inertia = pin.Inertia.FromSphere(mass, r)
+    elif gtype == "capsule":
+        inertia = pin.Inertia.FromCapsule(mass, r, 2.0 * size[1])
+    elif gtype == "cylinder":
+        inertia = pin.Inertia.FromCylinder(mass, r, 2.0 * size[1])
+    elif gtype == "ellipsoid":
+        inertia = pin.Inertia.FromEllipsoid(mass, *size[:3])
+    elif gtype == "box":
+        inertia = pin.Inertia.FromBox(mass, *(2.0 * np.asarray(size[:3], dtype=float)))
+    else:
+        raise MJCFError(f"no inertia for geom type {gtype!r}")
+    return np.diag(inertia.inertia).copy()
 
 
 # -- pass 1: includes --------------------------------------------------------------------
