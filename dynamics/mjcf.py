@@ -580,10 +580,9 @@ def flatten_mjcf(path: str) -> tuple[ET.ElementTree, MJCFInfo]:
     bodies = [b for b in world if b.tag == "body"]
     if not bodies:
         raise MJCFError(f"MJCF {path} has no <body> in its <worldbody>")
+    _strip_silent(root)  # visual-only and sensing elements, at every level, once
     for c in list(world):
-        if c.tag in _SILENT:
-            world.remove(c)
-        elif c.tag == "geom":
+        if c.tag == "geom":
             gtype, _, _ = fl.geom(c, "world")
             collides = c.get("contype", "1") != "0" or c.get("conaffinity", "1") != "0"
             if gtype in ("hfield", "sdf"):  # terrain Pinocchio cannot build: the ground (if any) replaces it
@@ -591,7 +590,7 @@ def flatten_mjcf(path: str) -> tuple[ET.ElementTree, MJCFInfo]:
                 world.remove(c)
             elif gtype == "plane" and collides:
                 pos = np.asarray(_floats(c.get("pos", "0 0 0")))
-                R = orientation(c, False) if c.get("quat") else np.eye(3)
+                R = orientation(c, False)
                 up = -np.asarray(info.gravity) / (np.linalg.norm(info.gravity) or 1.0)
                 if np.linalg.norm(info.gravity) and np.allclose(R[:, 2], up, atol=1e-9):
                     h = float(pos @ up)
@@ -610,7 +609,6 @@ def flatten_mjcf(path: str) -> tuple[ET.ElementTree, MJCFInfo]:
     ET.SubElement(wrapper, "inertial", {"pos": "0 0 0", "mass": "0", "diaginertia": "0 0 0"})
     for b in bodies:
         fl.body(b, wrapper)
-    _strip_silent(world)
 
     settotal = compiler.get("settotalmass")
     if settotal is not None and float(settotal) > 0:
@@ -626,9 +624,6 @@ def flatten_mjcf(path: str) -> tuple[ET.ElementTree, MJCFInfo]:
         for s in root.findall(section):
             for c in s:
                 info.ignored[f"{section}/{c.tag}"] += 1
-            root.remove(s)
-    for tag in ("sensor", "visual", "statistic", "size", "custom"):
-        for s in root.findall(tag):
             root.remove(s)
     root.insert(0, ET.Element("compiler", {"angle": "radian", "inertiafromgeom": "false", "autolimits": "true"}))
     return tree, info
