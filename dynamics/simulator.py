@@ -70,12 +70,9 @@ def _link_name(model: pin.Model, j: int) -> str:
     return f"joint {model.names[j]!r}"
 
 
-def _dof_joint(model: pin.Model, iv: int) -> int:
-    for j in range(1, model.njoints):
-        jm = model.joints[j]
-        if jm.idx_v <= iv < jm.idx_v + jm.nv:
-            return j
-    return 0
+def dof_joints(model: pin.Model) -> list[int]:
+    """The joint id of each velocity coordinate (nv entries; Python ints, which Pinocchio's name lists take)."""
+    return [j for j in range(1, model.njoints) for _ in range(model.joints[j].nv)]
 
 
 def validate_model(model: pin.Model) -> None:
@@ -144,7 +141,7 @@ def validate_model(model: pin.Model) -> None:
         raise ModelError("the joint-space inertia matrix at the neutral configuration is not finite")
     w, V = np.linalg.eigh(M)
     if w[0] <= SINGULAR_RTOL * max(w[-1], 1e-300):
-        j = _dof_joint(model, int(np.argmax(np.abs(V[:, 0]))))
+        j = dof_joints(model)[int(np.argmax(np.abs(V[:, 0])))]
         raise ModelError(f"the mass matrix is singular at the neutral configuration (smallest eigenvalue {w[0]:.3g}, "
                          f"largest {w[-1]:.3g}) along the motion of joint {model.names[j]!r}: a link it moves has "
                          "no mass or a zero moment of inertia about the joint axis (a point mass on a free or "
@@ -483,9 +480,7 @@ class Simulator:
         kwargs.setdefault("self_collision", False)
         if info.ground is not None and load_geometry:
             kwargs.setdefault("ground", info.ground)
-        dof_names = []
-        for j in range(1, model.njoints):
-            dof_names += [model.names[j]] * model.joints[j].nv
+        dof_names = [model.names[j] for j in dof_joints(model)]
 
         def per_dof(table):
             return np.array([table.get(n, 0.0) for n in dof_names])
@@ -648,8 +643,9 @@ class Simulator:
         self._damping = per_dof("joint_damping", damping, True)
         dofs = np.flatnonzero(k)
         qidx = []
+        joint_of = dof_joints(self.model)
         for i in dofs:
-            jid = self._dof_joint_id(i)
+            jid = joint_of[i]
             jm = self.model.joints[jid]
             if jm.nq != jm.nv:
                 raise ValueError(f"joint_stiffness[{i}] = {k[i]:g} on joint {self.model.names[jid]!r} "
@@ -664,15 +660,8 @@ class Simulator:
         self._damp_dofs = np.flatnonzero(self._damping)
         self._passive = bool(dofs.size or self._damp_dofs.size)
 
-    def _dof_joint_id(self, i):
-        for j in range(1, self.model.njoints):
-            jm = self.model.joints[j]
-            if jm.idx_v <= i < jm.idx_v + jm.nv:
-                return j
-        raise IndexError(i)
-
     def _dof_joint(self, i):
-        return f"joint {self.model.names[self._dof_joint_id(i)]!r}"
+        return f"joint {self.model.names[dof_joints(self.model)[i]]!r}"
 
     def _add_passive_jacobian(self, dv_dqv, minv):
         """``dv+/d(q, v) += dt M^-1 d tau_p/d(q, v)`` for the (nv, >= 2 nv) block ``dv_dqv``."""
@@ -973,15 +962,14 @@ class Simulator:
         return np.concatenate((self._clamp_to_limits(pin.neutral(self.model)), np.zeros(self.nv)))
 
     def _clamp_to_limits(self, q: np.ndarray) -> np.ndarray:
+        """``q`` with the coordinates of joints whose q is its own tangent (nq == nv: not quaternions
+        nor unit complex numbers) clipped into their position limits (infinite ones clip nothing)."""
         m = self.model
-        lo, hi = m.lowerPositionLimit, m.upperPositionLimit
+        own = np.zeros(m.nq, dtype=bool)
         for jm in m.joints[1:]:
-            if jm.nq == jm.nv and jm.shortname() not in _UNIT_PARTS:
-                for i in range(jm.idx_q, jm.idx_q + jm.nq):
-                    if lo[i] > -_BIG and q[i] < lo[i]:
-                        q[i] = lo[i]
-                    elif hi[i] < _BIG and q[i] > hi[i]:
-                        q[i] = hi[i]
+            if jm.nq == jm.nv:
+                own[jm.idx_q:jm.idx_q + jm.nq] = True
+        q[own] = np.clip(q[own], m.lowerPositionLimit[own], m.upperPositionLimit[own])
         return q
 
     def shapes_2d(self, q) -> list[tuple[str, np.ndarray]]:
