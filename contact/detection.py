@@ -200,6 +200,17 @@ class CollisionScene:
         self._hull_ground = [isinstance(objs[first].geometry, coal.Halfspace)
                              and isinstance(objs[second].geometry, coal.ConvexBase)
                              for first, second in self._pairs]
+        # A capsule or cylinder against a half-space or plane: (rod, its object, the flat object,
+        # sign, flat shape) for _rod_on_flat, else None.
+        self._rod = []
+        for first, second in self._pairs:
+            sA, sB = objs[second].geometry, objs[first].geometry
+            if isinstance(sB, _FLAT) and isinstance(sA, _RODS):
+                self._rod.append((sA, second, first, -1.0, sB))
+            elif isinstance(sA, _FLAT) and isinstance(sB, _RODS):
+                self._rod.append((sB, first, second, 1.0, sA))
+            else:
+                self._rod.append(None)
         self._patch_depth = min(self.margin, PATCH_DEPTH)
         self._info = []
         for first, second in self._pairs:  # first = B, second = A
@@ -229,20 +240,16 @@ class CollisionScene:
         for k in hit:
             jA, jB, sA, sB, iA, iB = self._info[k]
             if self._hull_ground[k]:
-                n = np.asarray(gdata.oMg[iB].rotation @ sB.n, dtype=float)
-                P = self._ground_patch(iA, gdata.oMg[iA], n)
-                if len(P) == 0:
+                part = self._hull_part(k, np.asarray(gdata.oMg[iB].rotation @ sB.n, dtype=float), gdata)
+                if part is not None:
+                    parts.append(part)
+                continue
+            if self._rod[k] is not None:
+                rod = self._rod_on_flat(k, gdata)
+                if rod is not None:
+                    if len(rod[0]):
+                        parts.append(rod)
                     continue
-                if self.planar:
-                    P = _merge_planar(P)
-                level = _support(sB, gdata.oMg[iB], n)
-                parts.append((P, n, P @ n - level, jA, jB, jB, jA, 0.0, k))
-                continue
-            rod = self._rod_on_flat(k, gdata)
-            if rod is not None:
-                if len(rod[0]):
-                    parts.append(rod)
-                continue
             patch = gdata.contactPatchResults[k].getContactPatch(0)
             if not _valid_normal(patch):
                 patch = self._retry(k, gdata)
@@ -250,12 +257,9 @@ class CollisionScene:
             if isinstance(sA, coal.ConvexBase) and isinstance(sB, coal.Box) and _aligned(sB, gdata.oMg[iB], n):
                 # A hull on a box's face: the same vertex patch as on the ground, kept within the face
                 # (coal's patch of a many-sided hull face is a clipped polygon, not body-fixed points).
-                n = _face_normal(sB, gdata.oMg[iB], n)
-                P = self._ground_patch(iA, gdata.oMg[iA], n, face=(sB, gdata.oMg[iB]))
-                if len(P):
-                    if self.planar:
-                        P = _merge_planar(P)
-                    parts.append((P, n, P @ n - _support(sB, gdata.oMg[iB], n), jA, jB, jB, jA, 0.0, k))
+                part = self._hull_part(k, _face_normal(sB, gdata.oMg[iB], n), gdata, face=True)
+                if part is not None:
+                    parts.append(part)
                     continue
             carrier, vertex_body, radius, n = self._classify(jA, jB, sA, sB, iA, iB, n, gdata)
             on_A = vertex_body == jA
@@ -287,8 +291,7 @@ class CollisionScene:
             else:
                 level = _support(sA, gdata.oMg[iA], -n)
                 phi = -level - P @ n if level is not None else np.full(len(P), patch.penetration_depth)
-            parts.append((P, n, phi, jA, jB, carrier, vertex_body, radius, k))
-        parts = [p if len(p) == 10 else p + (None,) for p in parts]
+            parts.append((P, n, phi, jA, jB, carrier, vertex_body, radius, k, None))
         m = sum(len(p[0]) for p in parts)
         out = Contacts(np.empty((m, 3)), np.empty((m, 3)), np.empty(m), np.empty(m, dtype=np.intp),
                        np.empty(m, dtype=np.intp), np.empty(m, dtype=np.intp), np.empty(m, dtype=np.intp),
@@ -308,8 +311,8 @@ class CollisionScene:
         return out
 
     def _rod_on_flat(self, k: int, gdata: pin.GeometryData):
-        """Contacts of a capsule or cylinder (a *rod*) against a flat carrier (half-space, plane), or None
-        when pair ``k`` is not such a pair (or the cylinder stands on its disk face).
+        """Contacts of pair ``k``, a capsule or cylinder (a *rod*) against a flat carrier (half-space,
+        plane; ``self._rod[k]``), or None when the cylinder stands on its disk face.
 
         The points are computed here, not read from coal: coal's patch of a rod lying on a plane
         flattens its points onto the deepest one's plane (a capsule tilted by 1e-5 rad reports both
@@ -321,13 +324,8 @@ class CollisionScene:
         normal to the axis. Both ends are kept when within the scene's margin, each with its own
         signed distance.
         """
-        jA, jB, sA, sB, iA, iB = self._info[k]
-        if isinstance(sB, _FLAT) and isinstance(sA, _RODS):
-            rod, i_rod, i_flat, sign, flat = sA, iA, iB, -1.0, sB
-        elif isinstance(sA, _FLAT) and isinstance(sB, _RODS):
-            rod, i_rod, i_flat, sign, flat = sB, iB, iA, 1.0, sA
-        else:
-            return None
+        jA, jB = self._info[k][:2]
+        rod, i_rod, i_flat, sign, flat = self._rod[k]
         M_rod, M_flat = gdata.oMg[i_rod], gdata.oMg[i_flat]
         n = np.array(M_flat.rotation @ flat.n, dtype=float)  # out of the flat carrier
         if sign > 0:  # the flat carrier is body A: the normal points from B (the rod) to A
@@ -346,12 +344,26 @@ class CollisionScene:
             u, axis = n, None
         P = ends + sign * r * u
         phi = self._flat_distance(P, n, sign, flat, M_flat)
-        P = P[phi <= self.margin]
+        keep = phi <= self.margin
+        P, phi = P[keep], phi[keep]
         if self.planar and len(P):
             P = _merge_planar(P)  # an end behind the other in z gives the same planar rows
-        phi = self._flat_distance(P, n, sign, flat, M_flat)
+            phi = self._flat_distance(P, n, sign, flat, M_flat)
         jr, jf = (jA, jB) if sign < 0 else (jB, jA)
         return (P, n, phi, jA, jB, jf, jr, sign * r, k, axis)
+
+    def _hull_part(self, k, n, gdata, face=False):
+        """Pair ``k``'s part for a convex body A on a flat body B (the ground, or a box face when
+        ``face``) along ``n``: A's own vertex patch (:meth:`_ground_patch`), each point with its
+        distance to B; None when no vertex is close."""
+        jA, jB, _, sB, iA, iB = self._info[k]
+        M_B = gdata.oMg[iB]
+        P = self._ground_patch(iA, gdata.oMg[iA], n, face=(sB, M_B) if face else None)
+        if len(P) == 0:
+            return None
+        if self.planar:
+            P = _merge_planar(P)
+        return (P, n, self._flat_distance(P, n, -1.0, sB, M_B), jA, jB, jB, jA, 0.0, k, None)
 
     @staticmethod
     def _flat_distance(P, n, sign, flat, M_flat):
