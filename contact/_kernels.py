@@ -32,6 +32,25 @@ def _cross(a0, a1, a2, b0, b1, b2):
 
 
 @njit(cache=True)
+def tangent_basis(n0, n1, n2):
+    """The contact frame's tangents of unit normal ``n``: ``t = e x n / |e x n|`` with ``e`` the axis
+    least aligned with ``n``, and ``s = n x t``. Returns ``t, s, e`` (9 numbers) and ``|e x n|``."""
+    a0, a1, a2 = abs(n0), abs(n1), abs(n2)
+    e0, e1, e2 = 0.0, 0.0, 0.0
+    if a0 <= a1 and a0 <= a2:
+        e0 = 1.0
+    elif a1 <= a2:
+        e1 = 1.0
+    else:
+        e2 = 1.0
+    u0, u1, u2 = _cross(e0, e1, e2, n0, n1, n2)
+    un = np.sqrt(u0 * u0 + u1 * u1 + u2 * u2)
+    t0, t1, t2 = u0 / un, u1 / un, u2 / un
+    s0, s1, s2 = _cross(n0, n1, n2, t0, t1, t2)
+    return t0, t1, t2, s0, s1, s2, e0, e1, e2, un
+
+
+@njit(cache=True)
 def contact_geometry(Jw, support, body_a, body_b, normal_body, point_body, points, normals, radius, axes, planar,
                      J, D, dD, dp, J6A, J6B):
     """Fill the contact Jacobian and the derivative ingredients (shapes as in ContactGeometry).
@@ -71,18 +90,7 @@ def contact_geometry(Jw, support, body_a, body_b, normal_body, point_body, point
             dDdn[1, 0, 1] = -1.0  # t = z x n = (-n1, n0, 0)
             dDdn[1, 1, 0] = 1.0
         else:
-            a0, a1, a2 = abs(n0), abs(n1), abs(n2)
-            e0, e1, e2 = 0.0, 0.0, 0.0
-            if a0 <= a1 and a0 <= a2:
-                e0 = 1.0
-            elif a1 <= a2:
-                e1 = 1.0
-            else:
-                e2 = 1.0
-            u0, u1, u2 = _cross(e0, e1, e2, n0, n1, n2)
-            un = np.sqrt(u0 * u0 + u1 * u1 + u2 * u2)
-            t0, t1, t2 = u0 / un, u1 / un, u2 / un
-            s0, s1, s2 = _cross(n0, n1, n2, t0, t1, t2)
+            t0, t1, t2, s0, s1, s2, e0, e1, e2, un = tangent_basis(n0, n1, n2)
             D[c, 0, 1], D[c, 1, 1], D[c, 2, 1] = t0, t1, t2
             D[c, 0, 2], D[c, 1, 2], D[c, 2, 2] = s0, s1, s2
             # dt1/dn = (I - t1 t1^T) skew(e) / |u|

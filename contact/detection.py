@@ -478,19 +478,9 @@ class CollisionScene:
 
 
 def _tangents(n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """An orthonormal basis ``(t1, t2)`` of the plane normal to unit ``n`` (t1 from the axis least aligned)."""
-    n0, n1, n2 = float(n[0]), float(n[1]), float(n[2])
-    a0, a1, a2 = abs(n0), abs(n1), abs(n2)
-    if a0 <= a1 and a0 <= a2:  # e = x: t1 = x cross n
-        u = (0.0, -n2, n1)
-    elif a1 <= a2:  # e = y
-        u = (n2, 0.0, -n0)
-    else:  # e = z
-        u = (-n1, n0, 0.0)
-    s = 1.0 / math.sqrt(u[0] * u[0] + u[1] * u[1] + u[2] * u[2])
-    t1 = (u[0] * s, u[1] * s, u[2] * s)
-    t2 = (n1 * t1[2] - n2 * t1[1], n2 * t1[0] - n0 * t1[2], n0 * t1[1] - n1 * t1[0])
-    return np.array(t1), np.array(t2)
+    """The contact frame's tangents ``(t1, t2)`` of unit ``n`` (:func:`contact._kernels.tangent_basis`)."""
+    b = _kernels.tangent_basis(float(n[0]), float(n[1]), float(n[2]))
+    return np.array(b[:3]), np.array(b[3:6])
 
 
 def _patch_directions(k: int) -> np.ndarray:
