@@ -254,8 +254,9 @@ class Simulator:
         Names of the actuated joints, in order; their velocity coordinates form
         ``u``. Default: every joint except a free-flyer base.
     torque_limits:
-        Symmetric bound on ``|u|`` (scalar or one per control). Default: the
-        model's effort limits (from the URDF), ``inf`` where none is given.
+        Symmetric bound on ``|u|`` (scalar or one per control), or ``(nu, 2)``
+        ``(lower, upper)`` pairs (an MJCF ``ctrlrange``). Default: the model's
+        effort limits (from the URDF), ``inf`` where none is given.
         The step does not clip; solvers read ``u_lower``/``u_upper`` as bounds.
     name:
         A label for messages and plots (default: the model's name).
@@ -490,16 +491,13 @@ class Simulator:
             kwargs.setdefault("spring_reference", per_dof(info.springref))
         if info.damping:
             kwargs.setdefault("joint_damping", per_dof(info.damping))
-        asymmetric = None
         if "actuated" not in kwargs:  # MuJoCo: no actuator, no control
             kwargs["actuated"] = info.actuated
-            if "torque_limits" not in kwargs:
+            if "torque_limits" not in kwargs:  # the control ranges, (lower, upper) per control
                 nvs = [model.joints[model.getJointId(j)].nv for j in info.actuated]
-                kwargs["torque_limits"] = [info.effort[j] or np.inf for j, n in zip(info.actuated, nvs) for _ in range(n)]
-                asymmetric = np.array([info.u_range[j] for j, n in zip(info.actuated, nvs) for _ in range(n)]).reshape(-1, 2)
+                kwargs["torque_limits"] = np.array([info.u_range[j] for j, n in zip(info.actuated, nvs)
+                                                    for _ in range(n)]).reshape(-1, 2)
         sim = cls(model, geometry=geometry, **kwargs)
-        if asymmetric is not None:
-            sim.u_lower, sim.u_upper = asymmetric[:, 0].copy(), asymmetric[:, 1].copy()
         sim.mjcf = info
         return sim
 
@@ -523,6 +521,13 @@ class Simulator:
             hi[hi <= 0.0] = np.inf  # URDFs use effort="0" for "not given"
         else:
             hi = np.asarray(limits, dtype=float)
+            if hi.ndim == 2:
+                if hi.shape != (self.nu, 2):
+                    raise ValueError(f"torque_limits has shape {hi.shape}; (lower, upper) pairs need ({self.nu}, 2)")
+                if np.isnan(hi).any() or np.any(hi[:, 0] > hi[:, 1]):
+                    raise ValueError(f"torque_limits pairs must be (lower, upper) with lower <= upper, got "
+                                     f"{hi.tolist()}")
+                return hi[:, 0].copy(), hi[:, 1].copy()
             if hi.ndim == 0:
                 hi = np.full(self.nu, float(hi))
             if hi.shape != (self.nu,):
@@ -541,9 +546,7 @@ class Simulator:
             opts["smoothing_distance"] = distance
         if opts["contact"] == "relaxed" and not (kappa > 0):
             opts["contact"] = "ncp"
-        sim = Simulator(self.model, geometry=self.geometry, **opts)
-        sim.u_lower, sim.u_upper = self.u_lower.copy(), self.u_upper.copy()  # may be asymmetric (MJCF)
-        return sim
+        return Simulator(self.model, geometry=self.geometry, **opts)
 
     @property
     def hard(self) -> "Simulator":

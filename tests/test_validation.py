@@ -286,3 +286,19 @@ def test_solver_returns_its_best_iterate_when_the_jacobians_fail(method, monkeyp
     sol = solve(ocp, method=method, max_iter=10, verbose=False)
     assert sol.status.name == "FAILED" and "contact solve failed" in sol.info["message"]
     assert np.isfinite(sol.cost) and np.all(np.isfinite(sol.xs))
+
+
+def test_torque_limits_as_lower_upper_pairs_survive_with_smoothing():
+    """(nu, 2) pairs (an MJCF ctrlrange) are the bounds, kept by derived simulators; bad pairs are named."""
+    b = ModelBuilder("hinge")
+    j = b.add_joint("revolute", name="hinge", axis="y")
+    b.add_body(j, mass=1.0, box=(0.02, 0.02, 0.1), offset=(0, 0, -0.05))
+    model, geom = b.build()
+    sim = Simulator(model, geometry=geom, torque_limits=[[-1.0, 3.0]])
+    assert sim.u_lower.tolist() == [-1.0] and sim.u_upper.tolist() == [3.0]
+    soft = sim.with_smoothing(1e-3)
+    assert soft.u_lower.tolist() == [-1.0] and soft.u_upper.tolist() == [3.0]
+    with pytest.raises(ValueError, match="lower <= upper"):
+        Simulator(model, geometry=geom, torque_limits=[[2.0, 1.0]])
+    with pytest.raises(ValueError, match=r"pairs need \(1, 2\)"):
+        Simulator(model, geometry=geom, torque_limits=[[0.0, 1.0], [0.0, 1.0]])
