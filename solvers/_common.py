@@ -250,3 +250,8 @@ DEFAULT_MESSAGES = {
     Status.INTERRUPTED: "interrupted (Ctrl-C)",
     Status.FAILED: "the solver failed",
 }
+
+
+def error_message(exc: Exception) -> str:
+    """The message of a solve stopped by ``exc`` (a SimulationError where no line search can recover)."""
+    return f"stopped by an error ({type(exc).__name__}: {exc}); the last accepted iterate is returned"

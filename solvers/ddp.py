@@ -34,7 +34,7 @@ import numpy as np
 
 from trajopt.solution import Solution, Status
 
-from ._common import SMOOTHING_HINT, Progress, evaluate, finish, record, rollout
+from ._common import SMOOTHING_HINT, Progress, error_message, evaluate, finish, record, rollout
 
 
 class BackwardPassError(RuntimeError):
@@ -335,7 +335,7 @@ def solve_ddp(ocp, *, us_init=None, max_iter: int = 100, tol: float = 1e-8, reg_
         status = Status.INTERRUPTED
     except (RuntimeError, ValueError) as exc:  # e.g. SimulationError in the Jacobians at the accepted iterate
         status, derivs = Status.FAILED, None
-        message = f"stopped by an error ({type(exc).__name__}: {exc}); the last accepted iterate is returned"
+        message = error_message(exc)
     exact = status == Status.CONVERGED and not complementarity_aware  # derivs holds the exact Jacobians at xs
     return finish(ocp, method="ddp", xs=state.xs, us=state.us, cost=state.cost, history=history, status=status,
                   t0=t0, info={"reg": state.reg}, message=message, progress=progress,

@@ -62,7 +62,7 @@ import scipy.linalg
 from trajopt.sensitivity import aware_trajectory_jacobians, trajectory_jacobians
 from trajopt.solution import Solution, Status
 
-from ._common import Progress, evaluate, finish, knot_weights, out_of_time, record, sensitivity_sweep
+from ._common import Progress, error_message, evaluate, finish, knot_weights, out_of_time, record, sensitivity_sweep
 
 
 def _psd_factor(A: np.ndarray, rtol: float = 1e-12) -> np.ndarray:
@@ -361,7 +361,7 @@ def solve_gn(ocp, *, us_init=None, knots: int | None = None, max_iter: int = 200
         status = Status.INTERRUPTED
     except (RuntimeError, ValueError) as exc:  # e.g. SimulationError where no line search can recover
         status = Status.FAILED
-        message = f"stopped by an error ({type(exc).__name__}: {exc}); the last accepted iterate is returned"
+        message = error_message(exc)
     exact = status == Status.CONVERGED and not complementarity_aware  # state.jac: the exact Jacobians at us
     return finish(ocp, method="gn", xs=state.xs, us=state.us, cost=state.cost, history=history, status=status,
                   t0=t0, info={"damping": state.lam, "knots": K}, message=message, progress=progress,
