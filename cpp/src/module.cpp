@@ -1,0 +1,8 @@
+// The compiled step core: see contact/core.py for how Python finds and checks it.
+#include "common.hpp"
+
+NB_MODULE(contactraj_core, m) {
+  m.doc() = "contactraj's compiled step core (nanobind; Pinocchio and coal from the pin/coal wheels)";
+  m.attr("pinocchio_version") = CONTACTRAJ_PIN_VERSION;
+  contactraj::bind_probe(m);
+}
