@@ -81,6 +81,23 @@ def test_bad_damping_option_is_named():
         Simulator(model, joint_damping=-1.0)
 
 
+def test_the_option_reaches_mjcf_loading_and_with_smoothing(tmp_path):
+    path = tmp_path / "slider.xml"
+    path.write_text("""<mujoco><option gravity="0 0 0"/><worldbody><body name="b">
+      <joint name="s" type="slide" axis="1 0 0" damping="500"/><geom type="box" size="0.1 0.1 0.1" mass="1"/>
+      </body></worldbody></mujoco>""")
+    with pytest.raises(ValueError, match="damping must be 'implicit'"):
+        Simulator.from_mjcf(path, damping="implicitly")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sim = Simulator.from_mjcf(path, dt=0.01)  # d dt / m = 5
+        explicit = Simulator.from_mjcf(path, dt=0.01, damping="explicit")
+    x = np.array([0.0, 1.0])
+    assert sim.step(x, np.zeros(0))[1] == pytest.approx(1.0 / 6.0, rel=1e-12)
+    assert explicit.step(x, np.zeros(0))[1] == pytest.approx(-4.0, rel=1e-12)
+    assert explicit.with_smoothing(0.0).damping == "explicit"
+
+
 # -- 2. a chain against a hand-built (M + dt D) solve ---------------------------------------
 def _chain(floating=False, ground=None, limits=False):
     """Three links on revolute joints (axes y, x, y) with a sphere at the tip; optionally a free-flyer
