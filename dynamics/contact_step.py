@@ -29,6 +29,10 @@ Given the free velocity ``v_f = v + dt ABA(q, v, tau)``:
    in ``log(500) / -log(0.8) ~ 28`` steps; the velocity never carries it
    (see :meth:`ContactModel.correction_jacobian` for its exact derivative).
 
+``M`` is the step's: with implicit joint damping ``M + dt D`` (the simulator hands over a model
+whose armature carries ``dt D``, see :mod:`dynamics.simulator`), so the impulses act through the
+same operator as the free motion, in ``A``, in ``v+`` and in the position correction.
+
 Every model is reached through its adapter (:mod:`contact.adapter`): the step builds the
 rows (:class:`contact.RowLayout`), ``A``, ``b`` and ``phi``, and asks the adapter for its
 problem, its solution, and the linearization of its optimality residual. The step owns
@@ -180,7 +184,9 @@ class ContactModel:
         self.erp = float(erp)
         self.slop = SLOP
         self.nv = model.nv
-        self._model0 = model.copy()  # no gravity: ABA(q, 0, tau) = M^-1 tau (for the correction's derivative)
+        # no gravity: ABA(q, 0, tau) = M^-1 tau (for the correction's derivative); the step's model, so its
+        # armature (with implicit damping: plus dt D) is the same as in the step's M^-1
+        self._model0 = model.copy()
         self._model0.gravity = pin.Motion.Zero()
         self._data0 = None
         # 1-dof joints with finite position limits become unilateral rows near their limits.

@@ -9,6 +9,19 @@ One step, semi-implicit Euler::
     v+ = v + dt * ABA(q, v, B u)
     q+ = q (+) dt * v+                      (Lie-group integration, pin.integrate)
 
+Joint viscous damping ``D = diag(d)`` is integrated implicitly (``damping="implicit"``, the
+default), as MuJoCo's Euler integrator does::
+
+    (M(q) + dt D) (v+ - v) = dt (B u + tau_spring - D v - b(q, v)) (+ J^T lambda with contact)
+
+Stable for any ``d >= 0`` (one damped joint: ``v_k = v_0 / (1 + dt d / I)^k``, monotone);
+explicit damping (``v+ = v + dt M^-1 (... - D v)``) diverges once ``d dt / I > 2``. It is
+exact with Pinocchio's armature: the step uses a copy of the model whose armature is the
+model's own plus ``dt d``, so ``ABA`` of that copy at ``tau - D v`` is the left-hand side's
+solve, and ``computeMinverse`` / ``computeABADerivatives`` of the copy give the contact
+Delassus operator ``J (M + dt D)^-1 J^T`` and the exact Jacobians (``d (M + dt D)^-1/dq`` is
+``dM^-1/dq``'s, since ``dt D`` is constant). Without damping the copy is the model itself.
+
 Jacobians ``Fx = d x+ / d x`` (ndx x ndx) and ``Fu = d x+ / d u`` (ndx x nu) are in
 the tangent space: a perturbation ``dx`` of ``x`` means ``x (+) dx`` and the
 output perturbation is ``difference(x+, x+')`` (pin.integrate / pin.difference
@@ -229,7 +242,7 @@ class SimData:
     __slots__ = ("pin", "tau", "geom", "contact", "stats")
 
     def __init__(self, sim: "Simulator"):
-        self.pin = sim.model.createData()
+        self.pin = sim._step_model.createData()
         self.tau = np.zeros(sim.nv)
         cm = sim.contact_model
         self.geom = cm.scene.create_data() if cm is not None else None
@@ -309,6 +322,13 @@ class Simulator:
         ``M^-1``). ``k`` (N m/rad or N/m) and ``d`` (N m s/rad or N s/m) are >= 0;
         a spring needs a joint whose configuration is its velocity's integral
         (revolute, prismatic: nq = nv). MJCF ``stiffness``/``springref``/``damping``.
+    damping:
+        How ``joint_damping`` is integrated. ``"implicit"`` (default): MuJoCo's scheme (its Euler
+        integrator, and "implicitfast" for joint damping), ``(M + dt D)(v+ - v) = dt (tau - b - D v)
+        + J^T lambda``: contact impulses act through the same ``(M + dt D)^-1``; unconditionally
+        stable for any ``d >= 0`` (see the module docstring). ``"explicit"``: ``v+ = v + dt M^-1
+        (tau - b - D v)``, stable only while ``d dt / I < 2`` for every damped joint (kept for
+        comparison). Both give the same numbers, bit for bit, when no joint is damped.
 
     Contact is active when the model has collision pairs (geometry of two bodies
     not joined by a joint, or anything against ``ground``) or joint limits.
@@ -352,6 +372,7 @@ class Simulator:
         joint_stiffness: float | Sequence[float] | None = None,
         spring_reference: float | Sequence[float] | None = None,
         joint_damping: float | Sequence[float] | None = None,
+        damping: str = "implicit",
     ):
         if not isinstance(model, pin.Model):
             raise TypeError(f"Simulator needs a pinocchio.Model, got {type(model).__name__}")
@@ -365,7 +386,7 @@ class Simulator:
                              collision_pairs=collision_pairs, smoothing=smoothing,
                              smoothing_distance=smoothing_distance, recovery=recovery,
                              joint_stiffness=joint_stiffness, spring_reference=spring_reference,
-                             joint_damping=joint_damping)
+                             joint_damping=joint_damping, damping=damping)
         self.model = model
         self.geometry = geometry
         self.dt = float(dt)
@@ -384,6 +405,13 @@ class Simulator:
         self.B[self.actuated_dofs, np.arange(self.nu)] = 1.0
         self.u_lower, self.u_upper = self._torque_limits(torque_limits)
         self._passive_setup(joint_stiffness, spring_reference, joint_damping)
+        if damping not in ("implicit", "explicit"):
+            raise ValueError(f"damping must be 'implicit' (MuJoCo's scheme, the default) or 'explicit', "
+                             f"got {damping!r}")
+        self.damping = damping
+        #: The model the step runs on: ``model`` itself, or (implicit damping of damped joints) a copy
+        #: whose armature is ``model.armature + dt * joint_damping`` (module docstring).
+        self._step_model = self._damped_model()
 
         # Euclidean configuration space (only 1-dof revolute/prismatic-like joints):
         # integrate is q + v and its Jacobians are identities; skip those calls.
@@ -398,7 +426,7 @@ class Simulator:
         up = -g / np.linalg.norm(g) if np.linalg.norm(g) > 0 else np.array([0.0, 0.0, 1.0])
         from .contact_step import ContactModel
 
-        cm = ContactModel(model, geometry, ground=ground, up=up, friction=friction, margin=margin,
+        cm = ContactModel(self._step_model, geometry, ground=ground, up=up, friction=friction, margin=margin,
                           planar=planar, erp=erp, joint_limits=joint_limits, exclude=exclude_pairs,
                           contact=contact, self_collision=self_collision, pairs=collision_pairs,
                           smoothing=smoothing, smoothing_distance=smoothing_distance, recovery=recovery)
@@ -666,8 +694,21 @@ class Simulator:
     def _dof_joint(self, i):
         return f"joint {self.model.names[dof_joints(self.model)[i]]!r}"
 
+    def _damped_model(self) -> pin.Model:
+        """The step's model: with implicit damping of any joint, a copy of ``self.model`` whose armature
+        (Pinocchio's rotor inertia, added to the diagonal of M in ABA, CRBA, ``computeMinverse`` and
+        ``computeABADerivatives``) is the model's own plus ``dt d``; ``ABA`` of it at ``tau - D v`` is
+        ``(M + dt D)^-1 (tau - D v - b)``. Otherwise ``self.model`` itself (no copy: same numbers)."""
+        if self.damping == "explicit" or not self._damp_dofs.size:
+            return self.model
+        m = self.model.copy()
+        m.armature = np.asarray(self.model.armature, dtype=float) + self.dt * self._damping
+        return m
+
     def _add_passive_jacobian(self, dv_dqv, minv):
-        """``dv+/d(q, v) += dt M^-1 d tau_p/d(q, v)`` for the (nv, >= 2 nv) block ``dv_dqv``."""
+        """``dv+/d(q, v) += dt M^-1 d tau_p/d(q, v)`` for the (nv, >= 2 nv) block ``dv_dqv``; ``minv`` is the
+        step model's (``(M + dt D)^-1`` with implicit damping, whose ``-dt (M + dt D)^-1 D`` is the damping's
+        share of ``dv+/dv``)."""
         nv, dt = self.nv, self.dt
         if self._spring_dofs.size:
             dv_dqv[:, self._spring_dofs] -= dt * minv[:, self._spring_dofs] * self._stiffness_k
@@ -683,7 +724,7 @@ class Simulator:
         """:meth:`step` on a checked state and control (a rollout checks each once, not per knot)."""
         nq = self.nq
         q, v = x[:nq], x[nq:]
-        a = pin.aba(self.model, d.pin, q, v, self._tau(u, d, q, v))
+        a = pin.aba(self._step_model, d.pin, q, v, self._tau(u, d, q, v))
         out = np.empty(self.nx)
         v_next = out[nq:]
         np.multiply(a, self.dt, out=v_next)
@@ -712,7 +753,8 @@ class Simulator:
             raise SimulationError(f"{self.name}: the free velocity is non-finite before contact; "
                                   "the simulation diverged")
         try:
-            v_next, state = self.contact_model.solve(self.model, d.pin, d.geom, q, v_free, self.dt, d.contact)
+            v_next, state = self.contact_model.solve(self._step_model, d.pin, d.geom, q, v_free, self.dt,
+                                                     d.contact)
         except (ValueError, ArithmeticError, np.linalg.LinAlgError) as exc:
             raise SimulationError(f"{self.name}: the {self.contact} contact solve failed: {exc}") from exc
         if not math.isfinite(v_next.sum()):
@@ -757,11 +799,11 @@ class Simulator:
         if self.contact_model is not None and not self.contact_model.may_touch(q):
             d.contact = None
         elif self.contact_model is not None:
-            a = pin.aba(self.model, d.pin, q, v, tau)
+            a = pin.aba(self._step_model, d.pin, q, v, tau)
             v_next[:] = self._solve_contacts(q, v + dt * a, d)
             state = d.contact
         if state is None:
-            ddq_dq, ddq_dv, minv = pin.computeABADerivatives(self.model, d.pin, q, v, tau)
+            ddq_dq, ddq_dv, minv = pin.computeABADerivatives(self._step_model, d.pin, q, v, tau)
             np.multiply(d.pin.ddq, dt, out=v_next)
             v_next += v
             np.multiply(ddq_dq, dt, out=dv[:, :nv])
@@ -806,7 +848,7 @@ class Simulator:
         """Fill ``dv+/dx`` (nv, ndx) and ``dv+/du`` (nv, nu) through the contact solve."""
         nv, dt, cm = self.nv, self.dt, self.contact_model
         tau_total = tau + state.J.T @ state.lam / dt
-        ddq_dq, ddq_dv, minv = pin.computeABADerivatives(self.model, d.pin, q, v, tau_total)
+        ddq_dq, ddq_dv, minv = pin.computeABADerivatives(self._step_model, d.pin, q, v, tau_total)
         G = np.empty((nv, self.ndx + self.nu))
         np.multiply(ddq_dq, dt, out=G[:, :nv])
         if state.geo is not None:
@@ -945,7 +987,10 @@ class Simulator:
         return Jx, Jdx
 
     def inverse_mass_matrix(self, q) -> np.ndarray:
-        """``M(q)^-1`` (nv, nv): how an impulse ``p`` changes the velocity (``dv = M^-1 p``)."""
+        """``M(q)^-1`` (nv, nv): how an impulse ``p`` applied to a state changes its velocity (``dv = M^-1 p``).
+
+        The model's own M (its armature included); with implicit damping the step's contact impulses act
+        through ``(M + dt D)^-1`` instead (module docstring)."""
         q = np.asarray(q, dtype=float)
         if q.shape != (self.nq,):
             raise ValueError(f"configuration q has shape {q.shape}, expected ({self.nq},)")

@@ -94,12 +94,6 @@ KNOWN: dict[str, tuple[str, str]] = {
     "erd/human": ("no-collision", ""),
     "erd/simple_humanoid_classical": ("no-collision", ""),
     "gym/swimmer": ("no-collision", ""),  # every geom has contype=conaffinity=0
-    # Real defects, measured.
-    "dmc/manipulator": ("xfail", "SimulationError after 0.2 s: fingertip joints (inertia 7.4e-8 kg m^2, damping "
-                        "0.01 N m s/rad) have d dt / I = 273 at dt = 2 ms; the step integrates joint damping "
-                        "explicitly, unstable above 2 (MuJoCo's is implicit)"),
-    "dmc/stacker": ("xfail", "the manipulator's arm and fingertips: explicit joint damping unstable (d dt / I = "
-                    "273 at dt = 2 ms), SimulationError at v = 1.5e4 rad/s"),
 }
 
 CLEAR_ERRORS = (ModelError, MJCFError, FileNotFoundError, ValueError)

@@ -289,9 +289,13 @@ def test_position_servo_is_exact(tmp_path):
     q, v, ctrl = 0.3, -0.5, 0.8
     # MuJoCo: length g q, force kp (ctrl - g q) - kv g v, joint torque g * force; spring 2 (q - 0.1)
     tau = g * (kp * (ctrl - g * q) - kv * g * v) - 2 * (q - 0.1)
+    # the servo's damping g^2 kv is implicit: (Izz + dt g^2 kv)(v+ - v) = dt tau
     x1 = sim.step(np.array([q, v]), np.array([g * kp * ctrl]))
-    assert x1[1] == pytest.approx(v + sim.dt * tau / Izz, rel=1e-12)
+    assert x1[1] == pytest.approx(v + sim.dt * tau / (Izz + sim.dt * g * g * kv), rel=1e-12)
     _check_jacobians(sim, np.array([q, v]), np.array([g * kp * ctrl]))
+    explicit = _load(_write(tmp_path, text), dt=1e-3, damping="explicit")
+    x1 = explicit.step(np.array([q, v]), np.array([g * kp * ctrl]))
+    assert x1[1] == pytest.approx(v + sim.dt * tau / Izz, rel=1e-12)
 
 
 # -- 6. the warning and the ground --------------------------------------------------------
