@@ -348,7 +348,7 @@ class Detector {
     if (p.rod_sign != 0.0 && rod_on_flat(k, gd, out)) return;
     const coal::ContactPatch* patch = &gd.contactPatchResults[k].getContactPatch(0);
     coal::ContactPatch again;
-    if (!valid_normal(*patch)) {
+    if (reject_ >= 1 || !valid_normal(*patch)) {
       again = retry(k, gd);
       patch = &again;
     }
@@ -459,7 +459,7 @@ class Detector {
       coal::ContactPatchResult pres(preq);
       coal::computeContactPatch(gB, tB, gA, tA, res, preq, pres);
       const coal::ContactPatch& patch = pres.getContactPatch(0);
-      if (valid(patch)) return patch;
+      if (reject_ < 2 && valid(patch)) return patch;
     }
     throw std::runtime_error("collision detection failed between '" + gm_.geometryObjects[p.iB].name + "' and '" +
                              gm_.geometryObjects[p.iA].name +
@@ -655,6 +655,9 @@ class Detector {
     return out;
   }
 
+  friend void contactraj::bind_detection(nb::module_&);
+  int reject_ = 0;  // tests only: 1 rejects coal's first patch of every pair (the retry runs), 2 every patch
+
   nb::object geometry_;  // keeps the scene's GeometryModel alive
   pinocchio::GeometryModel& gm_;
   std::vector<PairInfo> pairs_;
@@ -677,6 +680,9 @@ void bind_detection(nb::module_& m) {
            nb::arg("geometry"), nb::arg("pairs"), nb::arg("vertices"), nb::arg("margin"), nb::arg("patch_depth"),
            nb::arg("planar"), nb::arg("snap_tolerance"), nb::arg("flat_tolerance"), nb::arg("curved_slope"),
            nb::arg("max_patch_points"), nb::arg("directions4"), nb::arg("directions3"))
+      .def_rw("test_reject", &Detector::reject_,
+              "tests only: 1 treats coal's first patch of every pair as invalid (the retry with tighter "
+              "GJK tolerances runs), 2 every patch (the retry fails with its error); 0 (default) neither")
       .def("detect", &Detector::detect, nb::arg("model"), nb::arg("data"), nb::arg("gdata"), nb::arg("q"),
            "Contacts at q as arrays (points, normals, phi, body_a, body_b, normal_body, point_body, radius, pair, "
            "axis), or None where the Python reference must run instead");
