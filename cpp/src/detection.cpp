@@ -17,6 +17,11 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+// numpy's C API makes the result arrays directly (nanobind's ndarray export goes through numpy.asarray and
+// the buffer protocol, ~1 us per array: more than the whole detection of a few contacts).
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
+
 #include <coal/collision.h>
 #include <coal/contact_patch.h>
 #include <coal/shape/geometric_shapes.h>
@@ -24,6 +29,7 @@
 #include <pinocchio/collision/collision.hpp>
 
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -37,9 +43,7 @@ namespace {
 using Vec3 = Eigen::Vector3d;
 using Mat3 = Eigen::Matrix3d;
 using Points = Eigen::Matrix<double, Eigen::Dynamic, 3, Eigen::RowMajor>;
-using IntVec = Eigen::Matrix<int64_t, Eigen::Dynamic, 1>;
-using Result = std::tuple<Points, Points, Eigen::VectorXd, IntVec, IntVec, IntVec, IntVec, Eigen::VectorXd, IntVec,
-                          Points>;
+static_assert(sizeof(npy_intp) == sizeof(int64_t), "contacts' integer arrays are 64-bit (np.intp)");
 
 // a . b summed left to right (numpy's dot of two 3-vectors)
 inline double dot3(const Vec3& a, const Vec3& b) { return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]; }
@@ -127,25 +131,29 @@ struct Output {
       pair.push_back(k);
     }
   }
-  Result arrays() const {
-    const Eigen::Index m = static_cast<Eigen::Index>(phi.size());
-    auto rows3 = [m](const std::vector<double>& v) {
-      Points out(m, 3);
-      std::copy(v.begin(), v.end(), out.data());
-      return out;
+  // The 10 arrays as a tuple of new numpy arrays (float64 and intp), as Contacts takes them.
+  nb::object arrays() const {
+    const npy_intp m = static_cast<npy_intp>(phi.size());
+    nb::object out = nb::steal(PyTuple_New(10));
+    int slot = 0;
+    auto put = [&](const auto& v, int cols, int type) {
+      npy_intp dims[2] = {m, 3};
+      PyObject* a = PyArray_SimpleNew(cols == 1 ? 1 : 2, dims, type);
+      if (a == nullptr) throw nb::python_error();
+      if (!v.empty()) std::memcpy(PyArray_DATA(reinterpret_cast<PyArrayObject*>(a)), v.data(), v.size() * 8);
+      PyTuple_SET_ITEM(out.ptr(), slot++, a);
     };
-    auto vec = [m](const std::vector<double>& v) {
-      Eigen::VectorXd out(m);
-      std::copy(v.begin(), v.end(), out.data());
-      return out;
-    };
-    auto ivec = [m](const std::vector<int64_t>& v) {
-      IntVec out(m);
-      std::copy(v.begin(), v.end(), out.data());
-      return out;
-    };
-    return Result(rows3(points), rows3(normals), vec(phi), ivec(body_a), ivec(body_b), ivec(normal_body),
-                  ivec(point_body), vec(radius), ivec(pair), rows3(axis));
+    put(points, 3, NPY_DOUBLE);
+    put(normals, 3, NPY_DOUBLE);
+    put(phi, 1, NPY_DOUBLE);
+    put(body_a, 1, NPY_INTP);
+    put(body_b, 1, NPY_INTP);
+    put(normal_body, 1, NPY_INTP);
+    put(point_body, 1, NPY_INTP);
+    put(radius, 1, NPY_DOUBLE);
+    put(pair, 1, NPY_INTP);
+    put(axis, 3, NPY_DOUBLE);
+    return out;
   }
 };
 
@@ -310,7 +318,7 @@ class Detector {
 
   // Contacts at q as arrays (points, normals, phi, body_a, body_b, normal_body, point_body, radius, pair, axis),
   // or None for a case this port does not handle (the caller then runs the Python reference).
-  std::optional<Result> detect(nb::handle model, nb::handle data, nb::handle gdata, const Eigen::VectorXd& q) {
+  nb::object detect(nb::handle model, nb::handle data, nb::handle gdata, const Eigen::VectorXd& q) {
     auto& M = model_of(model);
     auto& D = data_of(data);
     auto& gd = geometry_data_of(gdata);
@@ -328,7 +336,7 @@ class Detector {
     try {
       for (size_t k : hit) pair_contacts(k, gd, out);
     } catch (const HandBack&) {
-      return std::nullopt;
+      return nb::none();
     }
     return out.arrays();
   }
@@ -673,6 +681,7 @@ class Detector {
 }  // namespace
 
 void bind_detection(nb::module_& m) {
+  if (_import_array() < 0) throw nb::python_error();
   nb::class_<Detector>(m, "Detector",
                        "The compiled twin of CollisionScene.detect (contact/detection.py), built once per scene")
       .def(nb::init<nb::object, std::vector<std::vector<int64_t>>, std::vector<std::optional<Points>>, double, double,
