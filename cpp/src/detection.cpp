@@ -14,7 +14,6 @@
 #include <nanobind/eigen/dense.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
-#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 // numpy's C API makes the result arrays directly (nanobind's ndarray export goes through numpy.asarray and
