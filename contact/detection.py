@@ -53,7 +53,7 @@ import coal
 import numpy as np
 import pinocchio as pin
 
-from . import _kernels
+from . import _kernels, core
 
 _BOX_SIGNS = np.array([[sx, sy, sz] for sx in (-1.0, 1.0) for sy in (-1.0, 1.0) for sz in (-1.0, 1.0)])
 #: Tangential distance (m) within which a patch point is snapped to a shape vertex.
@@ -216,6 +216,14 @@ class CollisionScene:
         for first, second in self._pairs:  # first = B, second = A
             oA, oB = objs[second], objs[first]
             self._info.append((oA.parentJoint, oB.parentJoint, oA.geometry, oB.geometry, second, first))
+        # The compiled twin of detect (cpp/src/detection.cpp), given the same static information.
+        self._detector = None
+        if self._pairs and core.available():
+            rows = [[jA, jB, iA, iB, int(hull), 0 if rod is None else int(rod[3])]
+                    for (jA, jB, _, _, iA, iB), hull, rod in zip(self._info, self._hull_ground, self._rod)]
+            self._detector = core.module.Detector(
+                gm, rows, self._vertices, self.margin, self._patch_depth, bool(planar), SNAP_TOLERANCE,
+                FLAT_TOLERANCE, CURVED_SLOPE, MAX_PATCH_POINTS, _DIRECTIONS_4, _DIRECTIONS_3)
 
     @property
     def npairs(self) -> int:
@@ -228,7 +236,20 @@ class CollisionScene:
         return gd
 
     def detect(self, model: pin.Model, data: pin.Data, gdata: pin.GeometryData, q: np.ndarray) -> Contacts:
-        """Contacts at ``q`` (runs forward kinematics and the narrow phase)."""
+        """Contacts at ``q`` (runs forward kinematics and the narrow phase).
+
+        Runs the compiled detector (``cpp/src/detection.cpp``) when the core is available, else
+        :meth:`_detect_reference`; both give the same contacts (tests/test_core_detection.py).
+        """
+        if self._detector is not None:
+            arrays = self._detector.detect(model, data, gdata, q)
+            if arrays is not None:  # None: a case the compiled detector hands back
+                return Contacts(*arrays)
+        return self._detect_reference(model, data, gdata, q)
+
+    def _detect_reference(self, model: pin.Model, data: pin.Data, gdata: pin.GeometryData,
+                          q: np.ndarray) -> Contacts:
+        """The Python implementation of :meth:`detect` (the reference of the compiled one)."""
         if not self._pairs:
             pin.forwardKinematics(model, data, q)
             return Contacts.empty()

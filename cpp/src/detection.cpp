@@ -1,0 +1,699 @@
+// Collision detection: the C++ twin of contact/detection.py's CollisionScene.detect.
+//
+// The static per-pair information (pairs, bodies, which pairs are a hull on the ground or a rod on a
+// flat, the polyhedral vertices) is computed once in Python (CollisionScene.__init__) and handed to a
+// Detector; Detector.detect(model, data, gdata, q) runs Pinocchio's computeCollisions and
+// computeContactPatches and turns every hit pair into contacts exactly as the Python code does, in
+// the same order and with the same floating-point operations in the same order (products of 3-vectors
+// and 3x3 matrices are written out left to right, as numpy's loops sum them), so the two agree to
+// round-off. The shapes are read from the GeometryModel's objects (coal::CollisionGeometry) at each
+// call. Each helper below names the Python function it translates.
+#include "basis.hpp"
+#include "common.hpp"
+
+#include <nanobind/eigen/dense.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+// numpy's C API makes the result arrays directly (nanobind's ndarray export goes through numpy.asarray and
+// the buffer protocol, ~1 us per array: more than the whole detection of a few contacts).
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
+
+#include <coal/collision.h>
+#include <coal/contact_patch.h>
+#include <coal/shape/geometric_shapes.h>
+#include <pinocchio/algorithm/geometry.hpp>
+#include <pinocchio/collision/collision.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <vector>
+
+namespace contactraj {
+namespace {
+
+using Vec3 = Eigen::Vector3d;
+using Mat3 = Eigen::Matrix3d;
+using Points = Eigen::Matrix<double, Eigen::Dynamic, 3, Eigen::RowMajor>;
+static_assert(sizeof(npy_intp) == sizeof(int64_t), "contacts' integer arrays are 64-bit (np.intp)");
+
+// a . b summed left to right (numpy's dot of two 3-vectors)
+inline double dot3(const Vec3& a, const Vec3& b) { return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]; }
+// R^T d (numpy's ``R.T @ d``)
+inline Vec3 rt_mul(const Mat3& R, const Vec3& d) {
+  return Vec3(R(0, 0) * d[0] + R(1, 0) * d[1] + R(2, 0) * d[2], R(0, 1) * d[0] + R(1, 1) * d[1] + R(2, 1) * d[2],
+              R(0, 2) * d[0] + R(1, 2) * d[1] + R(2, 2) * d[2]);
+}
+// R d (numpy's ``R @ d``)
+inline Vec3 r_mul(const Mat3& R, const Vec3& d) {
+  return Vec3(R(0, 0) * d[0] + R(0, 1) * d[1] + R(0, 2) * d[2], R(1, 0) * d[0] + R(1, 1) * d[1] + R(1, 2) * d[2],
+              R(2, 0) * d[0] + R(2, 1) * d[1] + R(2, 2) * d[2]);
+}
+// R v + t for a local point v (numpy's ``V @ R.T + t``, one row)
+inline Vec3 to_world(const Mat3& R, const Vec3& t, const Vec3& v) {
+  return Vec3(R(0, 0) * v[0] + R(0, 1) * v[1] + R(0, 2) * v[2] + t[0],
+              R(1, 0) * v[0] + R(1, 1) * v[1] + R(1, 2) * v[2] + t[1],
+              R(2, 0) * v[0] + R(2, 1) * v[1] + R(2, 2) * v[2] + t[2]);
+}
+inline double sign_of(double x) { return x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : (x == 0.0 ? 0.0 : x)); }
+
+enum class Kind { Other, Box, Sphere, Capsule, Cylinder, Halfspace, Plane, Convex };
+
+struct Shape {
+  const coal::CollisionGeometry* geometry = nullptr;
+  Kind kind = Kind::Other;
+  const coal::Box* box() const { return static_cast<const coal::Box*>(geometry); }
+  const coal::ConvexBase* convex() const { return static_cast<const coal::ConvexBase*>(geometry); }
+  bool flat() const { return kind == Kind::Halfspace || kind == Kind::Plane; }
+  bool round() const { return kind == Kind::Sphere || kind == Kind::Capsule; }
+  double radius() const {
+    if (kind == Kind::Sphere) return static_cast<const coal::Sphere*>(geometry)->radius;
+    if (kind == Kind::Capsule) return static_cast<const coal::Capsule*>(geometry)->radius;
+    return static_cast<const coal::Cylinder*>(geometry)->radius;
+  }
+  double half_length() const {
+    if (kind == Kind::Capsule) return static_cast<const coal::Capsule*>(geometry)->halfLength;
+    return static_cast<const coal::Cylinder*>(geometry)->halfLength;
+  }
+  // the plane's normal and offset of a half-space or plane
+  const Vec3& plane_n() const {
+    if (kind == Kind::Halfspace) return static_cast<const coal::Halfspace*>(geometry)->n;
+    return static_cast<const coal::Plane*>(geometry)->n;
+  }
+  double plane_d() const {
+    if (kind == Kind::Halfspace) return static_cast<const coal::Halfspace*>(geometry)->d;
+    return static_cast<const coal::Plane*>(geometry)->d;
+  }
+};
+
+Shape shape_of(const coal::CollisionGeometry* g) {
+  Shape s;
+  s.geometry = g;
+  if (dynamic_cast<const coal::Box*>(g)) s.kind = Kind::Box;
+  else if (dynamic_cast<const coal::Sphere*>(g)) s.kind = Kind::Sphere;
+  else if (dynamic_cast<const coal::Capsule*>(g)) s.kind = Kind::Capsule;
+  else if (dynamic_cast<const coal::Cylinder*>(g)) s.kind = Kind::Cylinder;
+  else if (dynamic_cast<const coal::Halfspace*>(g)) s.kind = Kind::Halfspace;
+  else if (dynamic_cast<const coal::Plane*>(g)) s.kind = Kind::Plane;
+  else if (dynamic_cast<const coal::ConvexBase*>(g)) s.kind = Kind::Convex;
+  return s;
+}
+
+// A case the compiled detector does not handle: detect returns None and Python runs the reference.
+struct HandBack {};
+
+// The rows of one part of the result (one pair's contacts), appended in order.
+struct Output {
+  std::vector<double> points, normals, phi, radius, axis;
+  std::vector<int64_t> body_a, body_b, normal_body, point_body, pair;
+  void add(const Points& P, const Vec3& n, const std::vector<double>& ph, int64_t jA, int64_t jB, int64_t carrier,
+           int64_t vertex_body, double rad, int64_t k, const Vec3* ax) {
+    for (Eigen::Index i = 0; i < P.rows(); ++i) {
+      for (int c = 0; c < 3; ++c) {
+        points.push_back(P(i, c));
+        normals.push_back(n[c]);
+        axis.push_back(ax ? (*ax)[c] : 0.0);
+      }
+      phi.push_back(ph[i]);
+      body_a.push_back(jA);
+      body_b.push_back(jB);
+      normal_body.push_back(carrier);
+      point_body.push_back(vertex_body);
+      radius.push_back(rad);
+      pair.push_back(k);
+    }
+  }
+  // The 10 arrays as a tuple of new numpy arrays (float64 and intp), as Contacts takes them.
+  nb::object arrays() const {
+    const npy_intp m = static_cast<npy_intp>(phi.size());
+    nb::object out = nb::steal(PyTuple_New(10));
+    int slot = 0;
+    auto put = [&](const auto& v, int cols, int type) {
+      npy_intp dims[2] = {m, 3};
+      PyObject* a = PyArray_SimpleNew(cols == 1 ? 1 : 2, dims, type);
+      if (a == nullptr) throw nb::python_error();
+      if (!v.empty()) std::memcpy(PyArray_DATA(reinterpret_cast<PyArrayObject*>(a)), v.data(), v.size() * 8);
+      PyTuple_SET_ITEM(out.ptr(), slot++, a);
+    };
+    put(points, 3, NPY_DOUBLE);
+    put(normals, 3, NPY_DOUBLE);
+    put(phi, 1, NPY_DOUBLE);
+    put(body_a, 1, NPY_INTP);
+    put(body_b, 1, NPY_INTP);
+    put(normal_body, 1, NPY_INTP);
+    put(point_body, 1, NPY_INTP);
+    put(radius, 1, NPY_DOUBLE);
+    put(pair, 1, NPY_INTP);
+    put(axis, 3, NPY_DOUBLE);
+    return out;
+  }
+};
+
+// _valid_normal: points, a finite unit normal and a sane depth
+bool valid_normal(const coal::ContactPatch& patch) {
+  if (patch.size() == 0) return false;
+  const Vec3 n = patch.getNormal();
+  const double depth = patch.penetration_depth;
+  return std::isfinite(n[0]) && std::isfinite(n[1]) && std::isfinite(n[2]) && std::abs(dot3(n, n) - 1.0) < 1e-6 &&
+         std::isfinite(depth) && std::abs(depth) < 1e3;
+}
+
+// _valid: also finite sane points
+bool valid(const coal::ContactPatch& patch) {
+  if (!valid_normal(patch)) return false;
+  for (size_t i = 0; i < patch.size(); ++i) {
+    const Vec3 p = patch.getPoint(i);
+    for (int c = 0; c < 3; ++c)
+      if (!(std::abs(p[c]) < 1e6)) return false;
+  }
+  return true;
+}
+
+// _merge_planar: drop points that repeat another's (x, y); z set to 0
+Points merge_planar(const Points& P) {
+  std::vector<Eigen::Index> keep;
+  for (Eigen::Index i = 0; i < P.rows(); ++i) {
+    bool repeated = false;
+    for (Eigen::Index j : keep)
+      if (std::abs(P(i, 0) - P(j, 0)) < 1e-9 && std::abs(P(i, 1) - P(j, 1)) < 1e-9) {
+        repeated = true;
+        break;
+      }
+    if (!repeated) keep.push_back(i);
+  }
+  Points out(static_cast<Eigen::Index>(keep.size()), 3);
+  for (size_t r = 0; r < keep.size(); ++r) {
+    out(r, 0) = P(keep[r], 0);
+    out(r, 1) = P(keep[r], 1);
+    out(r, 2) = 0.0;
+  }
+  return out;
+}
+
+// _support: max over the shape of d . x, for the flat carriers, boxes and hulls; none otherwise
+std::optional<double> support(const Shape& s, const pinocchio::SE3& M, const Vec3& d) {
+  const Mat3& R = M.rotation();
+  const Vec3& t = M.translation();
+  if (s.flat()) {
+    const Vec3 n = r_mul(R, s.plane_n());
+    const double off = s.plane_d() + dot3(n, t);
+    if (dot3(n, d) > 0.0) return off;
+    return std::nullopt;
+  }
+  if (s.kind == Kind::Box) {
+    const Vec3 c = rt_mul(R, d);
+    const Vec3& h = s.box()->halfSide;
+    return dot3(d, t) + (std::abs(c[0]) * h[0] + std::abs(c[1]) * h[1] + std::abs(c[2]) * h[2]);
+  }
+  if (s.kind == Kind::Convex) {
+    const Vec3 dl = rt_mul(R, d);
+    const auto& pts = *s.convex()->points;
+    double best = -std::numeric_limits<double>::infinity();
+    for (unsigned i = 0; i < s.convex()->num_points; ++i) {
+      const double v = dot3(pts[i], dl);
+      if (v > best || std::isnan(v)) best = v;  // np.max propagates NaN
+      if (std::isnan(best)) break;
+    }
+    return dot3(d, t) + best;
+  }
+  return std::nullopt;
+}
+
+const std::vector<Vec3>& normals_of(const Shape& s) {
+  const auto* c = s.convex();
+  if (!c->normals || c->normals->size() < c->num_normals_and_offsets) throw HandBack{};
+  return *c->normals;
+}
+
+// _aligned: n is (up to sign) the normal of one of the shape's faces
+bool aligned(const Shape& s, const pinocchio::SE3& M, const Vec3& n) {
+  if (s.kind == Kind::Box) {
+    const Vec3 c = rt_mul(M.rotation(), n);
+    return std::max(std::abs(c[0]), std::max(std::abs(c[1]), std::abs(c[2]))) > 1.0 - 1e-6;
+  }
+  if (s.kind == Kind::Convex) {
+    const auto& N = normals_of(s);
+    const Vec3 nl = rt_mul(M.rotation(), n);
+    double best = -std::numeric_limits<double>::infinity();
+    for (unsigned i = 0; i < s.convex()->num_normals_and_offsets; ++i) best = std::max(best, std::abs(dot3(N[i], nl)));
+    return best > 1.0 - 1e-6;
+  }
+  return false;
+}
+
+// _face_normal: the exact outward normal of the shape's face closest to direction d
+Vec3 face_normal(const Shape& s, const pinocchio::SE3& M, const Vec3& d, bool flip = false) {
+  const Mat3& R = M.rotation();
+  Vec3 out;
+  if (s.flat()) {
+    out = r_mul(R, s.plane_n());
+  } else if (s.kind == Kind::Box) {
+    const Vec3 c = rt_mul(R, d);
+    int k = 0;  // np.argmax: the first largest
+    for (int i = 1; i < 3; ++i)
+      if (std::abs(c[i]) > std::abs(c[k])) k = i;
+    const double sg = sign_of(c[k]);
+    out = Vec3(R(0, k) * sg, R(1, k) * sg, R(2, k) * sg);
+  } else if (s.kind == Kind::Convex) {
+    const auto& N = normals_of(s);
+    const Vec3 dl = rt_mul(R, d);
+    unsigned k = 0;
+    double best = -std::numeric_limits<double>::infinity();
+    for (unsigned i = 0; i < s.convex()->num_normals_and_offsets; ++i) {
+      const double v = dot3(N[i], dl);
+      if (v > best) {
+        best = v;
+        k = i;
+      }
+    }
+    out = r_mul(R, N[k]);
+  } else {
+    out = d;
+  }
+  return flip ? Vec3(-out) : out;
+}
+
+struct PairInfo {
+  int64_t jA, jB, iA, iB;
+  bool hull_ground;
+  double rod_sign;  // 0: not a rod on a flat; -1: the rod is A, the flat B; +1: the rod is B, the flat A
+};
+
+class Detector {
+ public:
+  Detector(nb::object geometry, std::vector<std::vector<int64_t>> pairs, std::vector<std::optional<Points>> vertices,
+           double margin, double patch_depth, bool planar, double snap_tolerance, double flat_tolerance,
+           double curved_slope, int64_t max_patch_points, Eigen::Matrix<double, 2, 4> directions4,
+           Eigen::Matrix<double, 2, 3> directions3)
+      : geometry_(std::move(geometry)), gm_(geometry_of(geometry_)), margin_(margin), patch_depth_(patch_depth),
+        planar_(planar), snap_tolerance_(snap_tolerance), flat_tolerance_(flat_tolerance),
+        curved_slope_(curved_slope), max_patch_points_(max_patch_points), dir4_(directions4), dir3_(directions3) {
+    const int64_t nobj = static_cast<int64_t>(gm_.geometryObjects.size());
+    if (static_cast<int64_t>(vertices.size()) != nobj)
+      throw nb::value_error("Detector: one vertices entry (array or None) per geometry object is needed");
+    if (pairs.size() != gm_.collisionPairs.size())
+      throw nb::value_error("Detector: one row of pair information per collision pair of the geometry is needed");
+    for (size_t k = 0; k < pairs.size(); ++k) {
+      const auto& r = pairs[k];
+      if (r.size() != 6)
+        throw nb::value_error("Detector: each pair row is (jA, jB, iA, iB, hull_ground, rod_sign)");
+      PairInfo p{r[0], r[1], r[2], r[3], r[4] != 0, static_cast<double>(r[5])};
+      if (p.iA < 0 || p.iA >= nobj || p.iB < 0 || p.iB >= nobj)
+        throw nb::value_error("Detector: a pair names a geometry object that does not exist");
+      if (static_cast<int64_t>(gm_.collisionPairs[k].first) != p.iB ||
+          static_cast<int64_t>(gm_.collisionPairs[k].second) != p.iA)
+        throw nb::value_error("Detector: pair rows must follow the geometry's collision pairs (first = B, second = A)");
+      pairs_.push_back(p);
+    }
+    for (auto& v : vertices) vertices_.push_back(v ? *v : Points(0, 3));
+  }
+
+  // Contacts at q as arrays (points, normals, phi, body_a, body_b, normal_body, point_body, radius, pair, axis),
+  // or None for a case this port does not handle (the caller then runs the Python reference).
+  nb::object detect(nb::handle model, nb::handle data, nb::handle gdata, const Eigen::VectorXd& q) {
+    auto& M = model_of(model);
+    auto& D = data_of(data);
+    auto& gd = geometry_data_of(gdata);
+    if (q.size() != M.nq)
+      throw nb::value_error(("q has size " + std::to_string(q.size()) + ", the model has nq = " +
+                             std::to_string(M.nq)).c_str());
+    if (gd.collisionResults.size() != gm_.collisionPairs.size() || gd.oMg.size() != gm_.geometryObjects.size())
+      throw nb::value_error("gdata does not belong to this scene's geometry (make it with scene.create_data())");
+    Output out;
+    if (!pinocchio::computeCollisions(M, D, gm_, gd, q, false)) return out.arrays();
+    std::vector<size_t> hit;
+    for (size_t k = 0; k < gd.collisionResults.size(); ++k)
+      if (gd.collisionResults[k].isCollision()) hit.push_back(k);
+    pinocchio::computeContactPatches(gm_, gd);
+    try {
+      for (size_t k : hit) pair_contacts(k, gd, out);
+    } catch (const HandBack&) {
+      return nb::none();
+    }
+    return out.arrays();
+  }
+
+ private:
+  Shape shape(int64_t i) const { return shape_of(gm_.geometryObjects[static_cast<size_t>(i)].geometry.get()); }
+
+  void pair_contacts(size_t k, pinocchio::GeometryData& gd, Output& out) {
+    const PairInfo& p = pairs_[k];
+    const Shape sA = shape(p.iA), sB = shape(p.iB);
+    const pinocchio::SE3& M_A = gd.oMg[p.iA];
+    const pinocchio::SE3& M_B = gd.oMg[p.iB];
+    if (p.hull_ground) {
+      hull_part(k, r_mul(M_B.rotation(), sB.plane_n()), gd, false, out);
+      return;
+    }
+    if (p.rod_sign != 0.0 && rod_on_flat(k, gd, out)) return;
+    const coal::ContactPatch* patch = &gd.contactPatchResults[k].getContactPatch(0);
+    coal::ContactPatch again;
+    if (reject_ >= 1 || !valid_normal(*patch)) {
+      again = retry(k, gd);
+      patch = &again;
+    }
+    Vec3 n = patch->getNormal();
+    if (sA.kind == Kind::Convex && sB.kind == Kind::Box && aligned(sB, M_B, n)) {
+      // A hull on a box's face: the same vertex patch as on the ground, kept within the face.
+      if (hull_part(k, face_normal(sB, M_B, n), gd, true, out)) return;
+    }
+    // _classify
+    int64_t carrier, vertex_body;
+    double radius;
+    if (sA.round()) {
+      carrier = p.jB, vertex_body = p.jA, radius = -sA.radius(), n = face_normal(sB, M_B, n);
+    } else if (sB.round()) {
+      carrier = p.jA, vertex_body = p.jB, radius = sB.radius(), n = face_normal(sA, M_A, Vec3(-n), true);
+    } else if (sB.flat() || (!sA.flat() && aligned(sB, M_B, n))) {
+      carrier = p.jB, vertex_body = p.jA, radius = 0.0, n = face_normal(sB, M_B, n);
+    } else if (sA.flat() || aligned(sA, M_A, n)) {
+      carrier = p.jA, vertex_body = p.jB, radius = 0.0, n = face_normal(sA, M_A, Vec3(-n), true);
+    } else {
+      carrier = p.jB, vertex_body = p.jA, radius = 0.0;
+    }
+    const bool on_A = vertex_body == p.jA;
+    Points P = witness_points(*patch, on_A);
+    if (!finite_points(P)) {
+      again = retry(k, gd);
+      patch = &again;
+      P = witness_points(*patch, on_A);
+    }
+    const int64_t iP = on_A ? p.iA : p.iB;
+    const pinocchio::SE3& M_P = gd.oMg[iP];
+    if ((on_A ? sA : sB).kind == Kind::Sphere) {
+      const Vec3& c = M_P.translation();
+      P.resize(1, 3);
+      for (int i = 0; i < 3; ++i) P(0, i) = c[i] + radius * n[i];
+    }
+    const Points& V = vertices_[iP];
+    if (V.rows() > 0) snap_to_vertices(M_P.rotation(), M_P.translation(), V, P, n, on_A ? -1.0 : 1.0);
+    if (planar_) P = merge_planar(P);
+    std::vector<double> phi(P.rows());
+    const std::optional<double> level = on_A ? support(sB, M_B, n) : support(sA, M_A, Vec3(-n));
+    for (Eigen::Index i = 0; i < P.rows(); ++i) {
+      const double pn = P(i, 0) * n[0] + P(i, 1) * n[1] + P(i, 2) * n[2];
+      if (!level) phi[i] = patch->penetration_depth;
+      else phi[i] = on_A ? pn - *level : -*level - pn;
+    }
+    out.add(P, n, phi, p.jA, p.jB, carrier, vertex_body, radius, static_cast<int64_t>(k), nullptr);
+  }
+
+  static Points witness_points(const coal::ContactPatch& patch, bool on_A) {
+    Points P(static_cast<Eigen::Index>(patch.size()), 3);
+    for (size_t i = 0; i < patch.size(); ++i) {
+      const Vec3 w = on_A ? patch.getPointShape2(i) : patch.getPointShape1(i);
+      P.row(static_cast<Eigen::Index>(i)) = w.transpose();
+    }
+    return P;
+  }
+
+  static bool finite_points(const Points& P) {
+    for (Eigen::Index i = 0; i < P.size(); ++i)
+      if (!(std::abs(P.data()[i]) < 1e6)) return false;
+    return true;
+  }
+
+  // contact/_kernels.py snap_to_vertices (in place)
+  void snap_to_vertices(const Mat3& R, const Vec3& t, const Points& local, Points& pts, const Vec3& n,
+                        double toward) const {
+    const Eigen::Index nv = local.rows();
+    Points V(nv, 3);
+    for (Eigen::Index k = 0; k < nv; ++k) {
+      const double l0 = local(k, 0), l1 = local(k, 1), l2 = local(k, 2);
+      for (int i = 0; i < 3; ++i) V(k, i) = R(i, 0) * l0 + R(i, 1) * l1 + R(i, 2) * l2 + t[i];
+    }
+    const double tol2 = snap_tolerance_ * snap_tolerance_;
+    for (Eigen::Index j = 0; j < pts.rows(); ++j) {
+      Eigen::Index best = -1;
+      double best_along = -std::numeric_limits<double>::infinity();
+      for (Eigen::Index k = 0; k < nv; ++k) {
+        const double d0 = V(k, 0) - pts(j, 0), d1 = V(k, 1) - pts(j, 1), d2 = V(k, 2) - pts(j, 2);
+        const double along = d0 * n[0] + d1 * n[1] + d2 * n[2];
+        const double g0 = d0 - along * n[0], g1 = d1 - along * n[1], g2 = d2 - along * n[2];
+        if (g0 * g0 + g1 * g1 + g2 * g2 <= tol2 && toward * along > best_along) {
+          best_along = toward * along;
+          best = k;
+        }
+      }
+      if (best >= 0)
+        for (int i = 0; i < 3; ++i) pts(j, i) = V(best, i);
+    }
+  }
+
+  // _retry: pair k recomputed by coal directly with a tighter GJK tolerance
+  coal::ContactPatch retry(size_t k, pinocchio::GeometryData& gd) const {
+    const PairInfo& p = pairs_[k];
+    const coal::CollisionGeometry* gA = gm_.geometryObjects[p.iA].geometry.get();
+    const coal::CollisionGeometry* gB = gm_.geometryObjects[p.iB].geometry.get();
+    const coal::Transform3s tB = pinocchio::toCoalTransform3s(gd.oMg[p.iB]);
+    const coal::Transform3s tA = pinocchio::toCoalTransform3s(gd.oMg[p.iA]);
+    for (double tol : {1e-10, 1e-12}) {
+      coal::CollisionRequest req;
+      req.enable_contact = true;
+      req.security_margin = margin_;
+      req.gjk_tolerance = tol;
+      coal::CollisionResult res;
+      coal::collide(gB, tB, gA, tA, req, res);
+      if (!res.isCollision()) continue;
+      coal::ContactPatchRequest preq;
+      coal::ContactPatchResult pres(preq);
+      coal::computeContactPatch(gB, tB, gA, tA, res, preq, pres);
+      const coal::ContactPatch& patch = pres.getContactPatch(0);
+      if (reject_ < 2 && valid(patch)) return patch;
+    }
+    throw std::runtime_error("collision detection failed between '" + gm_.geometryObjects[p.iB].name + "' and '" +
+                             gm_.geometryObjects[p.iA].name +
+                             "' (coal returned a non-finite contact even with a tight GJK tolerance)");
+  }
+
+  // _flat_distance: signed distances of points P of body A (sign < 0) or B to a flat carrier along n
+  static std::vector<double> flat_distance(const Points& P, const Vec3& n, double sign, const Shape& flat,
+                                           const pinocchio::SE3& M_flat) {
+    const std::optional<double> level = sign < 0 ? support(flat, M_flat, n) : support(flat, M_flat, Vec3(-n));
+    if (!level) throw HandBack{};  // Python fails there (None in arithmetic): never reached for the flat carriers
+    std::vector<double> phi(P.rows());
+    for (Eigen::Index i = 0; i < P.rows(); ++i) {
+      const double pn = P(i, 0) * n[0] + P(i, 1) * n[1] + P(i, 2) * n[2];
+      phi[i] = sign < 0 ? pn - *level : -*level - pn;
+    }
+    return phi;
+  }
+
+  // _rod_on_flat: false when the cylinder stands on its disk face (coal's patch then)
+  bool rod_on_flat(size_t k, pinocchio::GeometryData& gd, Output& out) const {
+    const PairInfo& p = pairs_[k];
+    const double sign = p.rod_sign;
+    const int64_t i_rod = sign < 0 ? p.iA : p.iB, i_flat = sign < 0 ? p.iB : p.iA;
+    const Shape rod = shape(i_rod), flat = shape(i_flat);
+    const pinocchio::SE3& M_rod = gd.oMg[i_rod];
+    const pinocchio::SE3& M_flat = gd.oMg[i_flat];
+    Vec3 n = r_mul(M_flat.rotation(), flat.plane_n());
+    if (sign > 0) n = -n;
+    const Vec3 a = M_rod.rotation().col(2);
+    const Vec3& centre = M_rod.translation();
+    const double hl = rod.half_length();
+    Points ends(2, 3);
+    for (int i = 0; i < 3; ++i) {
+      ends(0, i) = centre[i] - hl * a[i];
+      ends(1, i) = centre[i] + hl * a[i];
+    }
+    const double r = rod.radius();
+    Vec3 u = n;
+    const bool cylinder = rod.kind == Kind::Cylinder;
+    if (cylinder) {
+      const double an = dot3(a, n);
+      const Vec3 w(n[0] - a[0] * an, n[1] - a[1] * an, n[2] - a[2] * an);
+      const double s = std::sqrt(dot3(w, w));
+      if (s < 1e-6) return false;
+      u = Vec3(w[0] / s, w[1] / s, w[2] / s);
+    }
+    const double sr = sign * r;
+    Points P(2, 3);
+    for (int e = 0; e < 2; ++e)
+      for (int i = 0; i < 3; ++i) P(e, i) = ends(e, i) + sr * u[i];
+    std::vector<double> phi = flat_distance(P, n, sign, flat, M_flat);
+    Points kept(2, 3);
+    std::vector<double> phik;
+    for (int e = 0; e < 2; ++e)
+      if (phi[e] <= margin_) {
+        kept.row(static_cast<Eigen::Index>(phik.size())) = P.row(e);
+        phik.push_back(phi[e]);
+      }
+    kept.conservativeResize(static_cast<Eigen::Index>(phik.size()), 3);
+    if (planar_ && kept.rows() > 0) {
+      kept = merge_planar(kept);
+      phik = flat_distance(kept, n, sign, flat, M_flat);
+    }
+    const int64_t jr = sign < 0 ? p.jA : p.jB, jf = sign < 0 ? p.jB : p.jA;
+    if (kept.rows() > 0) out.add(kept, n, phik, p.jA, p.jB, jf, jr, sr, static_cast<int64_t>(k), cylinder ? &a : nullptr);
+    return true;
+  }
+
+  // _hull_part: false when no vertex is close
+  bool hull_part(size_t k, const Vec3& n, pinocchio::GeometryData& gd, bool face, Output& out) const {
+    const PairInfo& p = pairs_[k];
+    const Shape sB = shape(p.iB);
+    const pinocchio::SE3& M_B = gd.oMg[p.iB];
+    Points P = ground_patch(p.iA, gd.oMg[p.iA], n, face ? &sB : nullptr, M_B);
+    if (P.rows() == 0) return false;
+    if (planar_) P = merge_planar(P);
+    out.add(P, n, flat_distance(P, n, -1.0, sB, M_B), p.jA, p.jB, p.jB, p.jA, 0.0, static_cast<int64_t>(k), nullptr);
+    return true;
+  }
+
+  // _extremes: indices (sorted, distinct) into the rows `idx` of C farthest along each direction
+  template <int m>
+  static std::vector<size_t> extremes(const std::vector<Vec3>& C, const std::vector<size_t>& rows, const double* t1,
+                                      const double* t2, const Eigen::Matrix<double, 2, m>& dirs) {
+    std::set<size_t> found;
+    for (int j = 0; j < m; ++j) {
+      const double w0 = t1[0] * dirs(0, j) + t2[0] * dirs(1, j);
+      const double w1 = t1[1] * dirs(0, j) + t2[1] * dirs(1, j);
+      const double w2 = t1[2] * dirs(0, j) + t2[2] * dirs(1, j);
+      size_t best = 0;
+      double best_v = 0.0;
+      for (size_t r = 0; r < rows.size(); ++r) {
+        const Vec3& c = C[rows[r]];
+        const double v = c[0] * w0 + c[1] * w1 + c[2] * w2;
+        if (r == 0 || v > best_v) {
+          best_v = v;
+          best = r;
+        }
+      }
+      found.insert(best);
+    }
+    return std::vector<size_t>(found.begin(), found.end());
+  }
+
+  // _ground_patch: world points of convex object i (pose M) touching a plane of normal n
+  Points ground_patch(int64_t i, const pinocchio::SE3& M, const Vec3& n, const Shape* box, const pinocchio::SE3& MB) const {
+    const Points& V = vertices_[i];
+    const Mat3& R = M.rotation();
+    const Vec3& t = M.translation();
+    const Vec3 nl = rt_mul(R, n);
+    const Eigen::Index nvtx = V.rows();
+    std::vector<double> h(nvtx);
+    double hmin = std::numeric_limits<double>::infinity();
+    for (Eigen::Index r = 0; r < nvtx; ++r) {
+      h[r] = V(r, 0) * nl[0] + V(r, 1) * nl[1] + V(r, 2) * nl[2];
+      hmin = std::min(hmin, h[r]);
+    }
+    std::vector<size_t> cand;
+    for (Eigen::Index r = 0; r < nvtx; ++r)
+      if (h[r] <= hmin + patch_depth_) cand.push_back(static_cast<size_t>(r));
+    if (box != nullptr) {
+      const Mat3& RB = MB.rotation();
+      const Vec3& tB = MB.translation();
+      const Vec3 c = rt_mul(RB, n);
+      int axis = 0;
+      for (int a = 1; a < 3; ++a)
+        if (std::abs(c[a]) > std::abs(c[axis])) axis = a;
+      const Vec3& half = box->box()->halfSide;
+      std::vector<size_t> inside;
+      size_t low = 0;  // argmin of h over the candidates
+      for (size_t r = 1; r < cand.size(); ++r)
+        if (h[cand[r]] < h[cand[low]]) low = r;
+      bool low_inside = false;
+      for (size_t r = 0; r < cand.size(); ++r) {
+        const Vec3 v(V(cand[r], 0), V(cand[r], 1), V(cand[r], 2));
+        const Vec3 w = to_world(R, t, v);
+        const Vec3 d(w[0] - tB[0], w[1] - tB[1], w[2] - tB[2]);
+        const Vec3 local = rt_mul(RB, d).cwiseAbs();
+        bool in = true;
+        for (int a = 0; a < 3; ++a)
+          if (a != axis && !(local[a] <= half[a] + margin_)) in = false;
+        if (in) inside.push_back(cand[r]);
+        if (r == low) low_inside = in;
+      }
+      if (!low_inside) return Points(0, 3);
+      cand = inside;
+    }
+    if (static_cast<int64_t>(cand.size()) > max_patch_points_) {
+      const TangentBasis b = tangent_basis(nl[0], nl[1], nl[2]);
+      std::vector<Vec3> C(cand.size());
+      std::vector<double> hc(cand.size());
+      for (size_t r = 0; r < cand.size(); ++r) {
+        C[r] = Vec3(V(cand[r], 0), V(cand[r], 1), V(cand[r], 2));
+        hc[r] = h[cand[r]];
+      }
+      std::vector<size_t> all(cand.size());
+      for (size_t r = 0; r < all.size(); ++r) all[r] = r;
+      std::vector<size_t> keep = extremes(C, all, b.t, b.s, dir4_);
+      size_t lowest = 0;
+      for (size_t r = 1; r < hc.size(); ++r)
+        if (hc[r] < hc[lowest]) lowest = r;
+      double keep_min = std::numeric_limits<double>::infinity();
+      for (size_t e : keep) keep_min = std::min(keep_min, hc[e]);
+      if (hc[lowest] < keep_min - flat_tolerance_) {  // curved: the lowest, and 3 around it if flat there
+        std::vector<size_t> L;
+        for (size_t r = 0; r < hc.size(); ++r)
+          if (hc[r] <= hc[lowest] + flat_tolerance_) L.push_back(r);
+        if (L.size() > 1) {
+          std::vector<size_t> sub = extremes(C, L, b.t, b.s, dir4_);
+          std::vector<size_t> picked;
+          for (size_t s : sub) picked.push_back(L[s]);
+          L = picked;
+        }
+        std::set<size_t> chosen(L.begin(), L.end());
+        for (size_t e : extremes(C, all, b.t, b.s, dir3_)) {
+          const double d0 = C[e][0] - C[lowest][0], d1 = C[e][1] - C[lowest][1], d2 = C[e][2] - C[lowest][2];
+          const double rise = hc[e] - hc[lowest];
+          const double run = std::sqrt(std::max(d0 * d0 + d1 * d1 + d2 * d2 - rise * rise, 0.0));
+          if (rise <= curved_slope_ * run) chosen.insert(e);
+        }
+        keep.assign(chosen.begin(), chosen.end());
+      }
+      std::vector<size_t> kept;
+      for (size_t e : keep) kept.push_back(cand[e]);
+      cand = kept;
+    }
+    Points out(static_cast<Eigen::Index>(cand.size()), 3);
+    for (size_t r = 0; r < cand.size(); ++r) {
+      const Vec3 w = to_world(R, t, Vec3(V(cand[r], 0), V(cand[r], 1), V(cand[r], 2)));
+      out.row(static_cast<Eigen::Index>(r)) = w.transpose();
+    }
+    return out;
+  }
+
+  friend void contactraj::bind_detection(nb::module_&);
+  int reject_ = 0;  // tests only: 1 rejects coal's first patch of every pair (the retry runs), 2 every patch
+
+  nb::object geometry_;  // keeps the scene's GeometryModel alive
+  pinocchio::GeometryModel& gm_;
+  std::vector<PairInfo> pairs_;
+  std::vector<Points> vertices_;
+  double margin_, patch_depth_;
+  bool planar_;
+  double snap_tolerance_, flat_tolerance_, curved_slope_;
+  int64_t max_patch_points_;
+  Eigen::Matrix<double, 2, 4> dir4_;
+  Eigen::Matrix<double, 2, 3> dir3_;
+};
+
+}  // namespace
+
+void bind_detection(nb::module_& m) {
+  if (_import_array() < 0) throw nb::python_error();
+  nb::class_<Detector>(m, "Detector",
+                       "The compiled twin of CollisionScene.detect (contact/detection.py), built once per scene")
+      .def(nb::init<nb::object, std::vector<std::vector<int64_t>>, std::vector<std::optional<Points>>, double, double,
+                    bool, double, double, double, int64_t, Eigen::Matrix<double, 2, 4>, Eigen::Matrix<double, 2, 3>>(),
+           nb::arg("geometry"), nb::arg("pairs"), nb::arg("vertices"), nb::arg("margin"), nb::arg("patch_depth"),
+           nb::arg("planar"), nb::arg("snap_tolerance"), nb::arg("flat_tolerance"), nb::arg("curved_slope"),
+           nb::arg("max_patch_points"), nb::arg("directions4"), nb::arg("directions3"))
+      .def_rw("test_reject", &Detector::reject_,
+              "tests only: 1 treats coal's first patch of every pair as invalid (the retry with tighter "
+              "GJK tolerances runs), 2 every patch (the retry fails with its error); 0 (default) neither")
+      .def("detect", &Detector::detect, nb::arg("model"), nb::arg("data"), nb::arg("gdata"), nb::arg("q"),
+           "Contacts at q as arrays (points, normals, phi, body_a, body_b, normal_body, point_body, radius, pair, "
+           "axis), or None where the Python reference must run instead");
+}
+
+}  // namespace contactraj
