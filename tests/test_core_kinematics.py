@@ -251,9 +251,13 @@ def test_box_flat_on_the_ground_is_rank_deficient():
     assert cmp.err["velocity_jacobian"] <= 1e-12  # well conditioned on its range: no cond(E) allowance needed
 
 
-def test_deep_box_position_correction():
+@pytest.mark.parametrize("rot", [(0.0, 0.0, 0.0), (0.02, 0.0, 0.0)], ids=["flat: 4 deep rows of rank 3", "tilted: 2"])
+def test_deep_box_position_correction(rot):
     sim = cube_sim(contact="lcp")
-    cmp = _scene_comparison(sim, cube_state(z=0.1 - 0.03, rot=(0.02, -0.01, 0.0)), steps=5)
+    x = cube_state(z=0.1 - 0.03, rot=rot)
+    cmp = _scene_comparison(sim, x, steps=5)
+    sim.step(x, np.zeros(0))
+    assert len(sim._data.contact.correction.rows) == (4 if rot[0] == 0 else 2)
     assert "position correction" in cmp.features and cmp.err["correction_jacobian"] <= 1e-12
 
 

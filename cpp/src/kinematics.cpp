@@ -27,9 +27,14 @@ std::string shape_str(Eigen::Index r, Eigen::Index c) {
   return "(" + std::to_string(r) + ", " + std::to_string(c) + ")";
 }
 
-void expect(bool ok, const char* fn, const std::string& what) {
-  if (!ok) throw std::invalid_argument(std::string(fn) + ": " + what);
+[[noreturn]] void fail(const char* fn, const std::string& what) {
+  throw std::invalid_argument(std::string(fn) + ": " + what);
 }
+// The message is built only when the check fails (these run on every call).
+#define expect(ok, fn, what) \
+  do {                       \
+    if (!(ok)) fail(fn, what); \
+  } while (0)
 
 void expect_shape(const char* fn, const char* name, Eigen::Index r, Eigen::Index c, Eigen::Index er,
                   Eigen::Index ec) {
@@ -45,10 +50,17 @@ void body_jacobian(const Eigen::Ref<const Eigen::MatrixXd>& Jw, const CRowRef& s
     for (Eigen::Index k = 0; k < nv; ++k) out(r, k) = Jw(r, k) * support(j, k);
 }
 
-// _kernels._add_dJTw: out += sign * d(J6^T w)/dq at a fixed world wrench w = (f, m). J6 is a (6, nv) block.
-template <class J6T>
-void add_dJTw(const J6T& J6, double f0, double f1, double f2, double m0, double m1, double m2, const CRowRef& mask,
-              double sign, Eigen::Ref<RowMat> out, RowMat& Pm) {
+// A (6, nv) block of joint Jacobian columns, copied column-major so that the 6-row sums below read
+// contiguous memory (the sums themselves are the kernels', term by term in the same order).
+using Mat6X = Eigen::Matrix<double, 6, Eigen::Dynamic>;
+
+inline bool all_zero(const Mat6X& m) { return (m.array() == 0.0).all(); }
+
+// _kernels._add_dJTw: out += sign * d(J6^T w)/dq at a fixed world wrench w = (f, m). Skipped when J6 is
+// zero (a world body: every term is 0, the sum unchanged).
+void add_dJTw(const Mat6X& J6, double f0, double f1, double f2, double m0, double m1, double m2, const CRowRef& mask,
+              double sign, Eigen::Ref<RowMat> out, Mat6X& Pm) {
+  if (all_zero(J6)) return;
   const Eigen::Index nv = J6.cols();
   for (Eigen::Index i = 0; i < nv; ++i) {
     const double v0 = J6(0, i), v1 = J6(1, i), v2 = J6(2, i);
@@ -60,24 +72,32 @@ void add_dJTw(const J6T& J6, double f0, double f1, double f2, double m0, double 
     Pm(0, i) = a0; Pm(1, i) = a1; Pm(2, i) = a2;
     Pm(3, i) = b0 + c0; Pm(4, i) = b1 + c1; Pm(5, i) = b2 + c2;
   }
-  for (Eigen::Index i = 0; i < nv; ++i)
+  for (Eigen::Index i = 0; i < nv; ++i) {
+    const double* p = Pm.col(i).data();
     for (Eigen::Index k = 0; k < nv; ++k)
       if (mask(i, k) != 0.0) {
+        const double* j = J6.col(k).data();
         double s = 0.0;
-        for (int r = 0; r < 6; ++r) s += Pm(r, i) * J6(r, k);
+        for (int r = 0; r < 6; ++r) s += p[r] * j[r];
         out(i, k) += sign * s;
       }
+  }
 }
 
-// _kernels._dJv: out (6, nv) = d(J6 v)/dq at fixed v.
-template <class J6T>
-void dJv(const J6T& J6, const CVecRef& v, const CRowRef& mask, RowMat& out) {
+// _kernels._dJv: out (6, nv) = d(J6 v)/dq at fixed v (zero when J6 is).
+void dJv(const Mat6X& J6, const CVecRef& v, const CRowRef& mask, Mat6X& out) {
   const Eigen::Index nv = J6.cols();
+  if (all_zero(J6)) {
+    out.setZero();
+    return;
+  }
   for (Eigen::Index k = 0; k < nv; ++k) {
     double u[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
     for (Eigen::Index i = 0; i < nv; ++i)
-      if (mask(i, k) != 0.0 && v[i] != 0.0)
-        for (int rr = 0; rr < 6; ++rr) u[rr] += J6(rr, i) * v[i];
+      if (mask(i, k) != 0.0 && v[i] != 0.0) {
+        const double* j = J6.col(i).data();
+        for (int rr = 0; rr < 6; ++rr) u[rr] += j[rr] * v[i];
+      }
     const double sv0 = J6(0, k), sv1 = J6(1, k), sv2 = J6(2, k);
     const double sw0 = J6(3, k), sw1 = J6(4, k), sw2 = J6(5, k);
     double a0, a1, a2, b0, b1, b2, c0, c1, c2;
@@ -272,7 +292,7 @@ void force_derivative(const CRowRef& J6A, const CRowRef& J6B, const CRowRef& D, 
                                        std::to_string(nc * r));
   expect_shape(fn, "out", out.rows(), out.cols(), nv, nv);
   out.setZero();
-  RowMat Pm(6, nv), dw(6, nv);
+  Mat6X A(6, nv), B(6, nv), Dm(6, nv), Pm(6, nv), dw(6, nv);
   for (Eigen::Index c = 0; c < nc; ++c) {
     bool nz = false;
     for (Eigen::Index j = 0; j < r; ++j)
@@ -288,8 +308,8 @@ void force_derivative(const CRowRef& J6A, const CRowRef& J6B, const CRowRef& D, 
     }
     double m0, m1, m2;
     cross(p0, p1, p2, F0, F1, F2, m0, m1, m2);
-    const auto A = J6A.middleRows(c * 6, 6);
-    const auto B = J6B.middleRows(c * 6, 6);
+    A = J6A.middleRows(c * 6, 6);
+    B = J6B.middleRows(c * 6, 6);
     add_dJTw(A, F0, F1, F2, m0, m1, m2, mask, 1.0, out, Pm);
     add_dJTw(B, F0, F1, F2, m0, m1, m2, mask, -1.0, out, Pm);
     // the wrench moves: dw = (dF, dp x F + p x dF)
@@ -307,12 +327,16 @@ void force_derivative(const CRowRef& J6A, const CRowRef& J6B, const CRowRef& D, 
       dw(0, k) = g0; dw(1, k) = g1; dw(2, k) = g2;
       dw(3, k) = h0 + i0; dw(4, k) = h1 + i1; dw(5, k) = h2 + i2;
     }
-    for (Eigen::Index i = 0; i < nv; ++i)
+    Dm = A - B;
+    for (Eigen::Index i = 0; i < nv; ++i) {
+      const double* a = Dm.col(i).data();
       for (Eigen::Index k = 0; k < nv; ++k) {
+        const double* w = dw.col(k).data();
         double s = 0.0;
-        for (int rr = 0; rr < 6; ++rr) s += (A(rr, i) - B(rr, i)) * dw(rr, k);
+        for (int rr = 0; rr < 6; ++rr) s += a[rr] * w[rr];
         out(i, k) += s;
       }
+    }
   }
 }
 
@@ -324,16 +348,17 @@ void velocity_derivative(const CRowRef& J6A, const CRowRef& J6B, const CRowRef& 
   const Eigen::Index nc = points.rows(), nv = mask.rows(), r = D.cols();
   expect(v.size() == nv, fn, "v has " + std::to_string(v.size()) + " entries, expected nv = " + std::to_string(nv));
   expect_shape(fn, "out", out.rows(), out.cols(), nc * r, nv);
-  RowMat dA(6, nv), dB(6, nv);
+  Mat6X A(6, nv), B(6, nv), Dm(6, nv), dA(6, nv), dB(6, nv);
   for (Eigen::Index c = 0; c < nc; ++c) {
-    const auto A = J6A.middleRows(c * 6, 6);
-    const auto B = J6B.middleRows(c * 6, 6);
+    A = J6A.middleRows(c * 6, 6);
+    B = J6B.middleRows(c * 6, 6);
     dJv(A, v, mask, dA);
     dJv(B, v, mask, dB);
     const double p0 = points(c, 0), p1 = points(c, 1), p2 = points(c, 2);
+    Dm = A - B;
     double V[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
     for (int rr = 0; rr < 6; ++rr)
-      for (Eigen::Index i = 0; i < nv; ++i) V[rr] += (A(rr, i) - B(rr, i)) * v[i];
+      for (Eigen::Index i = 0; i < nv; ++i) V[rr] += Dm(rr, i) * v[i];
     double x0, x1, x2;
     cross(V[3], V[4], V[5], p0, p1, p2, x0, x1, x2);
     const double vr0 = V[0] + x0, vr1 = V[1] + x1, vr2 = V[2] + x2;
@@ -383,8 +408,29 @@ RowMat fixed_impulse_velocity_derivative(const CRowRef& J, const CRowRef& G, con
 RowMat lstsq(const CRowRef& A, const CRowRef& B, double rcond) {
   expect(A.rows() == B.rows(), "lstsq", "A has " + std::to_string(A.rows()) + " rows and B " +
                                             std::to_string(B.rows()));
-  RowMat X = RowMat::Zero(A.cols(), B.cols());
-  if (A.rows() == 0 || A.cols() == 0) return X;
+  const Eigen::Index k = A.rows(), z = A.cols();
+  RowMat X = RowMat::Zero(z, B.cols());
+  if (k == 0 || z == 0) return X;
+  if (k >= z) {
+    // Fast path, when A certainly has full column rank under the cutoff: A P = Q R, and
+    // s_min(A) >= 1 / |R^-1|_F, s_max(A) <= |R|_F; if 1 / |R^-1|_F > 4 rcond |R|_F every singular
+    // value passes the cutoff (a margin of 4 over the bounds' round-off), and the least-squares
+    // solution is unique: R^-1 Q^T B, permuted. Otherwise (rank-deficient or near the cutoff) the SVD.
+    Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(A);
+    const Eigen::MatrixXd R = qr.matrixQR().topLeftCorner(z, z).triangularView<Eigen::Upper>();
+    if ((R.diagonal().array() != 0.0).all()) {
+      Eigen::MatrixXd Rinv = Eigen::MatrixXd::Identity(z, z);
+      R.triangularView<Eigen::Upper>().solveInPlace(Rinv);
+      if (1.0 / Rinv.norm() > 4.0 * rcond * R.norm()) {
+        Eigen::MatrixXd c = B;
+        c.applyOnTheLeft(qr.householderQ().adjoint());
+        Eigen::MatrixXd y = c.topRows(z);
+        R.triangularView<Eigen::Upper>().solveInPlace(y);
+        X = qr.colsPermutation() * y;
+        return X;
+      }
+    }
+  }
   Eigen::BDCSVD<Eigen::MatrixXd> svd(A, Eigen::ComputeThinU | Eigen::ComputeThinV);
   const Eigen::VectorXd& s = svd.singularValues();
   const double cut = rcond * s[0];  // singular values are sorted, largest first
@@ -536,17 +582,17 @@ using IMap = Eigen::Map<const IdxVec>;
 Map rows_of(const ArrD& a, const char* fn, const char* name, std::initializer_list<int64_t> shape) {
   if (!a.is_valid()) return Map(nullptr, 0, 0);
   const size_t nd = shape.size();
-  std::string want = "(";
-  size_t i = 0;
-  for (int64_t s : shape) want += (i++ ? ", " : "") + (s < 0 ? std::string("*") : std::to_string(s));
-  want += nd == 1 ? ",)" : ")";
   bool ok = a.ndim() == nd;
-  i = 0;
+  size_t i = 0;
   for (int64_t s : shape) {
     if (ok && s >= 0 && static_cast<int64_t>(a.shape(i)) != s) ok = false;
     ++i;
   }
   if (!ok) {
+    std::string want = "(";
+    i = 0;
+    for (int64_t s : shape) want += (i++ ? ", " : "") + (s < 0 ? std::string("*") : std::to_string(s));
+    want += nd == 1 ? ",)" : ")";
     std::string got = "(";
     for (size_t k = 0; k < a.ndim(); ++k) got += (k ? ", " : "") + std::to_string(a.shape(k));
     got += a.ndim() == 1 ? ",)" : ")";

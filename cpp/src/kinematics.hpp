@@ -68,8 +68,11 @@ RowMat fixed_impulse_velocity_derivative(const CRowRef& J, const CRowRef& G, con
                                          const CVecRef& slope, const CRowRef& dJv);
 
 // numpy.linalg.lstsq(A, B, rcond)[0]: the minimum-norm least-squares solution, singular values
-// ``s <= rcond * s_max`` treated as zero (LAPACK gelsd's rule). Computed from Eigen's BDCSVD (one-sided
-// Jacobi below 16 columns) instead of gelsd's divide and conquer: the same solution up to round-off.
+// ``s <= rcond * s_max`` treated as zero (LAPACK gelsd's rule). Method (not gelsd's): where a
+// column-pivoted QR (A P = Q R) certifies that every singular value passes the cutoff
+// (1 / |R^-1|_F > 4 rcond |R|_F, bounds on s_min and s_max) the unique solution R^-1 Q^T B; otherwise
+// Eigen's BDCSVD (one-sided Jacobi below 16 columns) with the cutoff applied as numpy does. Eigen's
+// SVD of a 12 x 12 matrix takes ~60 us, the QR ~12 us. Same solution up to round-off (cond(A) eps).
 RowMat lstsq(const CRowRef& A, const CRowRef& B, double rcond);
 
 // numpy.linalg.solve(A, B): LU with partial pivoting (LAPACK gesv's method); throws
