@@ -270,7 +270,7 @@ class ContactModel:
     def _correction(self, J, MJt, rows, phi_deep) -> Correction:
         """The position correction on the deep rows ``rows`` with distances ``phi_deep`` (module docstring);
         ``MJt`` is the step's ``M^-1 J^T``, whose deep columns are ``W``. In the compiled core when it is
-        available (its least squares: an SVD with numpy's cutoff ``s > RANK_RTOL s_max``)."""
+        available (its least squares keeps numpy's cutoff ``s > RANK_RTOL s_max``: see ``cpp/src/kinematics.hpp``)."""
         if self.kin.core is None:
             return self._reference_correction(J, MJt, rows, phi_deep)
         dq, lam, W, A = self.kin.core.position_correction(J, MJt, rows, phi_deep, self.erp, self.slop)
