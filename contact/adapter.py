@@ -32,6 +32,11 @@ that stay zero drop out and bounded ones follow their normal: ``dlambda = P dz``
 solved once per step by :func:`lambda_jacobian` (least squares with a relative rank cutoff
 :data:`RANK_RTOL` where ``E`` may be rank-deficient: the clamping set of a box flat on the
 ground; a plain solve where the adapter says it is regular).
+
+:func:`lambda_jacobian`, :func:`velocity_jacobian` and :func:`fixed_impulse_velocity_derivative`
+run in the compiled core (C++, ``cpp/src/kinematics.cpp``) when it is available (``_core``, set once
+at import), else in the numba reference kept here (``_reference_...``), which the core is tested
+against.
 """
 
 from __future__ import annotations
@@ -41,6 +46,11 @@ from typing import Protocol
 
 import numpy as np
 from numba import njit
+
+from . import core
+
+#: the compiled core, or None (the numba reference runs); set once at import
+_core = core.module if core.available() else None
 
 #: Relative rank cutoff of the least-squares implicit solve (on the singular values of ``E``).
 RANK_RTOL = 1e-10
@@ -129,6 +139,13 @@ def _arrays(lin: Linearization, dc, dphi):
 def lambda_jacobian(lin: Linearization, dc: np.ndarray, dphi: np.ndarray | None = None) -> np.ndarray:
     """``dlambda/dtheta`` (m, ncols) from ``dc = dc/dtheta`` at fixed impulses (m, ncols) and, for a
     model whose residual depends on the distances, ``dphi = dphi/dtheta`` (m, ncols, normal rows)."""
+    if _core is None:
+        return _reference_lambda_jacobian(lin, dc, dphi)
+    dphi = None if lin.Fphi is None else dphi
+    return _core.lambda_jacobian(lin.E, lin.Fc, lin.Fphi, dc, dphi, bool(lin.regular), lin.P, lin.unknowns)
+
+
+def _reference_lambda_jacobian(lin: Linearization, dc: np.ndarray, dphi: np.ndarray | None = None) -> np.ndarray:
     out = np.zeros((lin.Fc.shape[1], dc.shape[1]))
     if lin.E.shape[0] == 0:
         return out
@@ -145,16 +162,32 @@ def velocity_jacobian(lin: Linearization, dc: np.ndarray, dphi: np.ndarray | Non
     ``MJt = M^-1 J^T`` (nv, m) in one compiled call (the step's hot path)."""
     if lin.E.shape[0] == 0:
         return G.copy()
+    if _core is None:
+        return _reference_velocity_jacobian(lin, dc, dphi, MJt, G)
+    dphi = None if lin.Fphi is None else dphi
+    return _core.implicit_velocity(lin.E, lin.Fc, lin.Fphi, dc, dphi, bool(lin.regular), lin.P, lin.unknowns, MJt, G)
+
+
+def _reference_velocity_jacobian(lin: Linearization, dc: np.ndarray, dphi: np.ndarray | None, MJt: np.ndarray,
+                                 G: np.ndarray) -> np.ndarray:
+    if lin.E.shape[0] == 0:
+        return G.copy()
     P = _NO_ROWS if lin.P is None else np.ascontiguousarray(lin.P)
     return _implicit_velocity(*_arrays(lin, dc, dphi), P, np.asarray(lin.unknowns, dtype=np.int64),
                               np.ascontiguousarray(MJt), np.ascontiguousarray(G))
 
 
-@njit(cache=True)
 def fixed_impulse_velocity_derivative(J, G, rows, slope, dJv):
     """``dc/dtheta`` (m, ncols) of the contact velocities ``c = J v+`` at fixed impulses: ``J G`` plus,
     on the q-columns (the first nv), ``slope * J`` on the distance rows ``rows`` and ``dJv`` (the
     kinematic term ``d(J w)/dq`` at ``w = v+``) on the first ``dJv.shape[0]`` (contact) rows."""
+    if _core is None:
+        return _reference_fixed_impulse_velocity_derivative(J, G, rows, slope, dJv)
+    return _core.fixed_impulse_velocity_derivative(J, G, rows, slope, dJv)
+
+
+@njit(cache=True)
+def _reference_fixed_impulse_velocity_derivative(J, G, rows, slope, dJv):
     nv = J.shape[1]
     dc = J @ G
     for a in range(rows.shape[0]):

@@ -27,8 +27,10 @@ Rows per contact: ``(n, t)`` in planar scenes (xy plane; ``t = z x n``),
 ``(n, t1, t2)`` in 3-D (``t1 = e x n / |e x n|`` with ``e`` the world axis least
 aligned with n, ``t2 = n x t1``).
 
-The loops over contacts run in compiled kernels (:mod:`contact._kernels`); a
-line-by-line numpy version lives in ``tests/reference_kinematics.py``.
+The loops over contacts run in the compiled core (C++, ``cpp/src/kinematics.cpp``) when it is
+available, else in numba kernels (:mod:`contact._kernels`, the reference the core is tested
+against: ``_reference_geometry`` etc.); a line-by-line numpy version lives in
+``tests/reference_kinematics.py``.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 import pinocchio as pin
 
-from . import _kernels
+from . import _kernels, core
 from .detection import Contacts
 
 
@@ -80,14 +82,39 @@ def support_masks(model: pin.Model) -> tuple[np.ndarray, np.ndarray]:
 class ContactKinematics:
     """Contact-frame Jacobians and their derivative contractions for one model."""
 
-    def __init__(self, model: pin.Model, *, planar: bool = False):
+    def __init__(self, model: pin.Model, *, planar: bool = False, compiled: bool = True):
         self.nv = model.nv
         self.planar = planar
         self.rows = 2 if planar else 3
         self.mask, self.support = support_masks(model)
+        #: the compiled core (C++) that computes the kinematics, or None: the numba reference
+        #: (``compiled=False``, or the core is missing: :func:`contact.core.available` warns once)
+        self.core = core.module if compiled and core.available() else None
 
     def geometry(self, data: pin.Data, contacts: Contacts) -> ContactGeometry:
         """Contact Jacobian and derivative ingredients. Needs ``computeJointJacobians`` at q first."""
+        if self.core is None:
+            return self._reference_geometry(data, contacts)
+        c = contacts
+        J, D, dD, dp, J6A, J6B = self.core.contact_geometry(data, self.support, c.body_a, c.body_b, c.normal_body,
+                                                            c.point_body, c.points, c.normals, c.radius, c.axis,
+                                                            bool(self.planar))
+        return ContactGeometry(contacts, J, D, dD, dp, J6A, J6B, self.rows)
+
+    def force_derivative(self, g: ContactGeometry, lam: np.ndarray) -> np.ndarray:
+        """``d(J(q)^T lambda)/dq`` (nv, nv) with the contact-frame impulses ``lambda`` (m,) held."""
+        if self.core is None:
+            return self._reference_force_derivative(g, lam)
+        return self.core.force_derivative(g.J6A, g.J6B, g.D, g.dD, g.dp, g.contacts.points, lam, self.mask)
+
+    def velocity_derivative(self, g: ContactGeometry, v: np.ndarray) -> np.ndarray:
+        """``d(J(q) v)/dq`` (m, nv) at a fixed generalized velocity ``v`` (nv,)."""
+        if self.core is None:
+            return self._reference_velocity_derivative(g, v)
+        return self.core.velocity_derivative(g.J6A, g.J6B, g.D, g.dD, g.dp, g.contacts.points, v, self.mask)
+
+    # -- the reference (numba kernels) ------------------------------------------------------
+    def _reference_geometry(self, data: pin.Data, contacts: Contacts) -> ContactGeometry:
         nv, r, nc = self.nv, self.rows, len(contacts)
         J = np.empty((nc * r, nv))
         D = np.empty((nc, 3, r))
@@ -100,15 +127,13 @@ class ContactKinematics:
                                   contacts.radius, contacts.axis, self.planar, J, D, dD, dp, J6A, J6B)
         return ContactGeometry(contacts, J, D, dD, dp, J6A, J6B, r)
 
-    def force_derivative(self, g: ContactGeometry, lam: np.ndarray) -> np.ndarray:
-        """``d(J(q)^T lambda)/dq`` (nv, nv) with the contact-frame impulses ``lambda`` (m,) held."""
+    def _reference_force_derivative(self, g: ContactGeometry, lam: np.ndarray) -> np.ndarray:
         out = np.empty((self.nv, self.nv))
         _kernels.force_derivative(g.J6A, g.J6B, g.D, g.dD, g.dp, g.contacts.points,
                                   np.ascontiguousarray(lam, dtype=float), self.mask, out)
         return out
 
-    def velocity_derivative(self, g: ContactGeometry, v: np.ndarray) -> np.ndarray:
-        """``d(J(q) v)/dq`` (m, nv) at a fixed generalized velocity ``v`` (nv,)."""
+    def _reference_velocity_derivative(self, g: ContactGeometry, v: np.ndarray) -> np.ndarray:
         out = np.empty((len(g.contacts) * self.rows, self.nv))
         _kernels.velocity_derivative(g.J6A, g.J6B, g.D, g.dD, g.dp, g.contacts.points,
                                      np.ascontiguousarray(v, dtype=float), self.mask, out)

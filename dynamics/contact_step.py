@@ -275,7 +275,14 @@ class ContactModel:
 
     def _correction(self, J, MJt, rows, phi_deep) -> Correction:
         """The position correction on the deep rows ``rows`` with distances ``phi_deep`` (module docstring);
-        ``MJt`` is the step's ``M^-1 J^T``, whose deep columns are ``W``."""
+        ``MJt`` is the step's ``M^-1 J^T``, whose deep columns are ``W``. In the compiled core when it is
+        available (its least squares keeps numpy's cutoff ``s > RANK_RTOL s_max``: see ``cpp/src/kinematics.hpp``)."""
+        if self.kin.core is None:
+            return self._reference_correction(J, MJt, rows, phi_deep)
+        dq, lam, W, A = self.kin.core.position_correction(J, MJt, rows, phi_deep, self.erp, self.slop)
+        return Correction(rows, dq, lam, W, A)
+
+    def _reference_correction(self, J, MJt, rows, phi_deep) -> Correction:
         W = MJt[:, rows]
         A = J[rows] @ W
         e = self.erp * (-phi_deep - self.slop)
@@ -309,6 +316,8 @@ class ContactModel:
             lam_full[c.rows[on_contacts]] = c.lam[on_contacts]
             D += state.Minv @ self.kin.force_derivative(state.geo, lam_full)
             K[on_contacts] = self.kin.velocity_derivative(state.geo, c.dq)[c.rows[on_contacts]]
+        if self.kin.core is not None:
+            return self.kin.core.correction_jacobian(c.A, c.W, Jd, K, D, self.erp)
         rhs = -self.erp * Jd - K - Jd @ D
         dlam = np.linalg.lstsq(c.A, rhs, rcond=RANK_RTOL)[0]
         return D + c.W @ dlam

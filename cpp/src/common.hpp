@@ -38,4 +38,5 @@ inline pinocchio::GeometryData& geometry_data_of(nb::handle h) {
 // declared here and called by module.cpp.
 void bind_probe(nb::module_& m);
 void bind_detection(nb::module_& m);
+void bind_kinematics(nb::module_& m);
 }  // namespace contactraj

@@ -6,4 +6,5 @@ NB_MODULE(contactraj_core, m) {
   m.attr("pinocchio_version") = CONTACTRAJ_PIN_VERSION;
   contactraj::bind_probe(m);
   contactraj::bind_detection(m);
+  contactraj::bind_kinematics(m);
 }

@@ -1,0 +1,765 @@
+// Contact kinematics and the implicit-derivative kernels (see kinematics.hpp), and their bindings.
+#include "kinematics.hpp"
+
+#include <Eigen/LU>
+#include <Eigen/SVD>
+#include <cmath>
+#include <set>
+#include <stdexcept>
+#include <string>
+
+#include "basis.hpp"
+#include "common.hpp"
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/tuple.h>
+
+namespace contactraj {
+namespace {
+
+inline void cross(double a0, double a1, double a2, double b0, double b1, double b2, double& x0, double& x1,
+                  double& x2) {
+  x0 = a1 * b2 - a2 * b1;
+  x1 = a2 * b0 - a0 * b2;
+  x2 = a0 * b1 - a1 * b0;
+}
+
+std::string shape_str(Eigen::Index r, Eigen::Index c) {
+  return "(" + std::to_string(r) + ", " + std::to_string(c) + ")";
+}
+
+[[noreturn]] void fail(const char* fn, const std::string& what) {
+  throw std::invalid_argument(std::string(fn) + ": " + what);
+}
+// The message is built only when the check fails (these run on every call).
+#define expect(ok, fn, what) \
+  do {                       \
+    if (!(ok)) fail(fn, what); \
+  } while (0)
+
+void expect_shape(const char* fn, const char* name, Eigen::Index r, Eigen::Index c, Eigen::Index er,
+                  Eigen::Index ec) {
+  expect(r == er && c == ec, fn, std::string(name) + " has shape " + shape_str(r, c) + ", expected " +
+                                     shape_str(er, ec));
+}
+
+// _kernels._body_jacobian: Jw with the columns of the dofs that do not support joint j zeroed.
+template <class Out>
+void body_jacobian(const Eigen::Ref<const Eigen::MatrixXd>& Jw, const CRowRef& support, int64_t j, Out&& out) {
+  const Eigen::Index nv = Jw.cols();
+  for (int r = 0; r < 6; ++r)
+    for (Eigen::Index k = 0; k < nv; ++k) out(r, k) = Jw(r, k) * support(j, k);
+}
+
+// A (6, nv) block of joint Jacobian columns, copied column-major so that the 6-row sums below read
+// contiguous memory (the sums themselves are the kernels', term by term in the same order).
+using Mat6X = Eigen::Matrix<double, 6, Eigen::Dynamic>;
+
+inline bool all_zero(const Mat6X& m) { return (m.array() == 0.0).all(); }
+
+// _kernels._add_dJTw: out += sign * d(J6^T w)/dq at a fixed world wrench w = (f, m). Skipped when J6 is
+// zero (a world body: every term is 0, the sum unchanged).
+void add_dJTw(const Mat6X& J6, double f0, double f1, double f2, double m0, double m1, double m2, const CRowRef& mask,
+              double sign, Eigen::Ref<RowMat> out, Mat6X& Pm) {
+  if (all_zero(J6)) return;
+  const Eigen::Index nv = J6.cols();
+  for (Eigen::Index i = 0; i < nv; ++i) {
+    const double v0 = J6(0, i), v1 = J6(1, i), v2 = J6(2, i);
+    const double w0 = J6(3, i), w1 = J6(4, i), w2 = J6(5, i);
+    double a0, a1, a2, b0, b1, b2, c0, c1, c2;
+    cross(w0, w1, w2, f0, f1, f2, a0, a1, a2);
+    cross(w0, w1, w2, m0, m1, m2, b0, b1, b2);
+    cross(v0, v1, v2, f0, f1, f2, c0, c1, c2);
+    Pm(0, i) = a0; Pm(1, i) = a1; Pm(2, i) = a2;
+    Pm(3, i) = b0 + c0; Pm(4, i) = b1 + c1; Pm(5, i) = b2 + c2;
+  }
+  for (Eigen::Index i = 0; i < nv; ++i) {
+    const double* p = Pm.col(i).data();
+    for (Eigen::Index k = 0; k < nv; ++k)
+      if (mask(i, k) != 0.0) {
+        const double* j = J6.col(k).data();
+        double s = 0.0;
+        for (int r = 0; r < 6; ++r) s += p[r] * j[r];
+        out(i, k) += sign * s;
+      }
+  }
+}
+
+// _kernels._dJv: out (6, nv) = d(J6 v)/dq at fixed v (zero when J6 is).
+void dJv(const Mat6X& J6, const CVecRef& v, const CRowRef& mask, Mat6X& out) {
+  const Eigen::Index nv = J6.cols();
+  if (all_zero(J6)) {
+    out.setZero();
+    return;
+  }
+  for (Eigen::Index k = 0; k < nv; ++k) {
+    double u[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    for (Eigen::Index i = 0; i < nv; ++i)
+      if (mask(i, k) != 0.0 && v[i] != 0.0) {
+        const double* j = J6.col(i).data();
+        for (int rr = 0; rr < 6; ++rr) u[rr] += j[rr] * v[i];
+      }
+    const double sv0 = J6(0, k), sv1 = J6(1, k), sv2 = J6(2, k);
+    const double sw0 = J6(3, k), sw1 = J6(4, k), sw2 = J6(5, k);
+    double a0, a1, a2, b0, b1, b2, c0, c1, c2;
+    cross(sw0, sw1, sw2, u[0], u[1], u[2], a0, a1, a2);
+    cross(sv0, sv1, sv2, u[3], u[4], u[5], b0, b1, b2);
+    cross(sw0, sw1, sw2, u[3], u[4], u[5], c0, c1, c2);
+    out(0, k) = a0 + b0; out(1, k) = a1 + b1; out(2, k) = a2 + b2;
+    out(3, k) = c0; out(4, k) = c1; out(5, k) = c2;
+  }
+}
+
+}  // namespace
+
+SupportMasks support_masks(const pinocchio::Model& model) {
+  const int nv = model.nv;
+  std::vector<int> joint_of(nv, 0);
+  for (int j = 1; j < model.njoints; ++j) {
+    const int iv = model.joints[j].idx_v(), jnv = model.joints[j].nv();
+    for (int k = iv; k < iv + jnv; ++k) joint_of[k] = j;
+  }
+  SupportMasks s;
+  s.support = RowMat::Zero(model.njoints, nv);
+  for (int j = 1; j < model.njoints; ++j) {
+    std::set<int> sup(model.supports[j].begin(), model.supports[j].end());
+    for (int k = 0; k < nv; ++k) s.support(j, k) = sup.count(joint_of[k]) ? 1.0 : 0.0;
+  }
+  s.mask.resize(nv, nv);
+  for (int i = 0; i < nv; ++i) s.mask.row(i) = s.support.row(joint_of[i]);
+  return s;
+}
+
+ContactGeometry contact_geometry(const Eigen::Ref<const Eigen::MatrixXd>& Jw, const CRowRef& support,
+                                 const CIdxRef& body_a, const CIdxRef& body_b, const CIdxRef& normal_body,
+                                 const CIdxRef& point_body, const CRowRef& points, const CRowRef& normals,
+                                 const CVecRef& radius, const CRowRef& axes, bool planar) {
+  static const char* fn = "contact_geometry";
+  const Eigen::Index nc = points.rows(), nv = Jw.cols();
+  expect(Jw.rows() == 6, fn, "Jw has " + std::to_string(Jw.rows()) + " rows, expected 6 (data.J)");
+  expect_shape(fn, "support", support.rows(), support.cols(), support.rows(), nv);
+  expect(support.rows() >= 1, fn, "support has no rows (one per joint expected)");
+  expect_shape(fn, "points", points.rows(), points.cols(), nc, 3);
+  expect_shape(fn, "normals", normals.rows(), normals.cols(), nc, 3);
+  expect_shape(fn, "axes", axes.rows(), axes.cols(), nc, 3);
+  expect(radius.size() == nc, fn, "radius has " + std::to_string(radius.size()) + " entries, expected nc = " +
+                                      std::to_string(nc));
+  const CIdxRef* bodies[4] = {&body_a, &body_b, &normal_body, &point_body};
+  const char* names[4] = {"body_a", "body_b", "normal_body", "point_body"};
+  for (int b = 0; b < 4; ++b) {
+    expect(bodies[b]->size() == nc, fn, std::string(names[b]) + " has " + std::to_string(bodies[b]->size()) +
+                                            " entries, expected nc = " + std::to_string(nc));
+    for (Eigen::Index c = 0; c < nc; ++c) {
+      const int64_t j = (*bodies[b])[c];
+      expect(j >= 0 && j < support.rows(), fn, std::string(names[b]) + "[" + std::to_string(c) + "] = " +
+                                                   std::to_string(j) + " is not a joint index (0 .. " +
+                                                   std::to_string(support.rows() - 1) + ")");
+    }
+  }
+  const int r = planar ? 2 : 3;
+  ContactGeometry g;
+  g.nc = static_cast<int>(nc);
+  g.r = r;
+  g.nv = static_cast<int>(nv);
+  g.J.resize(nc * r, nv);
+  g.D.resize(nc * 3, r);
+  g.dD.resize(nc * r * 3, nv);
+  g.dp.resize(nc * 3, nv);
+  g.J6A.resize(nc * 6, nv);
+  g.J6B.resize(nc * 6, nv);
+  RowMat JN(6, nv), JP(6, nv), dn(3, nv);
+  double dDdn[3][3][3];
+  for (Eigen::Index c = 0; c < nc; ++c) {
+    auto J6A = g.J6A.middleRows(c * 6, 6);
+    auto J6B = g.J6B.middleRows(c * 6, 6);
+    body_jacobian(Jw, support, body_a[c], J6A);
+    body_jacobian(Jw, support, body_b[c], J6B);
+    body_jacobian(Jw, support, normal_body[c], JN);
+    body_jacobian(Jw, support, point_body[c], JP);
+    const double n0 = normals(c, 0), n1 = normals(c, 1), n2 = normals(c, 2);
+    const double p0 = points(c, 0), p1 = points(c, 1), p2 = points(c, 2);
+    const double ax0 = axes(c, 0), ax1 = axes(c, 1), ax2 = axes(c, 2);
+    const bool cyl = ax0 != 0.0 || ax1 != 0.0 || ax2 != 0.0;
+    double an = 0.0, ws = 1.0, ru0 = n0, ru1 = n1, ru2 = n2;
+    if (cyl) {
+      an = ax0 * n0 + ax1 * n1 + ax2 * n2;
+      const double w0 = n0 - ax0 * an, w1 = n1 - ax1 * an, w2 = n2 - ax2 * an;
+      ws = std::sqrt(w0 * w0 + w1 * w1 + w2 * w2);
+      ru0 = w0 / ws; ru1 = w1 / ws; ru2 = w2 / ws;
+    }
+    // directions and their derivative with respect to n
+    for (int a = 0; a < r; ++a)
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 3; ++j) dDdn[a][i][j] = 0.0;
+    auto D = [&](int i, int j) -> double& { return g.D(c * 3 + i, j); };
+    D(0, 0) = n0; D(1, 0) = n1; D(2, 0) = n2;
+    for (int i = 0; i < 3; ++i) dDdn[0][i][i] = 1.0;
+    if (planar) {
+      D(0, 1) = -n1; D(1, 1) = n0; D(2, 1) = 0.0;
+      dDdn[1][0][1] = -1.0;  // t = z x n = (-n1, n0, 0)
+      dDdn[1][1][0] = 1.0;
+    } else {
+      const TangentBasis b = tangent_basis(n0, n1, n2);
+      const double t0 = b.t[0], t1 = b.t[1], t2 = b.t[2];
+      const double e0 = b.e[0], e1 = b.e[1], e2 = b.e[2], un = b.norm;
+      D(0, 1) = t0; D(1, 1) = t1; D(2, 1) = t2;
+      D(0, 2) = b.s[0]; D(1, 2) = b.s[1]; D(2, 2) = b.s[2];
+      // dt1/dn = (I - t1 t1^T) skew(e) / |u|
+      const double Se[3][3] = {{0.0, -e2, e1}, {e2, 0.0, -e0}, {-e1, e0, 0.0}};
+      const double tt[3] = {t0, t1, t2};
+      double P[3][3];
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 3; ++j) P[i][j] = (i == j ? 1.0 : 0.0) - tt[i] * tt[j];
+      double dt1[3][3];
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 3; ++j) {
+          double s = 0.0;
+          for (int k = 0; k < 3; ++k) s += P[i][k] * Se[k][j];
+          dt1[i][j] = s / un;
+        }
+      const double Sn[3][3] = {{0.0, -n2, n1}, {n2, 0.0, -n0}, {-n1, n0, 0.0}};
+      const double St[3][3] = {{0.0, -t2, t1}, {t2, 0.0, -t0}, {-t1, t0, 0.0}};
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 3; ++j) {
+          double s = 0.0;
+          for (int k = 0; k < 3; ++k) s += Sn[i][k] * dt1[k][j];
+          dDdn[1][i][j] = dt1[i][j];
+          dDdn[2][i][j] = s - St[i][j];
+        }
+    }
+    // contact rows: D^T (Jv - skew(p) Jw) of A minus B
+    const double rad = radius[c];
+    for (Eigen::Index k = 0; k < nv; ++k) {
+      const double lv0 = J6A(0, k) - J6B(0, k), lv1 = J6A(1, k) - J6B(1, k), lv2 = J6A(2, k) - J6B(2, k);
+      const double w0 = J6A(3, k) - J6B(3, k), w1 = J6A(4, k) - J6B(4, k), w2 = J6A(5, k) - J6B(5, k);
+      // v(p) = v_o + w x p
+      double x0, x1, x2;
+      cross(w0, w1, w2, p0, p1, p2, x0, x1, x2);
+      const double vp0 = lv0 + x0, vp1 = lv1 + x1, vp2 = lv2 + x2;
+      for (int j = 0; j < r; ++j) g.J(c * r + j, k) = D(0, j) * vp0 + D(1, j) * vp1 + D(2, j) * vp2;
+      // dn = w_N x n ; dp = v_P(centre) + radius dn
+      double d0, d1, d2;
+      cross(JN(3, k), JN(4, k), JN(5, k), n0, n1, n2, d0, d1, d2);
+      dn(0, k) = d0; dn(1, k) = d1; dn(2, k) = d2;
+      double c0, c1, c2, g0, g1, g2;
+      if (cyl) {
+        c0 = p0 - rad * ru0; c1 = p1 - rad * ru1; c2 = p2 - rad * ru2;
+        double da0, da1, da2;
+        cross(JP(3, k), JP(4, k), JP(5, k), ax0, ax1, ax2, da0, da1, da2);
+        const double dan = da0 * n0 + da1 * n1 + da2 * n2 + ax0 * d0 + ax1 * d1 + ax2 * d2;
+        const double dw0 = d0 - da0 * an - ax0 * dan;
+        const double dw1 = d1 - da1 * an - ax1 * dan;
+        const double dw2 = d2 - da2 * an - ax2 * dan;
+        const double uw = ru0 * dw0 + ru1 * dw1 + ru2 * dw2;
+        g0 = (dw0 - ru0 * uw) / ws; g1 = (dw1 - ru1 * uw) / ws; g2 = (dw2 - ru2 * uw) / ws;
+      } else {
+        c0 = p0 - rad * n0; c1 = p1 - rad * n1; c2 = p2 - rad * n2;
+        g0 = d0; g1 = d1; g2 = d2;
+      }
+      double y0, y1, y2;
+      cross(JP(3, k), JP(4, k), JP(5, k), c0, c1, c2, y0, y1, y2);
+      g.dp(c * 3 + 0, k) = JP(0, k) + y0 + rad * g0;
+      g.dp(c * 3 + 1, k) = JP(1, k) + y1 + rad * g1;
+      g.dp(c * 3 + 2, k) = JP(2, k) + y2 + rad * g2;
+    }
+    for (int j = 0; j < r; ++j)
+      for (int i = 0; i < 3; ++i)
+        for (Eigen::Index k = 0; k < nv; ++k)
+          g.dD((c * r + j) * 3 + i, k) = dDdn[j][i][0] * dn(0, k) + dDdn[j][i][1] * dn(1, k) + dDdn[j][i][2] * dn(2, k);
+  }
+  return g;
+}
+
+void check_geometry(const CRowRef& J6A, const CRowRef& J6B, const CRowRef& D, const CRowRef& dD,
+                    const CRowRef& dp, const CRowRef& points, const CRowRef& mask, const char* fn) {
+  const Eigen::Index nc = points.rows(), nv = mask.rows(), r = D.cols();
+  expect_shape(fn, "mask", mask.rows(), mask.cols(), nv, nv);
+  expect_shape(fn, "points", points.rows(), points.cols(), nc, 3);
+  expect_shape(fn, "J6A", J6A.rows(), J6A.cols(), nc * 6, nv);
+  expect_shape(fn, "J6B", J6B.rows(), J6B.cols(), nc * 6, nv);
+  expect_shape(fn, "D", D.rows(), D.cols(), nc * 3, r);
+  expect(r == 2 || r == 3, fn, "D has " + std::to_string(r) + " direction columns, expected 2 or 3");
+  expect_shape(fn, "dD", dD.rows(), dD.cols(), nc * r * 3, nv);
+  expect_shape(fn, "dp", dp.rows(), dp.cols(), nc * 3, nv);
+}
+
+void force_derivative(const CRowRef& J6A, const CRowRef& J6B, const CRowRef& D, const CRowRef& dD,
+                      const CRowRef& dp, const CRowRef& points, const CVecRef& lam, const CRowRef& mask,
+                      Eigen::Ref<RowMat> out) {
+  static const char* fn = "force_derivative";
+  check_geometry(J6A, J6B, D, dD, dp, points, mask, fn);
+  const Eigen::Index nc = points.rows(), nv = mask.rows(), r = D.cols();
+  expect(lam.size() == nc * r, fn, "lam has " + std::to_string(lam.size()) + " entries, expected nc*r = " +
+                                       std::to_string(nc * r));
+  expect_shape(fn, "out", out.rows(), out.cols(), nv, nv);
+  out.setZero();
+  Mat6X A(6, nv), B(6, nv), Dm(6, nv), Pm(6, nv), dw(6, nv);
+  for (Eigen::Index c = 0; c < nc; ++c) {
+    bool nz = false;
+    for (Eigen::Index j = 0; j < r; ++j)
+      if (lam[c * r + j] != 0.0) nz = true;
+    if (!nz) continue;
+    const double p0 = points(c, 0), p1 = points(c, 1), p2 = points(c, 2);
+    double F0 = 0.0, F1 = 0.0, F2 = 0.0;
+    for (Eigen::Index j = 0; j < r; ++j) {
+      const double lj = lam[c * r + j];
+      F0 += D(c * 3 + 0, j) * lj;
+      F1 += D(c * 3 + 1, j) * lj;
+      F2 += D(c * 3 + 2, j) * lj;
+    }
+    double m0, m1, m2;
+    cross(p0, p1, p2, F0, F1, F2, m0, m1, m2);
+    A = J6A.middleRows(c * 6, 6);
+    B = J6B.middleRows(c * 6, 6);
+    add_dJTw(A, F0, F1, F2, m0, m1, m2, mask, 1.0, out, Pm);
+    add_dJTw(B, F0, F1, F2, m0, m1, m2, mask, -1.0, out, Pm);
+    // the wrench moves: dw = (dF, dp x F + p x dF)
+    for (Eigen::Index k = 0; k < nv; ++k) {
+      double g0 = 0.0, g1 = 0.0, g2 = 0.0;
+      for (Eigen::Index j = 0; j < r; ++j) {
+        const double lj = lam[c * r + j];
+        g0 += lj * dD((c * r + j) * 3 + 0, k);
+        g1 += lj * dD((c * r + j) * 3 + 1, k);
+        g2 += lj * dD((c * r + j) * 3 + 2, k);
+      }
+      double h0, h1, h2, i0, i1, i2;
+      cross(dp(c * 3 + 0, k), dp(c * 3 + 1, k), dp(c * 3 + 2, k), F0, F1, F2, h0, h1, h2);
+      cross(p0, p1, p2, g0, g1, g2, i0, i1, i2);
+      dw(0, k) = g0; dw(1, k) = g1; dw(2, k) = g2;
+      dw(3, k) = h0 + i0; dw(4, k) = h1 + i1; dw(5, k) = h2 + i2;
+    }
+    Dm = A - B;
+    for (Eigen::Index i = 0; i < nv; ++i) {
+      const double* a = Dm.col(i).data();
+      for (Eigen::Index k = 0; k < nv; ++k) {
+        const double* w = dw.col(k).data();
+        double s = 0.0;
+        for (int rr = 0; rr < 6; ++rr) s += a[rr] * w[rr];
+        out(i, k) += s;
+      }
+    }
+  }
+}
+
+void velocity_derivative(const CRowRef& J6A, const CRowRef& J6B, const CRowRef& D, const CRowRef& dD,
+                         const CRowRef& dp, const CRowRef& points, const CVecRef& v, const CRowRef& mask,
+                         Eigen::Ref<RowMat> out) {
+  static const char* fn = "velocity_derivative";
+  check_geometry(J6A, J6B, D, dD, dp, points, mask, fn);
+  const Eigen::Index nc = points.rows(), nv = mask.rows(), r = D.cols();
+  expect(v.size() == nv, fn, "v has " + std::to_string(v.size()) + " entries, expected nv = " + std::to_string(nv));
+  expect_shape(fn, "out", out.rows(), out.cols(), nc * r, nv);
+  Mat6X A(6, nv), B(6, nv), Dm(6, nv), dA(6, nv), dB(6, nv);
+  for (Eigen::Index c = 0; c < nc; ++c) {
+    A = J6A.middleRows(c * 6, 6);
+    B = J6B.middleRows(c * 6, 6);
+    dJv(A, v, mask, dA);
+    dJv(B, v, mask, dB);
+    const double p0 = points(c, 0), p1 = points(c, 1), p2 = points(c, 2);
+    Dm = A - B;
+    double V[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    for (int rr = 0; rr < 6; ++rr)
+      for (Eigen::Index i = 0; i < nv; ++i) V[rr] += Dm(rr, i) * v[i];
+    double x0, x1, x2;
+    cross(V[3], V[4], V[5], p0, p1, p2, x0, x1, x2);
+    const double vr0 = V[0] + x0, vr1 = V[1] + x1, vr2 = V[2] + x2;
+    for (Eigen::Index j = 0; j < r; ++j) {
+      const double d0 = D(c * 3 + 0, j), d1 = D(c * 3 + 1, j), d2 = D(c * 3 + 2, j);
+      double pd0, pd1, pd2, q0, q1, q2;
+      cross(p0, p1, p2, d0, d1, d2, pd0, pd1, pd2);
+      cross(d0, d1, d2, V[3], V[4], V[5], q0, q1, q2);
+      const Eigen::Index row = (c * r + j) * 3;
+      for (Eigen::Index k = 0; k < nv; ++k) {
+        double s = (d0 * (dA(0, k) - dB(0, k)) + d1 * (dA(1, k) - dB(1, k)) + d2 * (dA(2, k) - dB(2, k)) +
+                    pd0 * (dA(3, k) - dB(3, k)) + pd1 * (dA(4, k) - dB(4, k)) + pd2 * (dA(5, k) - dB(5, k)));
+        s += vr0 * dD(row, k) + vr1 * dD(row + 1, k) + vr2 * dD(row + 2, k);
+        s += q0 * dp(c * 3 + 0, k) + q1 * dp(c * 3 + 1, k) + q2 * dp(c * 3 + 2, k);
+        out(c * r + j, k) = s;
+      }
+    }
+  }
+}
+
+RowMat fixed_impulse_velocity_derivative(const CRowRef& J, const CRowRef& G, const CIdxRef& rows,
+                                         const CVecRef& slope, const CRowRef& dJv) {
+  static const char* fn = "fixed_impulse_velocity_derivative";
+  const Eigen::Index m = J.rows(), nv = J.cols();
+  expect(G.rows() == nv, fn, "G has " + std::to_string(G.rows()) + " rows, expected nv = " + std::to_string(nv) +
+                                 " (J's columns)");
+  expect(G.cols() >= nv, fn, "G has " + std::to_string(G.cols()) + " columns, expected at least nv = " +
+                                 std::to_string(nv) + " (the q-columns first)");
+  expect(slope.size() == rows.size(), fn, "slope has " + std::to_string(slope.size()) + " entries, rows " +
+                                              std::to_string(rows.size()));
+  expect(dJv.rows() <= m && (dJv.rows() == 0 || dJv.cols() == nv), fn,
+         "dJv has shape " + shape_str(dJv.rows(), dJv.cols()) + ", expected (k <= " + std::to_string(m) + ", " +
+             std::to_string(nv) + ")");
+  for (Eigen::Index a = 0; a < rows.size(); ++a)
+    expect(rows[a] >= 0 && rows[a] < m, fn, "rows[" + std::to_string(a) + "] = " + std::to_string(rows[a]) +
+                                                " is not a row of J (0 .. " + std::to_string(m - 1) + ")");
+  RowMat dc = J * G;
+  for (Eigen::Index a = 0; a < rows.size(); ++a) {
+    const Eigen::Index i = rows[a];
+    for (Eigen::Index k = 0; k < nv; ++k) dc(i, k) += slope[a] * J(i, k);
+  }
+  for (Eigen::Index i = 0; i < dJv.rows(); ++i)
+    for (Eigen::Index k = 0; k < nv; ++k) dc(i, k) += dJv(i, k);
+  return dc;
+}
+
+RowMat lstsq(const CRowRef& A, const CRowRef& B, double rcond) {
+  expect(A.rows() == B.rows(), "lstsq", "A has " + std::to_string(A.rows()) + " rows and B " +
+                                            std::to_string(B.rows()));
+  const Eigen::Index k = A.rows(), z = A.cols();
+  RowMat X = RowMat::Zero(z, B.cols());
+  if (k == 0 || z == 0) return X;
+  if (k >= z) {
+    // Fast path, when A certainly has full column rank under the cutoff: A P = Q R, and
+    // s_min(A) >= 1 / |R^-1|_F, s_max(A) <= |R|_F; if 1 / |R^-1|_F > 4 rcond |R|_F every singular
+    // value passes the cutoff (a margin of 4 over the bounds' round-off), and the least-squares
+    // solution is unique: R^-1 Q^T B, permuted. Otherwise (rank-deficient or near the cutoff) the SVD.
+    Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(A);
+    const Eigen::MatrixXd R = qr.matrixQR().topLeftCorner(z, z).triangularView<Eigen::Upper>();
+    if ((R.diagonal().array() != 0.0).all()) {
+      Eigen::MatrixXd Rinv = Eigen::MatrixXd::Identity(z, z);
+      R.triangularView<Eigen::Upper>().solveInPlace(Rinv);
+      if (1.0 / Rinv.norm() > 4.0 * rcond * R.norm()) {
+        Eigen::MatrixXd c = B;
+        c.applyOnTheLeft(qr.householderQ().adjoint());
+        Eigen::MatrixXd y = c.topRows(z);
+        R.triangularView<Eigen::Upper>().solveInPlace(y);
+        X = qr.colsPermutation() * y;
+        return X;
+      }
+    }
+  }
+  Eigen::BDCSVD<Eigen::MatrixXd> svd(A, Eigen::ComputeThinU | Eigen::ComputeThinV);
+  const Eigen::VectorXd& s = svd.singularValues();
+  const double cut = rcond * s[0];  // singular values are sorted, largest first
+  Eigen::Index rank = 0;
+  while (rank < s.size() && s[rank] > cut) ++rank;
+  if (rank == 0) return X;
+  // x = V_k diag(1/s_k) U_k^T B
+  Eigen::MatrixXd UtB = svd.matrixU().leftCols(rank).transpose() * B;
+  UtB = s.head(rank).cwiseInverse().asDiagonal() * UtB;
+  X.noalias() = svd.matrixV().leftCols(rank) * UtB;
+  return X;
+}
+
+RowMat solve(const CRowRef& A, const CRowRef& B) {
+  expect(A.rows() == A.cols(), "solve", "A has shape " + shape_str(A.rows(), A.cols()) + ", expected square");
+  expect(A.rows() == B.rows(), "solve", "A has " + std::to_string(A.rows()) + " rows and B " +
+                                            std::to_string(B.rows()));
+  if (A.rows() == 0) return RowMat(0, B.cols());
+  Eigen::PartialPivLU<Eigen::MatrixXd> lu(A);
+  const auto& U = lu.matrixLU();
+  for (Eigen::Index i = 0; i < U.rows(); ++i)
+    if (U(i, i) == 0.0) throw std::domain_error("Matrix is singular to machine precision.");
+  return lu.solve(B);
+}
+
+namespace {
+void check_reduced(const CRowRef& E, const CRowRef& Fc, const CRowRef& Fphi, const CRowRef& dc, const CRowRef& dphi,
+                   const char* fn) {
+  const Eigen::Index k = E.rows(), m = Fc.cols();
+  expect(Fc.rows() == k, fn, "Fc has " + std::to_string(Fc.rows()) + " rows, expected E's " + std::to_string(k));
+  expect(dc.rows() == m, fn, "dc has " + std::to_string(dc.rows()) + " rows, expected Fc's columns m = " +
+                                 std::to_string(m));
+  if (Fphi.rows()) {
+    expect_shape(fn, "Fphi", Fphi.rows(), Fphi.cols(), k, m);
+    expect_shape(fn, "dphi", dphi.rows(), dphi.cols(), m, dc.cols());
+  }
+}
+}  // namespace
+
+RowMat solve_reduced(const CRowRef& E, const CRowRef& Fc, const CRowRef& Fphi, const CRowRef& dc,
+                     const CRowRef& dphi, bool regular) {
+  check_reduced(E, Fc, Fphi, dc, dphi, "solve_reduced");
+  RowMat rhs = Fc * dc;
+  if (Fphi.rows()) rhs += Fphi * dphi;
+  rhs = -rhs;
+  if (regular) return solve(E, rhs);
+  return lstsq(E, rhs, RANK_RTOL);
+}
+
+namespace {
+void check_mapping(const CRowRef& E, const CRowRef& Fc, const CRowRef& P, const CIdxRef& unknowns, const char* fn) {
+  const Eigen::Index z = E.cols(), m = Fc.cols();
+  if (P.cols()) {
+    expect_shape(fn, "P", P.rows(), P.cols(), m, z);
+  } else {
+    expect(unknowns.size() == z, fn, "unknowns has " + std::to_string(unknowns.size()) +
+                                         " entries, expected E's columns z = " + std::to_string(z));
+    for (Eigen::Index a = 0; a < z; ++a)
+      expect(unknowns[a] >= 0 && unknowns[a] < m, fn, "unknowns[" + std::to_string(a) + "] = " +
+                                                          std::to_string(unknowns[a]) + " is not a row (0 .. " +
+                                                          std::to_string(m - 1) + ")");
+  }
+}
+}  // namespace
+
+RowMat implicit_velocity(const CRowRef& E, const CRowRef& Fc, const CRowRef& Fphi, const CRowRef& dc,
+                         const CRowRef& dphi, bool regular, const CRowRef& P, const CIdxRef& unknowns,
+                         const CRowRef& MJt, const CRowRef& G) {
+  static const char* fn = "implicit_velocity";
+  check_mapping(E, Fc, P, unknowns, fn);
+  expect_shape(fn, "MJt", MJt.rows(), MJt.cols(), G.rows(), Fc.cols());
+  expect_shape(fn, "G", G.rows(), G.cols(), MJt.rows(), dc.cols());
+  const RowMat dz = solve_reduced(E, Fc, Fphi, dc, dphi, regular);
+  RowMat W;
+  if (P.cols()) {
+    W = MJt * P;
+  } else {
+    W.resize(MJt.rows(), unknowns.size());
+    for (Eigen::Index a = 0; a < unknowns.size(); ++a) W.col(a) = MJt.col(unknowns[a]);
+  }
+  RowMat out = G;
+  out.noalias() += W * dz;
+  return out;
+}
+
+RowMat lambda_jacobian(const CRowRef& E, const CRowRef& Fc, const CRowRef& Fphi, const CRowRef& dc,
+                       const CRowRef& dphi, bool regular, const CRowRef& P, const CIdxRef& unknowns) {
+  static const char* fn = "lambda_jacobian";
+  check_mapping(E, Fc, P, unknowns, fn);
+  RowMat out = RowMat::Zero(Fc.cols(), dc.cols());
+  if (E.rows() == 0) return out;
+  const RowMat dz = solve_reduced(E, Fc, Fphi, dc, dphi, regular);
+  if (P.cols()) return P * dz;
+  for (Eigen::Index a = 0; a < unknowns.size(); ++a) out.row(unknowns[a]) = dz.row(a);
+  return out;
+}
+
+Correction position_correction(const CRowRef& J, const CRowRef& MJt, const CIdxRef& rows, const CVecRef& phi_deep,
+                               double erp, double slop) {
+  static const char* fn = "position_correction";
+  const Eigen::Index m = J.rows(), nv = J.cols(), k = rows.size();
+  expect_shape(fn, "MJt", MJt.rows(), MJt.cols(), nv, m);
+  expect(phi_deep.size() == k, fn, "phi_deep has " + std::to_string(phi_deep.size()) + " entries, rows " +
+                                       std::to_string(k));
+  for (Eigen::Index a = 0; a < k; ++a)
+    expect(rows[a] >= 0 && rows[a] < m, fn, "rows[" + std::to_string(a) + "] = " + std::to_string(rows[a]) +
+                                                " is not a row of J (0 .. " + std::to_string(m - 1) + ")");
+  Correction c;
+  c.W.resize(nv, k);
+  for (Eigen::Index a = 0; a < k; ++a) c.W.col(a) = MJt.col(rows[a]);
+  RowMat Jd(k, nv);
+  for (Eigen::Index a = 0; a < k; ++a) Jd.row(a) = J.row(rows[a]);
+  c.A = Jd * c.W;
+  Eigen::VectorXd e = erp * (-phi_deep.array() - slop).matrix();
+  c.lam = lstsq(c.A, Eigen::Map<const RowMat>(e.data(), k, 1), RANK_RTOL);
+  c.dq = c.W * c.lam;
+  return c;
+}
+
+RowMat correction_jacobian(const CRowRef& A, const CRowRef& W, const CRowRef& Jd, const CRowRef& K, const CRowRef& D,
+                           double erp) {
+  static const char* fn = "correction_jacobian";
+  const Eigen::Index k = Jd.rows(), nv = Jd.cols();
+  expect_shape(fn, "A", A.rows(), A.cols(), k, k);
+  expect_shape(fn, "W", W.rows(), W.cols(), nv, k);
+  expect_shape(fn, "K", K.rows(), K.cols(), k, nv);
+  expect_shape(fn, "D", D.rows(), D.cols(), nv, nv);
+  RowMat rhs = -erp * Jd;
+  rhs -= K;
+  rhs -= Jd * D;
+  const RowMat dlam = lstsq(A, rhs, RANK_RTOL);
+  RowMat out = D;
+  out.noalias() += W * dlam;
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bindings: numpy arrays in (any C-contiguous float64/int64 array; others are converted), numpy
+// arrays out, the 3-D/4-D ones with the Python code's shapes (views of the stacked matrices).
+namespace {
+using ArrD = nb::ndarray<const double, nb::c_contig, nb::device::cpu>;
+using ArrI = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using ArrOut = nb::ndarray<nb::numpy, double>;
+using Map = Eigen::Map<const RowMat>;
+using IMap = Eigen::Map<const IdxVec>;
+
+// A C-order array of shape (d0, ..., dn) as the row-major matrix (d0*...*d(n-1), dn); 1-D as a column;
+// None (when allowed) as (0, 0). Checks the number of dimensions and the given sizes (-1: any).
+Map rows_of(const ArrD& a, const char* fn, const char* name, std::initializer_list<int64_t> shape) {
+  if (!a.is_valid()) return Map(nullptr, 0, 0);
+  const size_t nd = shape.size();
+  bool ok = a.ndim() == nd;
+  size_t i = 0;
+  for (int64_t s : shape) {
+    if (ok && s >= 0 && static_cast<int64_t>(a.shape(i)) != s) ok = false;
+    ++i;
+  }
+  if (!ok) {
+    std::string want = "(";
+    i = 0;
+    for (int64_t s : shape) want += (i++ ? ", " : "") + (s < 0 ? std::string("*") : std::to_string(s));
+    want += nd == 1 ? ",)" : ")";
+    std::string got = "(";
+    for (size_t k = 0; k < a.ndim(); ++k) got += (k ? ", " : "") + std::to_string(a.shape(k));
+    got += a.ndim() == 1 ? ",)" : ")";
+    throw std::invalid_argument(std::string(fn) + ": " + name + " has shape " + got + ", expected " + want);
+  }
+  if (nd == 1) return Map(a.data(), static_cast<Eigen::Index>(a.shape(0)), 1);
+  int64_t lead = 1;
+  for (size_t k = 0; k + 1 < nd; ++k) lead *= static_cast<int64_t>(a.shape(k));
+  return Map(a.data(), lead, static_cast<Eigen::Index>(a.shape(nd - 1)));
+}
+
+IMap idx_of(const ArrI& a) { return IMap(a.is_valid() ? a.data() : nullptr, a.is_valid() ? a.shape(0) : 0); }
+
+// A matrix moved to the heap and shown to numpy with ``shape`` (its size, C order), owned by numpy.
+ArrOut to_numpy(RowMat&& m, std::initializer_list<size_t> shape) {
+  auto* p = new RowMat(std::move(m));
+  nb::capsule owner(p, [](void* q) noexcept { delete static_cast<RowMat*>(q); });
+  static double empty = 0.0;
+  return ArrOut(p->size() ? p->data() : &empty, shape.size(), shape.begin(), owner);
+}
+
+CVecRef vec(const Map& m) { return CVecRef(Eigen::Map<const Eigen::VectorXd>(m.data(), m.rows() * m.cols())); }
+}  // namespace
+
+void bind_kinematics(nb::module_& m) {
+  m.def(
+      "support_masks",
+      [](nb::handle model) {
+        SupportMasks s = support_masks(model_of(model));
+        const size_t nj = s.support.rows(), nv = s.support.cols();
+        return nb::make_tuple(to_numpy(std::move(s.mask), {nv, nv}), to_numpy(std::move(s.support), {nj, nv}));
+      },
+      nb::arg("model"), "(mask, support) of contact/kinematics.py support_masks");
+  m.def(
+      "contact_geometry",
+      [](nb::handle data, const ArrD& support, const ArrI& body_a, const ArrI& body_b, const ArrI& normal_body,
+         const ArrI& point_body, const ArrD& points, const ArrD& normals, const ArrD& radius, const ArrD& axes,
+         bool planar) {
+        static const char* fn = "contact_geometry";
+        const auto& Jw = data_of(data).J;
+        ContactGeometry g = contact_geometry(
+            Jw, rows_of(support, fn, "support", {-1, -1}), idx_of(body_a), idx_of(body_b), idx_of(normal_body),
+            idx_of(point_body), rows_of(points, fn, "points", {-1, 3}), rows_of(normals, fn, "normals", {-1, 3}),
+            vec(rows_of(radius, fn, "radius", {-1})), rows_of(axes, fn, "axes", {-1, 3}), planar);
+        const size_t nc = g.nc, r = g.r, nv = g.nv;
+        return nb::make_tuple(to_numpy(std::move(g.J), {nc * r, nv}), to_numpy(std::move(g.D), {nc, 3, r}),
+                              to_numpy(std::move(g.dD), {nc, r, 3, nv}), to_numpy(std::move(g.dp), {nc, 3, nv}),
+                              to_numpy(std::move(g.J6A), {nc, 6, nv}), to_numpy(std::move(g.J6B), {nc, 6, nv}));
+      },
+      nb::arg("data"), nb::arg("support"), nb::arg("body_a"), nb::arg("body_b"), nb::arg("normal_body"),
+      nb::arg("point_body"), nb::arg("points"), nb::arg("normals"), nb::arg("radius"), nb::arg("axes"),
+      nb::arg("planar"),
+      "(J, D, dD, dp, J6A, J6B) of contact/_kernels.py contact_geometry, the joint Jacobians read from "
+      "data.J (computeJointJacobians first)");
+  m.def(
+      "force_derivative",
+      [](const ArrD& J6A, const ArrD& J6B, const ArrD& D, const ArrD& dD, const ArrD& dp, const ArrD& points,
+         const ArrD& lam, const ArrD& mask) {
+        static const char* fn = "force_derivative";
+        const Map M = rows_of(mask, fn, "mask", {-1, -1});
+        RowMat out(M.rows(), M.rows());
+        force_derivative(rows_of(J6A, fn, "J6A", {-1, 6, -1}), rows_of(J6B, fn, "J6B", {-1, 6, -1}),
+                         rows_of(D, fn, "D", {-1, 3, -1}), rows_of(dD, fn, "dD", {-1, -1, 3, -1}),
+                         rows_of(dp, fn, "dp", {-1, 3, -1}), rows_of(points, fn, "points", {-1, 3}),
+                         vec(rows_of(lam, fn, "lam", {-1})), M, out);
+        const size_t nv = out.rows();
+        return to_numpy(std::move(out), {nv, nv});
+      },
+      nb::arg("J6A"), nb::arg("J6B"), nb::arg("D"), nb::arg("dD"), nb::arg("dp"), nb::arg("points"), nb::arg("lam"),
+      nb::arg("mask"), "d(J(q)^T lam)/dq (nv, nv): contact/_kernels.py force_derivative");
+  m.def(
+      "velocity_derivative",
+      [](const ArrD& J6A, const ArrD& J6B, const ArrD& D, const ArrD& dD, const ArrD& dp, const ArrD& points,
+         const ArrD& v, const ArrD& mask) {
+        static const char* fn = "velocity_derivative";
+        const Map M = rows_of(mask, fn, "mask", {-1, -1});
+        const Map Dm = rows_of(D, fn, "D", {-1, 3, -1});
+        const Map P = rows_of(points, fn, "points", {-1, 3});
+        RowMat out(P.rows() * Dm.cols(), M.rows());
+        velocity_derivative(rows_of(J6A, fn, "J6A", {-1, 6, -1}), rows_of(J6B, fn, "J6B", {-1, 6, -1}), Dm,
+                            rows_of(dD, fn, "dD", {-1, -1, 3, -1}), rows_of(dp, fn, "dp", {-1, 3, -1}), P,
+                            vec(rows_of(v, fn, "v", {-1})), M, out);
+        const size_t a = out.rows(), b = out.cols();
+        return to_numpy(std::move(out), {a, b});
+      },
+      nb::arg("J6A"), nb::arg("J6B"), nb::arg("D"), nb::arg("dD"), nb::arg("dp"), nb::arg("points"), nb::arg("v"),
+      nb::arg("mask"), "d(J(q) v)/dq (nc*r, nv): contact/_kernels.py velocity_derivative");
+  m.def(
+      "fixed_impulse_velocity_derivative",
+      [](const ArrD& J, const ArrD& G, const ArrI& rows, const ArrD& slope, const ArrD& dJv) {
+        static const char* fn = "fixed_impulse_velocity_derivative";
+        RowMat dc = fixed_impulse_velocity_derivative(rows_of(J, fn, "J", {-1, -1}), rows_of(G, fn, "G", {-1, -1}),
+                                                      idx_of(rows), vec(rows_of(slope, fn, "slope", {-1})),
+                                                      rows_of(dJv, fn, "dJv", {-1, -1}));
+        const size_t a = dc.rows(), b = dc.cols();
+        return to_numpy(std::move(dc), {a, b});
+      },
+      nb::arg("J"), nb::arg("G"), nb::arg("rows"), nb::arg("slope"), nb::arg("dJv"),
+      "contact/adapter.py fixed_impulse_velocity_derivative");
+  m.def(
+      "lstsq",
+      [](const ArrD& A, const ArrD& B, double rcond) {
+        static const char* fn = "lstsq";
+        const bool vector = B.ndim() == 1;
+        const Map Bm = vector ? rows_of(B, fn, "B", {-1}) : rows_of(B, fn, "B", {-1, -1});
+        RowMat X = lstsq(rows_of(A, fn, "A", {-1, -1}), Bm, rcond);
+        const size_t a = X.rows(), b = X.cols();
+        return vector ? to_numpy(std::move(X), {a}) : to_numpy(std::move(X), {a, b});
+      },
+      nb::arg("A"), nb::arg("B"), nb::arg("rcond"),
+      "numpy.linalg.lstsq(A, B, rcond)[0] (SVD; singular values s <= rcond * s_max dropped)");
+  m.def(
+      "position_correction",
+      [](const ArrD& J, const ArrD& MJt, const ArrI& rows, const ArrD& phi_deep, double erp, double slop) {
+        static const char* fn = "position_correction";
+        Correction c = position_correction(rows_of(J, fn, "J", {-1, -1}), rows_of(MJt, fn, "MJt", {-1, -1}),
+                                           idx_of(rows), vec(rows_of(phi_deep, fn, "phi_deep", {-1})), erp, slop);
+        const size_t nv = c.W.rows(), k = c.W.cols();
+        RowMat lam = c.lam, dq = c.dq;
+        return nb::make_tuple(to_numpy(std::move(dq), {nv}), to_numpy(std::move(lam), {k}),
+                              to_numpy(std::move(c.W), {nv, k}), to_numpy(std::move(c.A), {k, k}));
+      },
+      nb::arg("J"), nb::arg("MJt"), nb::arg("rows"), nb::arg("phi_deep"), nb::arg("erp"), nb::arg("slop"),
+      "(dq, lam, W, A) of dynamics/contact_step.py ContactModel._correction");
+  m.def(
+      "correction_jacobian",
+      [](const ArrD& A, const ArrD& W, const ArrD& Jd, const ArrD& K, const ArrD& D, double erp) {
+        static const char* fn = "correction_jacobian";
+        RowMat out = correction_jacobian(rows_of(A, fn, "A", {-1, -1}), rows_of(W, fn, "W", {-1, -1}),
+                                         rows_of(Jd, fn, "Jd", {-1, -1}), rows_of(K, fn, "K", {-1, -1}),
+                                         rows_of(D, fn, "D", {-1, -1}), erp);
+        const size_t a = out.rows(), b = out.cols();
+        return to_numpy(std::move(out), {a, b});
+      },
+      nb::arg("A"), nb::arg("W"), nb::arg("Jd"), nb::arg("K"), nb::arg("D"), nb::arg("erp"),
+      "D + W lstsq(A, -erp Jd - K - Jd D): the end of ContactModel.correction_jacobian");
+  // The optional arrays of a Linearization (Fphi, dphi, P) may be None.
+  m.def(
+      "implicit_velocity",
+      [](const ArrD& E, const ArrD& Fc, const ArrD& Fphi, const ArrD& dc, const ArrD& dphi, bool regular,
+         const ArrD& P, const ArrI& unknowns, const ArrD& MJt, const ArrD& G) {
+        static const char* fn = "implicit_velocity";
+        RowMat out = implicit_velocity(rows_of(E, fn, "E", {-1, -1}), rows_of(Fc, fn, "Fc", {-1, -1}),
+                                       rows_of(Fphi, fn, "Fphi", {-1, -1}), rows_of(dc, fn, "dc", {-1, -1}),
+                                       rows_of(dphi, fn, "dphi", {-1, -1}), regular, rows_of(P, fn, "P", {-1, -1}),
+                                       idx_of(unknowns), rows_of(MJt, fn, "MJt", {-1, -1}),
+                                       rows_of(G, fn, "G", {-1, -1}));
+        const size_t a = out.rows(), b = out.cols();
+        return to_numpy(std::move(out), {a, b});
+      },
+      nb::arg("E"), nb::arg("Fc"), nb::arg("Fphi").none(), nb::arg("dc"), nb::arg("dphi").none(), nb::arg("regular"),
+      nb::arg("P").none(), nb::arg("unknowns"), nb::arg("MJt"), nb::arg("G"),
+      "G + MJt dlambda/dtheta: contact/adapter.py _implicit_velocity (Fphi/dphi/P may be None)");
+  m.def(
+      "lambda_jacobian",
+      [](const ArrD& E, const ArrD& Fc, const ArrD& Fphi, const ArrD& dc, const ArrD& dphi, bool regular,
+         const ArrD& P, const ArrI& unknowns) {
+        static const char* fn = "lambda_jacobian";
+        RowMat out = lambda_jacobian(rows_of(E, fn, "E", {-1, -1}), rows_of(Fc, fn, "Fc", {-1, -1}),
+                                     rows_of(Fphi, fn, "Fphi", {-1, -1}), rows_of(dc, fn, "dc", {-1, -1}),
+                                     rows_of(dphi, fn, "dphi", {-1, -1}), regular, rows_of(P, fn, "P", {-1, -1}),
+                                     idx_of(unknowns));
+        const size_t a = out.rows(), b = out.cols();
+        return to_numpy(std::move(out), {a, b});
+      },
+      nb::arg("E"), nb::arg("Fc"), nb::arg("Fphi").none(), nb::arg("dc"), nb::arg("dphi").none(), nb::arg("regular"),
+      nb::arg("P").none(), nb::arg("unknowns"), "dlambda/dtheta: contact/adapter.py lambda_jacobian");
+}
+
+}  // namespace contactraj

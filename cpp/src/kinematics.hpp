@@ -1,0 +1,112 @@
+// Contact kinematics and the implicit-derivative kernels of one step, on Eigen types: the C++
+// twins of contact/_kernels.py (contact_geometry, force_derivative, velocity_derivative),
+// contact/adapter.py (fixed_impulse_velocity_derivative, _solve_reduced, _implicit_velocity)
+// and the least squares of dynamics/contact_step.py's position correction. Same operations in
+// the same order as the Python/numba code (see there for the maths), so results agree to
+// round-off. Plain functions: kinematics.cpp binds them thinly, and a fused step can call them
+// directly. Bad input throws std::invalid_argument (ValueError in Python) naming what is wrong.
+//
+// Layout: the arrays the Python code keeps as 3-D/4-D C-order arrays are row-major matrices here,
+// with the leading axes stacked into rows (the same memory):
+//   J (nc*r, nv); D (nc*3, r) = D[c, i, j]; dD (nc*r*3, nv) = dD[c, j, i, k];
+//   dp (nc*3, nv); J6A/J6B (nc*6, nv).
+#pragma once
+#include <Eigen/Core>
+#include <cstdint>
+#include <pinocchio/multibody.hpp>
+
+namespace contactraj {
+
+using RowMat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using CRowRef = Eigen::Ref<const RowMat>;
+using CVecRef = Eigen::Ref<const Eigen::VectorXd>;
+using IdxVec = Eigen::Matrix<int64_t, Eigen::Dynamic, 1>;
+using CIdxRef = Eigen::Ref<const IdxVec>;
+
+//: Relative rank cutoff of the least-squares solves (contact/adapter.py RANK_RTOL).
+constexpr double RANK_RTOL = 1e-10;
+
+// ``mask`` (nv, nv): dof k's joint supports dof i's joint; ``support`` (njoints, nv): dof k's joint
+// supports joint j (row 0, the world, is 0). As contact/kinematics.py support_masks.
+struct SupportMasks {
+  RowMat mask, support;
+};
+SupportMasks support_masks(const pinocchio::Model& model);
+
+// One step's contact kinematics (contact/kinematics.py ContactGeometry, stacked as above).
+struct ContactGeometry {
+  int nc = 0, r = 0, nv = 0;
+  RowMat J, D, dD, dp, J6A, J6B;
+};
+
+// contact/_kernels.py contact_geometry. ``Jw`` (6, nv): Pinocchio's data.J after
+// computeJointJacobians; ``support`` (njoints, nv); body indices (nc,); ``points``, ``normals``,
+// ``axes`` (nc, 3); ``radius`` (nc,).
+ContactGeometry contact_geometry(const Eigen::Ref<const Eigen::MatrixXd>& Jw, const CRowRef& support,
+                                 const CIdxRef& body_a, const CIdxRef& body_b, const CIdxRef& normal_body,
+                                 const CIdxRef& point_body, const CRowRef& points, const CRowRef& normals,
+                                 const CVecRef& radius, const CRowRef& axes, bool planar);
+
+// contact/_kernels.py force_derivative: d(J(q)^T lambda)/dq (nv, nv) with ``lam`` (nc*r,) held.
+// ``out`` must be (nv, nv); ``mask`` (nv, nv).
+void force_derivative(const CRowRef& J6A, const CRowRef& J6B, const CRowRef& D, const CRowRef& dD,
+                      const CRowRef& dp, const CRowRef& points, const CVecRef& lam, const CRowRef& mask,
+                      Eigen::Ref<RowMat> out);
+
+// contact/_kernels.py velocity_derivative: d(J(q) v)/dq (nc*r, nv) at a fixed ``v`` (nv,).
+void velocity_derivative(const CRowRef& J6A, const CRowRef& J6B, const CRowRef& D, const CRowRef& dD,
+                         const CRowRef& dp, const CRowRef& points, const CVecRef& v, const CRowRef& mask,
+                         Eigen::Ref<RowMat> out);
+
+// The geometry's ``nc`` and ``r`` checked against the stacked arrays (throws when inconsistent).
+void check_geometry(const CRowRef& J6A, const CRowRef& J6B, const CRowRef& D, const CRowRef& dD,
+                    const CRowRef& dp, const CRowRef& points, const CRowRef& mask, const char* fn);
+
+// contact/adapter.py fixed_impulse_velocity_derivative: J G, plus slope * J on the rows ``rows``
+// and dJv on the first dJv.rows() rows (both on the first nv columns).
+RowMat fixed_impulse_velocity_derivative(const CRowRef& J, const CRowRef& G, const CIdxRef& rows,
+                                         const CVecRef& slope, const CRowRef& dJv);
+
+// numpy.linalg.lstsq(A, B, rcond)[0]: the minimum-norm least-squares solution, singular values
+// ``s <= rcond * s_max`` treated as zero (LAPACK gelsd's rule). Method (not gelsd's): where a
+// column-pivoted QR (A P = Q R) certifies that every singular value passes the cutoff
+// (1 / |R^-1|_F > 4 rcond |R|_F, bounds on s_min and s_max) the unique solution R^-1 Q^T B; otherwise
+// Eigen's BDCSVD (one-sided Jacobi below 16 columns) with the cutoff applied as numpy does. Eigen's
+// SVD of a 12 x 12 matrix takes ~60 us, the QR ~12 us. Same solution up to round-off (cond(A) eps).
+RowMat lstsq(const CRowRef& A, const CRowRef& B, double rcond);
+
+// numpy.linalg.solve(A, B): LU with partial pivoting (LAPACK gesv's method); throws
+// std::domain_error when a pivot is exactly zero (gesv's "singular matrix").
+RowMat solve(const CRowRef& A, const CRowRef& B);
+
+// contact/adapter.py _solve_reduced: dz (z, ncols) of E dz = -(Fc dc + Fphi dphi); ``Fphi`` with no
+// rows: no distance term; ``regular``: plain solve, else least squares with RANK_RTOL.
+RowMat solve_reduced(const CRowRef& E, const CRowRef& Fc, const CRowRef& Fphi, const CRowRef& dc,
+                     const CRowRef& dphi, bool regular);
+
+// contact/adapter.py _implicit_velocity: G + MJt dlambda, dlambda = P dz (``P`` with no columns:
+// dlambda[unknowns] = dz).
+RowMat implicit_velocity(const CRowRef& E, const CRowRef& Fc, const CRowRef& Fphi, const CRowRef& dc,
+                         const CRowRef& dphi, bool regular, const CRowRef& P, const CIdxRef& unknowns,
+                         const CRowRef& MJt, const CRowRef& G);
+
+// contact/adapter.py lambda_jacobian's solve and mapping: (m, ncols) dlambda from dz (m = Fc.cols()).
+RowMat lambda_jacobian(const CRowRef& E, const CRowRef& Fc, const CRowRef& Fphi, const CRowRef& dc,
+                       const CRowRef& dphi, bool regular, const CRowRef& P, const CIdxRef& unknowns);
+
+// dynamics/contact_step.py ContactModel._correction: the position correction of the deep rows ``rows``
+// of J with distances ``phi_deep``: W = MJt[:, rows], A = J[rows] W, e = erp (-phi_deep - slop),
+// lam = lstsq(A, e, RANK_RTOL), dq = W lam.
+struct Correction {
+  RowMat W, A;
+  Eigen::VectorXd lam, dq;
+};
+Correction position_correction(const CRowRef& J, const CRowRef& MJt, const CIdxRef& rows, const CVecRef& phi_deep,
+                               double erp, double slop);
+
+// The end of ContactModel.correction_jacobian: D + W lstsq(A, -erp Jd - K - Jd D, RANK_RTOL) (nv, nv),
+// with Jd = J[rows] (k, nv), K (k, nv), D (nv, nv).
+RowMat correction_jacobian(const CRowRef& A, const CRowRef& W, const CRowRef& Jd, const CRowRef& K, const CRowRef& D,
+                           double erp);
+
+}  // namespace contactraj
