@@ -744,26 +744,33 @@ class Simulator:
             adjoint = np.asarray(adjoint, dtype=float)
             if adjoint.shape != (self.ndx,):
                 raise ValueError(f"adjoint has shape {adjoint.shape}, expected ({self.ndx},)")
-        d = data or self._data
+        out = np.empty(self.nx)
+        Fx = np.empty((self.ndx, self.ndx))
+        Fu = np.empty((self.ndx, self.nu))
+        self._step_derivatives(x, u, data or self._data, out, Fx, Fu, adjoint)
+        return out, Fx, Fu
+
+    def _step_derivatives(self, x, u, d, out, Fx, Fu, adjoint=None):
+        """:meth:`step_derivatives` on a checked state and control, into ``out`` (nx), ``Fx`` (ndx, ndx)
+        and ``Fu`` (ndx, nu). ``out`` gets the bits :meth:`step` would give: the free velocity comes
+        from ``pin.aba`` here too (``computeABADerivatives``' own ``ddq`` differs in the last bits)."""
         nq, nv, dt = self.nq, self.nv, self.dt
         q, v = x[:nq], x[nq:]
         tau = self._tau(u, d, q, v)
-        out = np.empty(self.nx)
         v_next = out[nq:]
-        Fx = np.empty((self.ndx, self.ndx))
-        Fu = np.empty((self.ndx, self.nu))
         dv = Fx[nv:]
         state = None
-        if self.contact_model is not None and not self.contact_model.may_touch(q):
-            d.contact = None
-        elif self.contact_model is not None:
-            a = pin.aba(self.model, d.pin, q, v, tau)
-            v_next[:] = self._solve_contacts(q, v + dt * a, d)
-            state = d.contact
+        a = pin.aba(self.model, d.pin, q, v, tau)
+        np.multiply(a, dt, out=v_next)
+        v_next += v
+        if self.contact_model is not None:
+            if self.contact_model.may_touch(q):
+                v_next[:] = self._solve_contacts(q, v_next, d)
+                state = d.contact
+            else:
+                d.contact = None
         if state is None:
             ddq_dq, ddq_dv, minv = pin.computeABADerivatives(self.model, d.pin, q, v, tau)
-            np.multiply(d.pin.ddq, dt, out=v_next)
-            v_next += v
             np.multiply(ddq_dq, dt, out=dv[:, :nv])
             np.multiply(ddq_dv, dt, out=dv[:, nv:])
             Fx.reshape(-1)[self._diag_vv] += 1.0
@@ -800,7 +807,6 @@ class Simulator:
             Fx[:nv, :nv] += J0
             np.matmul(J1, Fu[nv:], out=Fu[:nv])
         self._check_next(out, x, u)
-        return out, Fx, Fu
 
     def _contact_velocity_jacobian(self, q, v, tau, v_next, state, d, dv_dx, dv_du, adjoint=None):
         """Fill ``dv+/dx`` (nv, ndx) and ``dv+/du`` (nv, nu) through the contact solve."""
