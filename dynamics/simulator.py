@@ -861,7 +861,9 @@ class Simulator:
 
     @property
     def warm_start_stats(self) -> dict:
-        """Counts on the default workspace: steps with contact, warm-start guesses, guesses that held."""
+        """Counts on the default workspace: steps with contact (contact solves), warm-start guesses, guesses
+        that held, complementarity-aware reclassifications, and Jacobians that reused a kept contact solve
+        (``reused``: :attr:`KEPT_SOLVES`)."""
         return dict(self._data.stats)
 
     def _check_next(self, out, x, u):

@@ -21,6 +21,11 @@ class Dynamics(Protocol):
       in the tangent space of the state manifold
     - ``state_integrate(x, dx) -> x (+) dx`` and ``state_difference(x0, x1) -> dx``
       with ``x1 = x0 (+) dx``
+
+    Optional, used when present (:func:`rollout_derivatives`, :func:`knot_derivatives` loop
+    ``step_derivatives`` otherwise): ``rollout_derivatives(x0, us) -> (xs, Fx, Fu)`` and
+    ``knot_derivatives(xs, us) -> (xs_next, Fx, Fu)``, a whole trajectory's states and Jacobians
+    in one call.
     """
 
     nx: int
