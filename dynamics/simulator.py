@@ -745,7 +745,8 @@ class Simulator:
         """``(x+, Fx, Fu)``: the step and its tangent-space Jacobians.
 
         ``Fx`` is (ndx, ndx), ``Fu`` is (ndx, nu); rows and columns are ordered
-        ``(dq, dv)``. Returned arrays are fresh (safe to keep).
+        ``(dq, dv)``. Returned arrays are fresh (safe to keep). ``x+`` is :meth:`step`'s, bit for
+        bit; right after ``step(x, u)`` the Jacobians reuse its contact solve (:attr:`KEPT_SOLVES`).
 
         ``adjoint`` (ndx,), the gradient of a loss with respect to ``x+``, asks for Nimble's
         *complementarity-aware* Jacobians (LCP contact only): besides the exact active set,
@@ -768,7 +769,9 @@ class Simulator:
     def _step_derivatives(self, x, u, d, out, Fx, Fu, adjoint=None):
         """:meth:`step_derivatives` on a checked state and control, into ``out`` (nx), ``Fx`` (ndx, ndx)
         and ``Fu`` (ndx, nu). ``out`` gets the bits :meth:`step` would give: the free velocity comes
-        from ``pin.aba`` here too (``computeABADerivatives``' own ``ddq`` differs in the last bits)."""
+        from ``pin.aba`` here too (``computeABADerivatives``' own ``ddq`` differs in the last bits). A step
+        that :meth:`step` has taken at the same ``x``, ``u`` (bit for bit) on this workspace, among its
+        last :attr:`KEPT_SOLVES`, reuses that step's collision detection and contact solve."""
         nq, nv, dt = self.nq, self.nv, self.dt
         q, v = x[:nq], x[nq:]
         tau = self._tau(u, d, q, v)
