@@ -120,7 +120,8 @@ def cmd_simulate(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from .bench import DDP_PROBLEMS, bench_ddp, bench_dynamics, bench_state, bench_trajectory, format_ddp_table, format_table
+    from .bench import (DDP_PROBLEMS, bench_ddp, bench_dynamics, bench_state, bench_trajectory, format_ddp_table,
+                        format_table)
 
     if args.ddp_iterations < 0:
         raise CLIError(f"--ddp-iterations must be >= 0, got {args.ddp_iterations}")
