@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import problems
 from trajopt.cli import main
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -199,3 +200,23 @@ def test_solve_says_which_advice_it_took_and_the_seed_reaches_its_search(tmp_pat
         runs.append(np.load(tmp_path / str(seed) / "catapult" / "shooting" / "solution.npz")["us"])
     assert "catapult's advice for shooting: search=cem" in capsys.readouterr().err
     assert not np.array_equal(runs[0], runs[1])
+
+
+def test_bench_ddp_iteration_and_trajectory_fields(capsys):
+    from solvers.ddp import solve_ddp
+    from trajopt.bench import bench_ddp, bench_trajectory, format_ddp_table
+
+    ocp = problems.load("catapult", horizon=30)
+    us = ocp.check_controls(ocp.us_init)
+    rec = {"problem": "catapult"}
+    rec.update(bench_trajectory(ocp.dynamics, ocp.x0, us, min_time=0.001))
+    rec.update(bench_ddp(ocp, solve_ddp, iterations=2, repeat=1))
+    assert rec["steps"] == 30 and 1 <= rec["ddp_iterations"] <= 2 and rec["ddp_iteration_ms"] > 0
+    keys = ("rollout_ms", "loop_jacobians_ms", "rollout_derivatives_ms", "rollout_then_jacobians_ms",
+            "rollout_then_kept_jacobians_ms")
+    assert all(rec[k] > 0 for k in keys)
+    assert rec["ddp_cost"] == solve_ddp(ocp, max_iter=2, verbose=False).cost  # the solve it timed
+    table = format_ddp_table([rec, {"problem": "pendulum"}])
+    assert "catapult" in table and "pendulum" not in table
+    assert main(["bench", "pendulum", "--ddp-iterations", "-1"]) == 2
+    assert "--ddp-iterations must be >= 0" in capsys.readouterr().err

@@ -113,3 +113,15 @@ def test_cem_then_gn_merges_both_stages():
     assert [h["iteration"] for h in sol.history] == list(range(len(stages)))  # one count over both stages
     assert sol.method == "cem-gn" and sol.cost <= sol.info["cem_cost"]
     assert ocp.evaluate(sol.xs, sol.us)["final_angle_error"] < 0.1
+
+
+def test_gn_states_are_the_rollout_of_its_controls_bit_for_bit():
+    """The states gn returns (and linearizes at) are the rollout whose cost its line search measured:
+    the Jacobians' pass gives step's own x+ (it drifted up to 1e-6 on the catapult when the free
+    velocity came from computeABADerivatives' ddq instead of pin.aba)."""
+    ocp = problems.load("catapult", horizon=120)
+    us = np.clip(np.random.default_rng(0).normal(0, 150, (ocp.horizon, ocp.nu)), ocp.u_lower, ocp.u_upper)
+    sol = solve(ocp, method="gn", us_init=us, max_iter=2, verbose=False)
+    assert sol.history, "gn took no step"
+    assert np.array_equal(sol.xs, ocp.rollout(sol.us))
+    assert sol.cost == ocp.cost(ocp.rollout(sol.us), sol.us)

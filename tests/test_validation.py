@@ -274,15 +274,18 @@ def test_solver_returns_its_best_iterate_when_the_jacobians_fail(method, monkeyp
     ocp = _feather_ocp(horizon=10)
     sim = ocp.dynamics
     calls = {"n": 0}
-    real = sim.step_derivatives
 
-    def flaky(x, u, **kw):
-        calls["n"] += 1
-        if calls["n"] > 2 * ocp.horizon:  # the second linearization fails
-            raise SimulationError("feather: the lcp contact solve failed: test")
-        return real(x, u, **kw)
+    def flaky(real, steps):  # counts the steps linearized, by whichever call the solver makes
+        def call(*args, **kw):
+            calls["n"] += steps(*args)
+            if calls["n"] > 2 * ocp.horizon:  # the second linearization fails
+                raise SimulationError("feather: the lcp contact solve failed: test")
+            return real(*args, **kw)
+        return call
 
-    monkeypatch.setattr(sim, "step_derivatives", flaky)
+    monkeypatch.setattr(sim, "step_derivatives", flaky(sim.step_derivatives, lambda x, u: 1))
+    monkeypatch.setattr(sim, "knot_derivatives", flaky(sim.knot_derivatives, lambda xs, us: len(us)))
+    monkeypatch.setattr(sim, "rollout_derivatives", flaky(sim.rollout_derivatives, lambda x0, us: len(us)))
     sol = solve(ocp, method=method, max_iter=10, verbose=False)
     assert sol.status.name == "FAILED" and "contact solve failed" in sol.info["message"]
     assert np.isfinite(sol.cost) and np.all(np.isfinite(sol.xs))

@@ -20,7 +20,10 @@ Jacobians live in the tangent space: ``x (+) dx`` is ``state_integrate`` and
 ``state_difference(x0, x1)`` is the ``dx`` with ``x1 = x0 (+) dx``.
 
 Any object with ``step``/``step_derivatives``/``state_integrate``/``state_difference``
-and ``nx``/``ndx``/``nu`` is a :class:`Dynamics` (``dynamics.Simulator`` is one).
+and ``nx``/``ndx``/``nu`` is a :class:`Dynamics` (``dynamics.Simulator`` is one). Solvers take a
+trajectory's states and Jacobians (``xs`` (T+1, nx), ``Fx`` (T, ndx, ndx), ``Fu`` (T, ndx, nu)) in
+one call, :func:`rollout_derivatives` / :func:`knot_derivatives`, which use the dynamics' own
+batched calls when it has them.
 """
 
 from .casadi_bridge import casadi_cost, casadi_cost_local, casadi_step, casadi_step_local
@@ -28,7 +31,7 @@ from .costs import ControlCost, Cost, CostDerivatives, CostSum, FunctionCost, St
 from .numdiff import FDJacobians, fd_tolerance, max_relative_error, step_jacobians_fd
 from .lsq import LeastSquares
 from .ocp import OCP
-from .protocol import Dynamics, check_dynamics, difference_jacobians
+from .protocol import Dynamics, check_dynamics, difference_jacobians, knot_derivatives, rollout_derivatives
 
 __all__ = [
     "OCP",
@@ -48,6 +51,8 @@ __all__ = [
     "check_dynamics",
     "difference_jacobians",
     "fd_tolerance",
+    "knot_derivatives",
     "max_relative_error",
+    "rollout_derivatives",
     "step_jacobians_fd",
 ]

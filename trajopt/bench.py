@@ -51,7 +51,13 @@ def bench_dynamics(dyn, x, u, *, name: str, contact: str = "none", min_time: flo
     """One benchmark record (see the module docstring) for dynamics ``dyn`` at ``(x, u)``."""
     nv = dyn.ndx // 2
     step_s = time_call(lambda: dyn.step(x, u), min_time=min_time)
-    analytic_s = time_call(lambda: dyn.step_derivatives(x, u), min_time=min_time)
+    if hasattr(dyn, "create_data"):
+        # a workspace of their own: the simulator keeps the contact solve of step(x, u) just timed, which
+        # step_derivatives(x, u) would reuse; timed here is the whole step with its Jacobians
+        d = dyn.create_data()
+        analytic_s = time_call(lambda: dyn.step_derivatives(x, u, data=d), min_time=min_time)
+    else:
+        analytic_s = time_call(lambda: dyn.step_derivatives(x, u), min_time=min_time)
     t0 = time.perf_counter()
     central = step_jacobians_fd(dyn, x, u, method="central")
     fd_s = time.perf_counter() - t0
@@ -119,6 +125,83 @@ def format_table(records) -> str:
         )
     lines.append("times per call (Python included); 'x FD'/'x Rid': speed-up of the analytical Jacobians; "
                  "errors: worst block vs Ridders, max|A-B|/max(1,|B|)")
+    return "\n".join(lines)
+
+
+#: problems whose DDP iteration ``trajopt bench`` times (issue 13: the catapult's and the Go1's)
+DDP_PROBLEMS = ("catapult", "go1-hold")
+
+
+def bench_trajectory(dyn, x0, us, *, min_time: float = 0.1) -> dict:
+    """Per-step times (ms) of a whole trajectory's states and Jacobians: ``x0`` under ``us`` (T, nu).
+
+    ``rollout_ms``: :meth:`rollout` (states only); ``loop_jacobians_ms``: a loop of
+    ``step_derivatives`` (states and Jacobians, one call per step); ``rollout_derivatives_ms``: the
+    same in one call; ``rollout_then_jacobians_ms``: a rollout, then the Jacobians at its states in
+    another workspace, so every contact is detected and solved twice (how the solvers worked before
+    ``knot_derivatives``); ``rollout_then_kept_jacobians_ms``: a rollout, then ``knot_derivatives`` at
+    its states in the same workspace, which reuses the rollout's contact solves (how they work now).
+    Needs the simulator's ``create_data``, ``rollout_derivatives`` and ``knot_derivatives``.
+    """
+    T = len(us)
+    fresh = dyn.create_data
+
+    def loop():
+        d, x = fresh(), x0
+        for u in us:
+            x = dyn.step_derivatives(x, u, data=d)[0]
+
+    def twice():
+        xs = dyn.rollout(x0, us, data=fresh())
+        dyn.knot_derivatives(xs, us, data=fresh())
+
+    def kept():
+        d = fresh()
+        dyn.knot_derivatives(dyn.rollout(x0, us, data=d), us, data=d)
+
+    calls = {"rollout_ms": lambda: dyn.rollout(x0, us, data=fresh()), "loop_jacobians_ms": loop,
+             "rollout_derivatives_ms": lambda: dyn.rollout_derivatives(x0, us, data=fresh()),
+             "rollout_then_jacobians_ms": twice, "rollout_then_kept_jacobians_ms": kept}
+    out = {"steps": T}
+    for key, fn in calls.items():
+        out[key] = time_call(fn, min_time=min_time, repeat=3) / T * 1e3
+    return out
+
+
+def bench_ddp(ocp, solve_ddp, *, iterations: int = 5, repeat: int = 2) -> dict:
+    """The time of one DDP iteration (ms): ``solve_ddp(ocp, max_iter=iterations)`` from the problem's
+    initial guess, wall time (initial rollout included) divided by the iterations it ran, best of
+    ``repeat`` solves. An iteration is the Jacobians and cost derivatives along the current
+    trajectory, a backward pass and a line search of one or more trial rollouts (none once the
+    expected decrease is below the tolerance: go1-hold starts at its optimum and stops after one).
+    ``solve_ddp`` is :func:`solvers.ddp.solve_ddp` (passed in: ``trajopt`` does not import solvers).
+    """
+    best, sol = np.inf, None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        sol = solve_ddp(ocp, max_iter=iterations, verbose=False)
+        wall = time.perf_counter() - t0
+        best = min(best, wall / max(1, len(sol.history)))
+    return {"ddp_iteration_ms": best * 1e3, "ddp_iterations": len(sol.history), "ddp_status": sol.status.value,
+            "ddp_cost": float(sol.cost)}
+
+
+def format_ddp_table(records) -> str:
+    """The second table: DDP's time per iteration and a trajectory's states and Jacobians per step."""
+    head = (f"{'problem':<16} {'T':>4} {'DDP iter':>10} {'its':>3}  {'rollout':>8} {'Jac loop':>9} {'roll+Jac':>9} "
+            f"{'roll, Jac':>9} {'roll+kept':>9}")
+    lines = [head, "-" * len(head)]
+    for r in records:
+        if "ddp_iteration_ms" not in r:
+            continue
+        lines.append(f"{r['problem']:<16} {r['steps']:>4} {r['ddp_iteration_ms']:8.1f}ms {r['ddp_iterations']:>3}  "
+                     + " ".join(f"{r[k] * 1e3:7.1f}us" for k in ("rollout_ms", "loop_jacobians_ms",
+                                                                  "rollout_derivatives_ms", "rollout_then_jacobians_ms",
+                                                                  "rollout_then_kept_jacobians_ms")))
+    lines.append("DDP iter: wall time of solve_ddp(max_iter=N) from the initial guess / iterations run (its); then per "
+                 "step of the initial guess's trajectory: rollout (states only), Jac loop (step_derivatives per step), "
+                 "roll+Jac (rollout_derivatives: one call), 'roll, Jac' (rollout, then Jacobians re-solving every "
+                 "contact: the solvers before), roll+kept (rollout, then knot_derivatives reusing its solves: now)")
     return "\n".join(lines)
 
 

@@ -122,7 +122,12 @@ def _ZERO(arg):
 
 def _step_jacobian(name, dyn, opts):
     """``(Fx, Fu)`` of the step. Its own derivative (the dynamics' curvature) is declared zero: the
-    Gauss-Newton Hessian keeps only the costs' curvature."""
+    Gauss-Newton Hessian keeps only the costs' curvature.
+
+    CasADi calls it knot by knot, at the point where it has just evaluated the step itself, so the
+    simulator's kept contact solve of that step serves the Jacobian (``Simulator.KEPT_SOLVES``; no
+    second detection or solve). One call for all knots (``knot_derivatives``) would need one callback
+    over the whole transcription instead of one per knot: not done."""
     nx, nu = dyn.nx, dyn.nu
 
     def fn(arg):

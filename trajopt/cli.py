@@ -14,8 +14,9 @@
     trajopt compare PROBLEM [--methods ddp,ipopt,cem] [--time-limit S] [--out DIR]
                                                    run several methods; cost against wall time
                                                    on one figure
-    trajopt bench [PROBLEM ...] [--contact lcp|ncp] [--json FILE]
-                                                   step / Jacobian timings and errors
+    trajopt bench [PROBLEM ...] [--contact lcp|ncp] [--json FILE] [--ddp-iterations N]
+                                                   step / Jacobian timings and errors;
+                                                   DDP per iteration (catapult, go1-hold)
 
 Errors in the input (an unknown problem, a bad option) print one line naming
 what is wrong and exit with status 2.
@@ -119,8 +120,11 @@ def cmd_simulate(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from .bench import bench_dynamics, bench_state, format_table
+    from .bench import (DDP_PROBLEMS, bench_ddp, bench_dynamics, bench_state, bench_trajectory, format_ddp_table,
+                        format_table)
 
+    if args.ddp_iterations < 0:
+        raise CLIError(f"--ddp-iterations must be >= 0, got {args.ddp_iterations}")
     names = args.problems or list(DEFAULT_BENCH)
     records = []
     for name in names:
@@ -128,9 +132,18 @@ def cmd_bench(args) -> int:
         x, u = bench_state(ocp)
         rec = bench_dynamics(ocp.dynamics, x, u, name=name, min_time=args.min_time,
                              contact=getattr(ocp.dynamics, "contact", None) or "none")
+        if args.ddp_iterations and name in DDP_PROBLEMS:
+            from solvers.ddp import solve_ddp
+
+            us = ocp.check_controls(ocp.us_init)
+            rec.update(bench_trajectory(ocp.dynamics, ocp.x0, us, min_time=args.min_time))
+            rec.update(bench_ddp(ocp, solve_ddp, iterations=args.ddp_iterations))
         records.append(rec)
         print(f"  {name}: done", file=sys.stderr)
     print(format_table(records))
+    if any("ddp_iteration_ms" in r for r in records):
+        print()
+        print(format_ddp_table(records))
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:
@@ -416,6 +429,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--min-time", type=float, default=0.2, help="seconds spent timing each call (default 0.2)")
     s.add_argument("--contact", choices=("lcp", "ncp"), default=None,
                    help="contact model of the problems that have contact (default: each problem's own)")
+    s.add_argument("--ddp-iterations", type=int, default=5,
+                   help="for catapult and go1-hold: also time DDP per iteration over this many iterations from the "
+                        "initial guess, and the trajectory's states and Jacobians per step (0: skip; default 5)")
     s.set_defaults(func=cmd_bench)
     return p
 

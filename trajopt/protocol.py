@@ -21,6 +21,11 @@ class Dynamics(Protocol):
       in the tangent space of the state manifold
     - ``state_integrate(x, dx) -> x (+) dx`` and ``state_difference(x0, x1) -> dx``
       with ``x1 = x0 (+) dx``
+
+    Optional, used when present (:func:`rollout_derivatives`, :func:`knot_derivatives` loop
+    ``step_derivatives`` otherwise): ``rollout_derivatives(x0, us) -> (xs, Fx, Fu)`` and
+    ``knot_derivatives(xs, us) -> (xs_next, Fx, Fu)``, a whole trajectory's states and Jacobians
+    in one call.
     """
 
     nx: int
@@ -59,3 +64,83 @@ def difference_jacobians(dyn, x0: np.ndarray, x1: np.ndarray) -> tuple[np.ndarra
                         "but no state_difference_jacobians")
     eye = np.eye(dyn.ndx)
     return -eye, eye.copy()
+
+
+class RolloutError(RuntimeError):
+    """A protocol-level rollout of a user's dynamics reached a non-finite state; ``xs`` holds the
+    states before it (as ``dynamics.SimulationError`` does for the simulator's own rollouts)."""
+
+    def __init__(self, message: str, xs: np.ndarray | None = None):
+        super().__init__(message)
+        self.xs = xs
+
+
+def _controls(dyn, us) -> np.ndarray:
+    us = np.asarray(us, dtype=float)
+    if us.ndim == 1 and dyn.nu == 1:
+        us = us[:, None]
+    if us.ndim != 2 or us.shape[1] != dyn.nu:
+        raise ValueError(f"controls us have shape {us.shape}, expected (T, {dyn.nu})")
+    return us
+
+
+def rollout_derivatives(dyn, x0, us):
+    """``(xs, Fx, Fu)``: states (T+1, nx) from ``x0`` under ``us`` (T, nu) and every step's Jacobians,
+    ``Fx`` (T, ndx, ndx), ``Fu`` (T, ndx, nu).
+
+    ``dyn.rollout_derivatives(x0, us)`` when the dynamics has it (``dynamics.Simulator``: one call,
+    one contact solve per step); otherwise a loop of ``dyn.step_derivatives``, whose own next
+    states make the rollout. A non-finite state raises :class:`RolloutError` naming the step, and
+    an error of ``step_derivatives`` gets a note naming it.
+    """
+    f = getattr(dyn, "rollout_derivatives", None)
+    if f is not None:
+        return f(x0, us)
+    x0 = np.asarray(x0, dtype=float)
+    if x0.shape != (dyn.nx,):
+        raise ValueError(f"initial state x0 has shape {x0.shape}, expected ({dyn.nx},)")
+    us = _controls(dyn, us)
+    T = len(us)
+    xs = np.empty((T + 1, dyn.nx))
+    Fx = np.empty((T, dyn.ndx, dyn.ndx))
+    Fu = np.empty((T, dyn.ndx, dyn.nu))
+    xs[0] = x0
+    for t in range(T):
+        try:
+            xs[t + 1], Fx[t], Fu[t] = dyn.step_derivatives(xs[t], us[t])
+        except Exception as exc:
+            exc.add_note(f"(rollout step {t} of {T})")
+            raise
+        if not np.isfinite(xs[t + 1]).all():
+            raise RolloutError(f"rollout step {t}: {type(dyn).__name__}.step_derivatives returned a non-finite "
+                               "state; the simulation diverged", xs=xs[: t + 1].copy())
+    return xs, Fx, Fu
+
+
+def knot_derivatives(dyn, xs, us):
+    """``(xs_next, Fx, Fu)``: the step from every knot ``xs[t]`` under ``us[t]`` -- next states (T, nx),
+    ``Fx`` (T, ndx, ndx), ``Fu`` (T, ndx, nu) -- for knot states that need not be a rollout (multiple
+    shooting) or that are one already (the Jacobians along a solver's accepted rollout).
+
+    ``xs`` has T or T+1 rows (the last state of a trajectory starts no step). ``dyn.knot_derivatives``
+    when the dynamics has it (``dynamics.Simulator``: one call, and the contact solves of a rollout it
+    has just taken are reused), else a loop of ``dyn.step_derivatives``.
+    """
+    f = getattr(dyn, "knot_derivatives", None)
+    if f is not None:
+        return f(xs, us)
+    us = _controls(dyn, us)
+    T = len(us)
+    xs = np.asarray(xs, dtype=float)
+    if xs.ndim != 2 or xs.shape[1] != dyn.nx or len(xs) not in (T, T + 1):
+        raise ValueError(f"knot states xs have shape {xs.shape}, expected ({T}, {dyn.nx}) or ({T + 1}, {dyn.nx})")
+    xs_next = np.empty((T, dyn.nx))
+    Fx = np.empty((T, dyn.ndx, dyn.ndx))
+    Fu = np.empty((T, dyn.ndx, dyn.nu))
+    for t in range(T):
+        try:
+            xs_next[t], Fx[t], Fu[t] = dyn.step_derivatives(xs[t], us[t])
+        except Exception as exc:
+            exc.add_note(f"(knot {t} of {T})")
+            raise
+    return xs_next, Fx, Fu

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .protocol import rollout_derivatives
+
 
 @dataclass
 class TrajectoryJacobians:
@@ -31,16 +33,10 @@ class TrajectoryJacobians:
 
 
 def trajectory_jacobians(dyn, x0, us) -> TrajectoryJacobians:
-    """Roll out from ``x0`` under ``us`` (T, nu), keeping every step's Jacobians."""
-    us = np.asarray(us, dtype=float)
-    T = len(us)
-    xs = np.empty((T + 1, dyn.nx))
-    Fx = np.empty((T, dyn.ndx, dyn.ndx))
-    Fu = np.empty((T, dyn.ndx, dyn.nu))
-    xs[0] = x0
-    for t in range(T):
-        xs[t + 1], Fx[t], Fu[t] = dyn.step_derivatives(xs[t], us[t])
-    return TrajectoryJacobians(xs, Fx, Fu)
+    """Roll out from ``x0`` under ``us`` (T, nu), keeping every step's Jacobians: one call of
+    :func:`trajopt.protocol.rollout_derivatives` (one contact solve per step for the simulator,
+    none when it has just rolled out the same controls)."""
+    return TrajectoryJacobians(*rollout_derivatives(dyn, x0, us))
 
 
 def aware_trajectory_jacobians(ocp, us, x0=None) -> TrajectoryJacobians:
