@@ -125,6 +125,7 @@ import numpy as np
 from numba import njit
 from scipy.linalg import lapack as _lapack
 
+from . import core
 from .adapter import Linearization
 
 __all__ = [
@@ -137,7 +138,12 @@ __all__ = [
     "lcp_residual",
     "solve_active_set",
     "solve_lcp",
+    "solve_lcp_reference",
 ]
+
+# The compiled twin of this module (cpp/src/lcp.cpp), decided once: solve_lcp and LCPAdapter use it
+# when present; the Python below stays the reference (solve_lcp_reference, LCPAdapter.linearize_reference).
+_core = core.module if core.available() else None
 
 # Reduced systems whose 1-norm reciprocal condition estimate (LAPACK dgecon) exceeds this are
 # solved by LU; the others get the minimal-norm solution.
@@ -858,6 +864,31 @@ def solve_lcp(
 ) -> LCPSolution:
     """Solve the boxed LCP, exactly (to rounding) at the returned answer.
 
+    The compiled core's solve (``cpp/src/lcp.cpp``, the same method and operations) when it is
+    available, else :func:`solve_lcp_reference`; see there for the parameters and the result.
+    """
+    if _core is None:
+        return solve_lcp_reference(lcp, guess=guess, tol=tol, max_iter=max_iter)
+    n = lcp.b.shape[0]
+    gm = gs = None
+    if guess is not None:
+        gm, gs = np.asarray(guess[0]), np.asarray(guess[1])
+        if gm.shape != (n,) or gs.shape != (n,):
+            gm = gs = None
+    x, w, modes, signs, solved, res, hit, its = _core.lcp_solve(
+        lcp.A, lcp.b, lcp.normal_of, lcp.mu, gm, gs, tol, -1 if max_iter is None else max_iter)
+    return LCPSolution(x, w, modes, signs, "solved" if solved else "inexact", res, hit, its)
+
+
+def solve_lcp_reference(
+    lcp: BoxedLCP,
+    *,
+    guess: tuple[np.ndarray, np.ndarray] | None = None,
+    tol: float = 1e-9,
+    max_iter: int | None = None,
+) -> LCPSolution:
+    """Solve the boxed LCP, exactly (to rounding) at the returned answer (the Python reference).
+
     Parameters
     ----------
     lcp : the problem (n rows).
@@ -992,7 +1023,15 @@ class LCPAdapter:
 
     def linearize(self, lcp: BoxedLCP, sol: LCPSolution) -> Linearization:
         """The mode equations of the active set the solution was solved on (``sol.modes``, TIED rows
-        clamping): ``dw_C = 0``, ``dx_B = E dx_C``, the other rows ``dx = 0``."""
+        clamping): ``dw_C = 0``, ``dx_B = E dx_C``, the other rows ``dx = 0`` (compiled when the core is
+        available, else :meth:`linearize_reference`)."""
+        if _core is None:
+            return self.linearize_reference(lcp, sol)
+        C, P, K, Fc = _core.lcp_linearize(lcp.A, lcp.b, lcp.normal_of, lcp.mu, sol.modes, sol.signs)
+        return Linearization(E=K, Fc=Fc, unknowns=C, P=P)
+
+    def linearize_reference(self, lcp: BoxedLCP, sol: LCPSolution) -> Linearization:
+        """:meth:`linearize` in Python (the reference)."""
         cm, bm = _masks(lcp, sol.modes, sol.signs)
         return self._linearization(lcp, cm, bm, sol.signs)
 
@@ -1009,7 +1048,17 @@ class LCPAdapter:
         """Nimble's complementarity-aware active set (:meth:`dynamics.contact_step.ContactModel.aware_velocity_jacobian`):
         a normal row whose impulse would raise the loss (``dl_dlam > 0``) clamps, one whose impulse
         would lower it separates; the friction rows of a switched normal stick with it (or separate).
-        None when that changes nothing."""
+        None when that changes nothing (compiled when the core is available, else :meth:`reclassify_reference`)."""
+        if _core is None:
+            return self.reclassify_reference(lcp, sol, dl_dlam)
+        out = _core.lcp_reclassify(lcp.A, lcp.b, lcp.normal_of, lcp.mu, sol.modes, sol.signs, dl_dlam)
+        if out is None:
+            return None
+        C, P, K, Fc = out
+        return Linearization(E=K, Fc=Fc, unknowns=C, P=P)
+
+    def reclassify_reference(self, lcp: BoxedLCP, sol: LCPSolution, dl_dlam: np.ndarray) -> Linearization | None:
+        """:meth:`reclassify` in Python (the reference)."""
         cm, bm = _masks(lcp, sol.modes, sol.signs)
         normal_of = lcp.normal_of
         normal = np.flatnonzero(normal_of < 0)

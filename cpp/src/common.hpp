@@ -37,4 +37,5 @@ inline pinocchio::GeometryData& geometry_data_of(nb::handle h) {
 // Each part of the core binds its functions in its own file (bind_<part> in src/<part>.cpp),
 // declared here and called by module.cpp.
 void bind_probe(nb::module_& m);
+void bind_lcp(nb::module_& m);
 }  // namespace contactraj

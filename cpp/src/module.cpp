@@ -5,4 +5,5 @@ NB_MODULE(contactraj_core, m) {
   m.doc() = "contactraj's compiled step core (nanobind; Pinocchio and coal from the pin/coal wheels)";
   m.attr("pinocchio_version") = CONTACTRAJ_PIN_VERSION;
   contactraj::bind_probe(m);
+  contactraj::bind_lcp(m);
 }
