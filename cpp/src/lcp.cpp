@@ -449,7 +449,9 @@ double rcond_1(const MatrixXd& lu, double anorm) {
     const double temp = 2.0 * (asum(x) / static_cast<double>(3 * n));
     if (temp > est) est = temp;
   }
-  if (est != 0.0) return (1.0 / est) / anorm;
+  // dgecon's triangular solves (dlatrs) rescale to avoid overflow; these do not, so an overflowing
+  // estimate (|inv(A)|_1 beyond ~1e308, i.e. rcond ~0 for dgecon too) reads as 0.
+  if (est != 0.0 && std::isfinite(est)) return (1.0 / est) / anorm;
   return 0.0;
 }
 
@@ -895,12 +897,15 @@ std::optional<Reduced> reclassify(const Problem& lcp, const VectorXl& modes, con
 // ------------------------------------------------------------------------------------------
 // Python bindings (thin: arrays in, arrays out; contact/lcp.py builds its objects from them)
 // ------------------------------------------------------------------------------------------
-#include "common.hpp"
+// (only nanobind here, not common.hpp's Pinocchio: this file compiles in seconds; bind_lcp is declared there)
+#include <nanobind/nanobind.h>
 #include <nanobind/eigen/dense.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/tuple.h>
 
 namespace contactraj {
+namespace nb = nanobind;
+void bind_lcp(nb::module_& m);
 namespace {
 using RowMat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using lcp::VectorXl;
