@@ -869,15 +869,31 @@ def solve_lcp(
     """
     if _core is None:
         return solve_lcp_reference(lcp, guess=guess, tol=tol, max_iter=max_iter)
-    n = lcp.b.shape[0]
     gm = gs = None
     if guess is not None:
         gm, gs = np.asarray(guess[0]), np.asarray(guess[1])
-        if gm.shape != (n,) or gs.shape != (n,):
+        if gm.shape != lcp.b.shape or gs.shape != lcp.b.shape:
             gm = gs = None
-    x, w, modes, signs, solved, res, hit, its = _core.lcp_solve(
-        lcp.A, lcp.b, lcp.normal_of, lcp.mu, gm, gs, tol, -1 if max_iter is None else max_iter)
-    return LCPSolution(x, w, modes, signs, "solved" if solved else "inexact", res, hit, its)
+    return _solve_compiled(lcp, gm, gs, tol, -1 if max_iter is None else max_iter)
+
+
+def _solve_compiled(lcp: BoxedLCP, gm, gs, tol: float, max_iter: int) -> LCPSolution:
+    """The core's solve; its arrays land in buffers made here (two numpy arrays, four views)."""
+    n = lcp.b.shape[0]
+    xw = np.empty((2, n))
+    ms = np.empty((2, n), dtype=np.int64)
+    solved, res, hit, its = _core.lcp_solve(lcp.A, lcp.b, lcp.normal_of, lcp.mu, gm, gs, tol, max_iter, xw, ms)
+    return LCPSolution(xw[0], xw[1], ms[0], ms[1], "solved" if solved else "inexact", res, hit, its)
+
+
+def _linearization_compiled(n: int, out, buf: np.ndarray, C: np.ndarray) -> Linearization:
+    """The :class:`Linearization` the core wrote into ``buf`` (K, Fc, then P) and ``C``."""
+    nc, bounded = out
+    k = nc * nc
+    K = buf[:k].reshape(nc, nc)
+    Fc = buf[k : k + nc * n].reshape(nc, n)
+    P = buf[k + nc * n : k + 2 * nc * n].reshape(n, nc) if bounded else None
+    return Linearization(E=K, Fc=Fc, unknowns=C[:nc], P=P)
 
 
 def solve_lcp_reference(
@@ -1016,7 +1032,11 @@ class LCPAdapter:
         return BoxedLCP(A=A, b=b, normal_of=normal_of, mu=mu)
 
     def solve(self, lcp: BoxedLCP, guess: LCPSolution | None = None) -> LCPSolution:
-        return solve_lcp(lcp, guess=None if guess is None else (guess.modes, guess.signs))
+        if _core is None:
+            return solve_lcp_reference(lcp, guess=None if guess is None else (guess.modes, guess.signs))
+        if guess is None or guess.modes.shape != lcp.b.shape:
+            return _solve_compiled(lcp, None, None, 1e-9, -1)
+        return _solve_compiled(lcp, guess.modes, guess.signs, 1e-9, -1)
 
     def residual(self, lcp: BoxedLCP, lam) -> np.ndarray:
         return natural_map(lcp, lam)
@@ -1027,8 +1047,10 @@ class LCPAdapter:
         available, else :meth:`linearize_reference`)."""
         if _core is None:
             return self.linearize_reference(lcp, sol)
-        C, P, K, Fc = _core.lcp_linearize(lcp.A, lcp.b, lcp.normal_of, lcp.mu, sol.modes, sol.signs)
-        return Linearization(E=K, Fc=Fc, unknowns=C, P=P)
+        n = lcp.b.shape[0]
+        buf, C = np.empty(3 * n * n), np.empty(n, dtype=np.int64)
+        out = _core.lcp_linearize(lcp.A, lcp.b, lcp.normal_of, lcp.mu, sol.modes, sol.signs, buf, C)
+        return _linearization_compiled(n, out, buf, C)
 
     def linearize_reference(self, lcp: BoxedLCP, sol: LCPSolution) -> Linearization:
         """:meth:`linearize` in Python (the reference)."""
@@ -1051,11 +1073,10 @@ class LCPAdapter:
         None when that changes nothing (compiled when the core is available, else :meth:`reclassify_reference`)."""
         if _core is None:
             return self.reclassify_reference(lcp, sol, dl_dlam)
-        out = _core.lcp_reclassify(lcp.A, lcp.b, lcp.normal_of, lcp.mu, sol.modes, sol.signs, dl_dlam)
-        if out is None:
-            return None
-        C, P, K, Fc = out
-        return Linearization(E=K, Fc=Fc, unknowns=C, P=P)
+        n = lcp.b.shape[0]
+        buf, C = np.empty(3 * n * n), np.empty(n, dtype=np.int64)
+        out = _core.lcp_reclassify(lcp.A, lcp.b, lcp.normal_of, lcp.mu, sol.modes, sol.signs, dl_dlam, buf, C)
+        return None if out is None else _linearization_compiled(n, out, buf, C)
 
     def reclassify_reference(self, lcp: BoxedLCP, sol: LCPSolution, dl_dlam: np.ndarray) -> Linearization | None:
         """:meth:`reclassify` in Python (the reference)."""

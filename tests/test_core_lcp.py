@@ -241,15 +241,23 @@ def test_bad_input_is_named():
         ((A, b, no, np.array([0, -0.5, 0.5])), ">= 0"),
         ((A, b, no, np.array([0.1, 0.5, 0.5])), "unilateral"),
     ]
+    xw, ms = np.empty((2, 3)), np.empty((2, 3), dtype=np.int64)
     for args, msg in cases:
         with pytest.raises(ValueError, match=msg):
-            m.lcp_solve(*args, None, None)
+            m.lcp_solve(*args, None, None, 1e-9, -1, xw, ms)
     with pytest.raises(TypeError):
-        m.lcp_solve("A", b, no, mu, None, None)
+        m.lcp_solve("A", b, no, mu, None, None, 1e-9, -1, xw, ms)
+    with pytest.raises(TypeError):  # outputs of the wrong type are not converted (they would not be written)
+        m.lcp_solve(A, b, no, mu, None, None, 1e-9, -1, xw, ms.astype(np.int32))
+    with pytest.raises(ValueError, match=r"shape \(2, n\)"):
+        m.lcp_solve(A, b, no, mu, None, None, 1e-9, -1, np.empty((2, 4)), ms)
+    z3, buf, C = np.zeros(3, dtype=np.int64), np.empty(27), np.empty(3, dtype=np.int64)
     with pytest.raises(ValueError, match="modes and signs"):
-        m.lcp_linearize(A, b, no, mu, np.zeros(2, dtype=np.int64), np.zeros(3, dtype=np.int64))
+        m.lcp_linearize(A, b, no, mu, np.zeros(2, dtype=np.int64), z3, buf, C)
+    with pytest.raises(ValueError, match="output buffers"):
+        m.lcp_linearize(A, b, no, mu, z3, z3, buf[:20], C)
     with pytest.raises(ValueError, match="dl_dlam"):
-        m.lcp_reclassify(A, b, no, mu, np.zeros(3, dtype=np.int64), np.zeros(3, dtype=np.int64), np.zeros(2))
+        m.lcp_reclassify(A, b, no, mu, z3, z3, np.zeros(2), buf, C)
 
 
 def test_the_adapter_uses_the_core():

@@ -916,14 +916,24 @@ lcp::Problem problem_of(In<RowMat> A, In<Eigen::VectorXd> b, In<VectorXl> normal
   return lcp::Problem(Eigen::MatrixXd(A), Eigen::VectorXd(b), VectorXl(normal_of), Eigen::VectorXd(mu));
 }
 
-// (C, P or None, K, Fc) of a reduced system: the arrays of a Linearization (E = K, unknowns = C).
-nb::tuple linearization_of(const lcp::Reduced& red, Eigen::Index n) {
+// Writes a reduced system into `buf` (row-major, one after the other: K (nc, nc), Fc (nc, n), then P (n, nc)
+// when bounded) and its rows into `C`; returns (nc, bounded). The caller allocates (3 n^2, and n): numpy
+// arrays made here would cost ~1 us each (nanobind hands them over through DLPack).
+nb::tuple write_reduced(const lcp::Reduced& red, Eigen::Index n, nb::DRef<Eigen::VectorXd> buf, nb::DRef<VectorXl> C) {
   const Eigen::Index nc = red.C.size();
-  RowMat Fc = RowMat::Zero(nc, n);
-  for (Eigen::Index a = 0; a < nc; ++a) Fc(a, red.C[a]) = 1.0;
-  nb::object P = nb::none();
-  if (red.bounded) P = nb::cast(RowMat(red.P));
-  return nb::make_tuple(red.C, P, RowMat(red.K), std::move(Fc));
+  if (buf.size() < 3 * n * n || C.size() < n)
+    throw nb::value_error("lcp: the output buffers must hold 3 n^2 floats and n integers");
+  double* out = buf.data();
+  for (Eigen::Index a = 0; a < nc; ++a)
+    for (Eigen::Index c = 0; c < nc; ++c) *out++ = red.K(a, c);
+  std::fill(out, out + nc * n, 0.0);
+  for (Eigen::Index a = 0; a < nc; ++a) out[a * n + red.C[a]] = 1.0;
+  out += nc * n;
+  if (red.bounded)
+    for (Eigen::Index i = 0; i < n; ++i)
+      for (Eigen::Index c = 0; c < nc; ++c) *out++ = red.P(i, c);
+  C.head(nc) = red.C;
+  return nb::make_tuple(nc, red.bounded);
 }
 }  // namespace
 
@@ -931,35 +941,42 @@ void bind_lcp(nb::module_& m) {
   m.def(
       "lcp_solve",
       [](In<RowMat> A, In<Eigen::VectorXd> b, In<VectorXl> normal_of, In<Eigen::VectorXd> mu,
-         std::optional<VectorXl> guess_modes, std::optional<VectorXl> guess_signs, double tol, int max_iter) {
+         std::optional<VectorXl> guess_modes, std::optional<VectorXl> guess_signs, double tol, int max_iter,
+         nb::DRef<RowMat> xw, nb::DRef<Eigen::Matrix<std::int64_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> ms) {
         const lcp::Problem p = problem_of(A, b, normal_of, mu);
+        if (xw.rows() != 2 || xw.cols() != p.n() || ms.rows() != 2 || ms.cols() != p.n())
+          throw nb::value_error("lcp_solve: the outputs must have shape (2, n)");
         const bool g = guess_modes && guess_signs;
         lcp::Solution s = lcp::solve(p, g ? &*guess_modes : nullptr, g ? &*guess_signs : nullptr, tol, max_iter);
-        return nb::make_tuple(std::move(s.x), std::move(s.w), std::move(s.modes), std::move(s.signs), s.solved,
-                              s.residual, s.warm_start_hit, s.iterations);
+        xw.row(0) = s.x.transpose();
+        xw.row(1) = s.w.transpose();
+        ms.row(0) = s.modes.transpose();
+        ms.row(1) = s.signs.transpose();
+        return nb::make_tuple(s.solved, s.residual, s.warm_start_hit, s.iterations);
       },
       nb::arg("A"), nb::arg("b"), nb::arg("normal_of"), nb::arg("mu"), nb::arg("guess_modes").none(),
-      nb::arg("guess_signs").none(), nb::arg("tol") = 1e-9, nb::arg("max_iter") = -1,
-      "contact.lcp.solve_lcp: (x, w, modes, signs, solved, residual, warm_start_hit, iterations); "
-      "max_iter < 0: 50 + 20 N; a guess whose size is not n is ignored");
+      nb::arg("guess_signs").none(), nb::arg("tol"), nb::arg("max_iter"), nb::arg("xw"), nb::arg("ms"),
+      "contact.lcp.solve_lcp: writes (x, w) into xw (2, n) and (modes, signs) into ms (2, n, int64); returns "
+      "(solved, residual, warm_start_hit, iterations). max_iter < 0: 50 + 20 N; a guess whose size is not n is ignored");
   m.def(
       "lcp_linearize",
       [](In<RowMat> A, In<Eigen::VectorXd> b, In<VectorXl> normal_of, In<Eigen::VectorXd> mu, In<VectorXl> modes,
-         In<VectorXl> signs) {
+         In<VectorXl> signs, nb::DRef<Eigen::VectorXd> buf, nb::DRef<VectorXl> C) {
         const lcp::Problem p = problem_of(A, b, normal_of, mu);
-        return linearization_of(lcp::linearize(p, VectorXl(modes), VectorXl(signs)), p.n());
+        return write_reduced(lcp::linearize(p, VectorXl(modes), VectorXl(signs)), p.n(), buf, C);
       },
-      "LCPAdapter.linearize: (unknowns C, P or None, E = K, Fc)");
+      "LCPAdapter.linearize: writes E = K, Fc, P into buf (3 n^2) and the unknowns into C (n); returns (nc, bounded)");
   m.def(
       "lcp_reclassify",
       [](In<RowMat> A, In<Eigen::VectorXd> b, In<VectorXl> normal_of, In<Eigen::VectorXd> mu, In<VectorXl> modes,
-         In<VectorXl> signs, In<Eigen::VectorXd> dl_dlam) -> nb::object {
+         In<VectorXl> signs, In<Eigen::VectorXd> dl_dlam, nb::DRef<Eigen::VectorXd> buf,
+         nb::DRef<VectorXl> C) -> nb::object {
         const lcp::Problem p = problem_of(A, b, normal_of, mu);
         auto red = lcp::reclassify(p, VectorXl(modes), VectorXl(signs), Eigen::VectorXd(dl_dlam));
         if (!red) return nb::none();
-        return linearization_of(*red, p.n());
+        return write_reduced(*red, p.n(), buf, C);
       },
-      "LCPAdapter.reclassify: (unknowns C, P or None, E = K, Fc), or None when nothing changes");
+      "LCPAdapter.reclassify: as lcp_linearize, or None when nothing changes");
   // pieces, for the tests against the reference
   m.def(
       "lcp_norms",
