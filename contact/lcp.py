@@ -110,7 +110,20 @@ n = 12: cube sliding and spinning on 4 corners     ~38 us    ~0.42 ms  21
 n = 24: two stacked cubes, 8 corner contacts       ~40 us    ~0.48 ms  18
 =================================================  ========  ========  ============
 
-Building the :class:`BoxedLCP` (validation) adds ~15 us. The warm path is one LAPACK
+Building the :class:`BoxedLCP` (validation) adds ~15 us.
+
+Compiled core
+-------------
+When the compiled core is present (:mod:`contact.core`), :func:`solve_lcp` and :class:`LCPAdapter`
+(``solve``, ``linearize``, ``reclassify``) run its C++ twin (``cpp/src/lcp.hpp``): the same
+operations in the same order, with Eigen in place of LAPACK (LU with partial pivoting and a port
+of ``dgecon``'s condition estimate, so the LU / minimal-norm decision uses the same estimate and
+threshold; Eigen's column-pivoted Householder QR for ``dgeqp3``). Lemke's tableau updates are
+elementwise, hence bit for bit the same; the dense solves and products round differently, so
+impulses agree to ``1e-12`` relative on well-conditioned reduced systems and to a few ``kappa eps``
+on ill-conditioned ones (``tests/test_core_lcp.py``). A whole step's solve drops from ~40-100 us to
+~3-7 us on the registered problems. The Python code here stays the reference
+(:func:`solve_lcp_reference`, ``LCPAdapter.linearize_reference`` / ``reclassify_reference``). The warm path is one LAPACK
 ``dgetrf``/``dgecon``/``dgetrs`` on the reduced matrix when it is well conditioned, a
 column-pivoted QR (``dgeqp3``) minimal-norm solve when it is not, plus the acceptance test.
 """
