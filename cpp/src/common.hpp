@@ -39,4 +39,5 @@ inline pinocchio::GeometryData& geometry_data_of(nb::handle h) {
 void bind_probe(nb::module_& m);
 void bind_detection(nb::module_& m);
 void bind_kinematics(nb::module_& m);
+void bind_lcp(nb::module_& m);
 }  // namespace contactraj

@@ -7,4 +7,5 @@ NB_MODULE(contactraj_core, m) {
   contactraj::bind_probe(m);
   contactraj::bind_detection(m);
   contactraj::bind_kinematics(m);
+  contactraj::bind_lcp(m);
 }
