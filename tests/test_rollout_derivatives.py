@@ -204,6 +204,7 @@ def test_protocol_falls_back_to_a_loop_for_a_users_dynamics():
         protocol.rollout_derivatives(dyn, x0[:2], us)
 
 
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # the divergence under test
 def test_protocol_fallback_stops_at_a_non_finite_state_naming_the_step():
     dyn = Linear(np.eye(2) * 1e200, np.ones((2, 1)))
     with pytest.raises(RuntimeError, match=r"rollout step 1: Linear.step_derivatives returned a non-finite") as info:
