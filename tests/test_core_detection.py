@@ -25,7 +25,7 @@ from contact.detection import CollisionScene
 from dynamics import ModelBuilder, Simulator
 
 sys.path.insert(0, os.path.dirname(__file__))
-from test_mesh_collision import HALF, _box_mesh, _bvh, _prism, _uv_sphere  # noqa: E402
+from test_mesh_collision import HALF, _box_mesh, _bvh, _prism, _scene_with as _mesh_scene, _uv_sphere  # noqa: E402
 from test_rods import LENGTH, R, rod_model  # noqa: E402
 
 pytestmark = pytest.mark.skipif(core.module is None, reason=f"the compiled core is not available: {core.reason}")
@@ -178,15 +178,6 @@ def _one_free():
     m = pin.Model()
     m.addJoint(0, pin.JointModelFreeFlyer(), pin.SE3.Identity(), "root")
     return m
-
-
-def _mesh_scene(shape, margin=5e-3):
-    model = pin.Model()
-    j = model.addJoint(0, pin.JointModelFreeFlyer(), pin.SE3.Identity(), "root")
-    model.appendBodyToJoint(j, pin.Inertia.FromBox(1.0, 0.2, 0.2, 0.05), pin.SE3.Identity())
-    geom = pin.GeometryModel()
-    geom.addGeometryObject(pin.GeometryObject("body", j, pin.SE3.Identity(), shape))
-    return model, CollisionScene(model, geom, ground=0.0, margin=margin)
 
 
 @pytest.mark.parametrize("mesh", ["box", "prism4", "prism6", "prism24", "bulge", "ball"])

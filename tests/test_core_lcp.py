@@ -17,7 +17,7 @@ import pytest
 from contact import core
 from contact import lcp as L
 
-from .test_lcp import G_DT, cube_scene, random_problem
+from .test_lcp import G_DT, cube_scene, random_problem, scaled_duplicated_problem
 
 pytestmark = pytest.mark.skipif(core.module is None, reason=f"the compiled core is not available: {core.reason}")
 
@@ -123,14 +123,7 @@ def test_scaled_duplicated_and_rank_deficient(seed):
     """Data over 12 orders of magnitude with a duplicated contact (rank-deficient reduced systems:
     the minimal-norm QR path), and a pivot limit that stops Lemke early (the inexact path)."""
     rng = np.random.default_rng(1000 + seed)
-    lcp = random_problem(rng, ncontacts=int(rng.integers(1, 6)), full_rank=False)
-    n = lcp.n
-    k = int(rng.choice(np.flatnonzero(lcp.normal_of < 0)))
-    rows = [k] + list(np.flatnonzero(lcp.normal_of == k))
-    idx = np.r_[np.arange(n), rows]
-    normal_of = np.r_[lcp.normal_of, [-1] + [n] * (len(rows) - 1)]
-    sa, sb = 10.0 ** rng.integers(-6, 7), 10.0 ** rng.integers(-6, 7)
-    dup = L.BoxedLCP(sa * lcp.A[np.ix_(idx, idx)], sb * lcp.b[idx], normal_of, lcp.mu[idx])
+    dup = scaled_duplicated_problem(rng)
     sol = both(dup)
     both(dup, (sol.modes, sol.signs))
     both(dup, max_iter=int(rng.integers(1, 4)))

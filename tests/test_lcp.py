@@ -154,7 +154,12 @@ def test_random_problems_solved_exactly(seed):
 @pytest.mark.parametrize("seed", range(40))
 def test_random_problems_scaled_and_duplicated(seed):
     """Badly scaled data (A and b over 12 orders of magnitude) and a duplicated contact."""
-    rng = np.random.default_rng(1000 + seed)
+    dup = scaled_duplicated_problem(np.random.default_rng(1000 + seed))
+    assert_solved(dup, solve_lcp(dup))
+
+
+def scaled_duplicated_problem(rng) -> BoxedLCP:
+    """A random problem with one contact duplicated (rank-deficient) and A, b scaled by 1e-6..1e6."""
     lcp = random_problem(rng, ncontacts=int(rng.integers(1, 6)), full_rank=False)
     n = lcp.n
     k = int(rng.choice(np.flatnonzero(lcp.normal_of < 0)))
@@ -162,8 +167,7 @@ def test_random_problems_scaled_and_duplicated(seed):
     idx = np.r_[np.arange(n), rows]
     normal_of = np.r_[lcp.normal_of, [-1] + [n] * (len(rows) - 1)]
     sa, sb = 10.0 ** rng.integers(-6, 7), 10.0 ** rng.integers(-6, 7)
-    dup = BoxedLCP(sa * lcp.A[np.ix_(idx, idx)], sb * lcp.b[idx], normal_of, lcp.mu[idx])
-    assert_solved(dup, solve_lcp(dup))
+    return BoxedLCP(sa * lcp.A[np.ix_(idx, idx)], sb * lcp.b[idx], normal_of, lcp.mu[idx])
 
 
 # ------------------------------------------------------------------------------------------
