@@ -54,6 +54,7 @@ the relaxed model) is written once, in the model's module.
 
 from __future__ import annotations
 
+import os
 import warnings
 
 from dataclasses import dataclass
@@ -310,10 +311,11 @@ class ContactModel:
         self.enabled = self.scene.npairs > 0 or bool(lim)
         #: the fused hard-LCP step of the compiled core (``cpp/src/step.cpp``: :meth:`solve` and the
         #: simulator's contact Jacobian in one call each), or None: the Python path (the reference; also
-        #: for the NCP, relaxed contact, or without the core). Set it to None to run the reference.
+        #: for the NCP, relaxed contact, without the core, or with CONTACTRAJ_NO_FUSED set). Set it to None
+        #: to run the reference.
         self.fused = None
         core_mod = self.kin.core
-        if (contact == "lcp" and self.kappa == 0 and core_mod is not None and hasattr(core_mod, "FusedLCP")
+        if (contact == "lcp" and not os.environ.get("CONTACTRAJ_NO_FUSED") and self.kappa == 0 and core_mod is not None and hasattr(core_mod, "FusedLCP")
                 and (self.scene.npairs == 0 or self.scene._detector is not None)):
             self.fused = core_mod.FusedLCP(self.scene._detector, self.kin.support, self.kin.mask, self.rows,
                                            bool(planar), self.friction, self.margin, self.slop, self.erp,
