@@ -332,10 +332,15 @@ class ContactModel:
     def solve(self, model, data, gdata, q, v_free, dt, previous: ContactState | None):
         """``(v+, ContactState or None)``; forward kinematics at q has been run by detection."""
         if self.fused is not None:
-            # one compiled call (a previous state from the Python path, after a detector hand-back, gives
-            # no warm start here); None: the detector handed this configuration back to Python
-            out = self.fused.solve(model, data, gdata, q, v_free, dt,
-                                   previous.core if isinstance(previous, FusedContactState) else None)
+            # one compiled call; None: the detector handed this configuration back to Python
+            if isinstance(previous, FusedContactState):
+                prev = previous.core
+            elif previous is not None and previous.adapter is self.adapter:  # a state of the Python path
+                pairs, nc, lims = previous.key
+                prev = ([nc, *pairs, -1, *lims], previous.solution.modes, previous.solution.signs)
+            else:
+                prev = None
+            out = self.fused.solve(model, data, gdata, q, v_free, dt, prev)
             if out is not None:
                 v_next, st = out
                 return v_next, (None if st is None else FusedContactState(st, self.adapter, self.friction))

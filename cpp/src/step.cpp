@@ -12,6 +12,7 @@
 #include <nanobind/eigen/dense.h>
 #include <nanobind/stl/vector.h>
 #include <nanobind/stl/tuple.h>
+#include <nanobind/stl/optional.h>
 #include <pinocchio/algorithm/aba-derivatives.hpp>
 #include <pinocchio/algorithm/aba.hpp>
 #include <pinocchio/algorithm/jacobian.hpp>
@@ -80,7 +81,20 @@ class FusedLCP {
     auto& D = data_of(data);
     const int64_t nv = M.nv;
     if (q.size() != M.nq || v_free.size() != nv) throw std::invalid_argument("FusedLCP.solve: q or v_free has the wrong size");
-    const StepState* prev = previous.is_none() ? nullptr : nb::inst_ptr<StepState>(previous);
+    // previous: a StepState, None, or (key, modes, signs) of a state from the Python path
+    const StepState* prev = nullptr;
+    std::vector<int64_t> other_key;
+    VectorXl other_modes, other_signs;
+    bool other = false;
+    if (nb::isinstance<StepState>(previous)) {
+      prev = nb::inst_ptr<StepState>(previous);
+    } else if (!previous.is_none()) {
+      auto t = nb::cast<std::tuple<std::vector<int64_t>, VectorXl, VectorXl>>(previous);
+      other_key = std::get<0>(t);
+      other_modes = std::get<1>(t);
+      other_signs = std::get<2>(t);
+      other = true;
+    }
     auto st = std::make_unique<StepState>();
     st->r = r_;
     int64_t nc = 0;
@@ -149,8 +163,8 @@ class FusedLCP {
     for (int64_t c = 0; c < nc; ++c) st->key.push_back(pair[c]);
     st->key.push_back(-1);
     for (const Limit* l : lim) st->key.push_back(l->iq * 2 + (l->s > 0));
-    const bool same = prev != nullptr && prev->key == st->key;
-    if (same) {
+    const bool same = prev != nullptr ? prev->key == st->key : other && other_key == st->key;
+    if (same && prev != nullptr) {
       st->problem = prev->problem;
       st->problem.set_values(A, b);
     } else {
@@ -164,8 +178,10 @@ class FusedLCP {
       st->problem = lcp::Problem(A, b, normal_of, mu);
     }
     st->guessed = same;
-    if (same && prev->solution.modes.size() == m)
-      st->solution = lcp::solve(st->problem, &prev->solution.modes, &prev->solution.signs, 1e-9, -1);
+    const VectorXl* gm = same ? (prev ? &prev->solution.modes : &other_modes) : nullptr;
+    const VectorXl* gs = same ? (prev ? &prev->solution.signs : &other_signs) : nullptr;
+    if (gm != nullptr && gm->size() == m && gs->size() == m)
+      st->solution = lcp::solve(st->problem, gm, gs, 1e-9, -1);
     else
       st->solution = lcp::solve(st->problem, nullptr, nullptr, 1e-9, -1);
     Eigen::VectorXd v_next = v_free + st->MJt * st->solution.x;
