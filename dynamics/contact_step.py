@@ -244,6 +244,9 @@ class FusedContactState:
 
     @property
     def correction(self) -> Correction | None:
+        if not self.core.has_correction:
+            return None
+
         def make():
             c = self.core.correction
             if c is None:
