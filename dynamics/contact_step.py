@@ -33,6 +33,13 @@ Given the free velocity ``v_f = v + dt ABA(q, v, tau)``:
 whose armature carries ``dt D``, see :mod:`dynamics.simulator`), so the impulses act through the
 same operator as the free motion, in ``A``, in ``v+`` and in the position correction.
 
+With ``contact="lcp"`` and no smoothing, when the compiled core is available, items 1-5 run in one C++
+call (``ContactModel.fused``, ``cpp/src/step.cpp``), and so does the simulator's contact velocity Jacobian
+(ABA derivatives at ``tau + J^T lambda / dt``, ``G``, the LCP linearization, the implicit solve); its
+:class:`FusedContactState` makes the Python objects of :class:`ContactState` only when asked. The Python
+code below stays the reference (NCP, relaxed contact, the complementarity-aware Jacobians,
+``CONTACTRAJ_NO_CORE`` / ``CONTACTRAJ_NO_FUSED``), tests/test_core_fused.py compares the two.
+
 Every model is reached through its adapter (:mod:`contact.adapter`): the step builds the
 rows (:class:`contact.RowLayout`), ``A``, ``b`` and ``phi``, and asks the adapter for its
 problem, its solution, and the linearization of its optimality residual. The step owns
