@@ -33,6 +33,13 @@ Given the free velocity ``v_f = v + dt ABA(q, v, tau)``:
 whose armature carries ``dt D``, see :mod:`dynamics.simulator`), so the impulses act through the
 same operator as the free motion, in ``A``, in ``v+`` and in the position correction.
 
+With ``contact="lcp"`` and no smoothing, when the compiled core is available, items 1-5 run in one C++
+call (``ContactModel.fused``, ``cpp/src/step.cpp``), and so does the simulator's contact velocity Jacobian
+(ABA derivatives at ``tau + J^T lambda / dt``, ``G``, the LCP linearization, the implicit solve); its
+:class:`FusedContactState` makes the Python objects of :class:`ContactState` only when asked. The Python
+code below stays the reference (NCP, relaxed contact, the complementarity-aware Jacobians,
+``CONTACTRAJ_NO_CORE`` / ``CONTACTRAJ_NO_FUSED``), tests/test_core_fused.py compares the two.
+
 Every model is reached through its adapter (:mod:`contact.adapter`): the step builds the
 rows (:class:`contact.RowLayout`), ``A``, ``b`` and ``phi``, and asks the adapter for its
 problem, its solution, and the linearization of its optimality residual. The step owns
@@ -54,6 +61,7 @@ the relaxed model) is written once, in the model's module.
 
 from __future__ import annotations
 
+import os
 import warnings
 
 from dataclasses import dataclass
@@ -66,6 +74,7 @@ from contact.adapter import RANK_RTOL
 from contact import velocity_jacobian as implicit_velocity_jacobian
 from contact.detection import CollisionScene, Contacts
 from contact.kinematics import ContactGeometry, ContactKinematics
+from contact.lcp import BoxedLCP, LCPSolution
 from contact.relaxed import CentralPathError
 
 #: Penetration depth (m) below which no extra push-out is applied (see ``bias``).
@@ -146,6 +155,114 @@ class Correction:
     A: np.ndarray
 
 
+class FusedContactState:
+    """A :class:`ContactState` whose data stay in the compiled core (``core``: the fused step's
+    ``StepState``, :meth:`ContactModel.solve` with ``contact="lcp"``): the same attributes, each made
+    (numpy views, Python objects) only when something asks for it (the report, the adjoint path, the
+    position correction's Jacobian, the reference path of the next step), so a fused step builds none."""
+
+    __slots__ = ("core", "adapter", "_friction", "_cache")
+
+    def __init__(self, core, adapter, friction: float):
+        self.core = core
+        self.adapter = adapter
+        self._friction = friction
+        self._cache = {}
+
+    def _get(self, name, make):
+        c = self._cache
+        if name not in c:
+            c[name] = make()
+        return c[name]
+
+    @property
+    def warm_hit(self) -> bool:
+        return bool(self.core.warm_hit)
+
+    @property
+    def guessed(self) -> bool:
+        return bool(self.core.guessed)
+
+    @property
+    def m_contact(self) -> int:
+        return self.core.nc * self.core.r
+
+    @property
+    def J(self) -> np.ndarray:
+        return self.core.J
+
+    @property
+    def Minv(self) -> np.ndarray:
+        return self.core.Minv
+
+    @property
+    def MJt(self) -> np.ndarray:
+        return self.core.MJt
+
+    @property
+    def normal_rows(self) -> np.ndarray:
+        return self._get("normal_rows", lambda: self.core.normal_rows.astype(np.intp))
+
+    @property
+    def bias_slope(self) -> np.ndarray:
+        return self.core.bias_slope
+
+    @property
+    def geo(self) -> ContactGeometry | None:
+        def make():
+            c = self.core
+            if c.nc == 0:
+                return None
+            nc, r, nv = c.nc, c.r, c.J.shape[1]
+            J, D, dD, dp, J6A, J6B = c.geometry
+            return ContactGeometry(Contacts(*c.contacts), J, D.reshape(nc, 3, r), dD.reshape(nc, r, 3, nv),
+                                   dp.reshape(nc, 3, nv), J6A.reshape(nc, 6, nv), J6B.reshape(nc, 6, nv), r)
+        return self._get("geo", make)
+
+    @property
+    def key(self) -> tuple:
+        def make():
+            k = self.core.key
+            nc = k[0]
+            return (tuple(k[1:1 + nc]), nc, tuple(k[2 + nc:]))
+        return self._get("key", make)
+
+    @property
+    def layout(self) -> RowLayout:
+        return self._get("layout", lambda: RowLayout(self.core.nc, self.core.r, self.core.nlim, self._friction))
+
+    @property
+    def problem(self) -> BoxedLCP:
+        def make():
+            A, b, normal_of, mu = self.core.problem
+            return BoxedLCP(A=A, b=b, normal_of=normal_of.astype(np.intp), mu=mu)
+        return self._get("problem", make)
+
+    @property
+    def solution(self) -> LCPSolution:
+        def make():
+            x, w, modes, signs, solved, res, hit, its = self.core.solution
+            return LCPSolution(x, w, modes, signs, "solved" if solved else "inexact", float(res), bool(hit), int(its))
+        return self._get("solution", make)
+
+    @property
+    def lam(self) -> np.ndarray:
+        return self.solution.lam
+
+    @property
+    def correction(self) -> Correction | None:
+        if not self.core.has_correction:
+            return None
+
+        def make():
+            c = self.core.correction
+            if c is None:
+                return None
+            rows, dq, lam, W, A = c
+            return Correction(rows.astype(np.intp), dq, lam, W, A)
+        return self._get("correction", make)
+
+
 class ContactModel:
     """Everything about contact that does not change between steps."""
 
@@ -202,6 +319,17 @@ class ContactModel:
                         lim.append((jm.idx_q, jm.idx_v, -1.0, float(hi[jm.idx_q])))
         self.limits = lim
         self.enabled = self.scene.npairs > 0 or bool(lim)
+        #: the fused hard-LCP step of the compiled core (``cpp/src/step.cpp``: :meth:`solve` and the
+        #: simulator's contact Jacobian in one call each), or None: the Python path (the reference; also
+        #: for the NCP, relaxed contact, without the core, or with CONTACTRAJ_NO_FUSED set). Set it to None
+        #: to run the reference.
+        self.fused = None
+        core_mod = self.kin.core
+        if (contact == "lcp" and not os.environ.get("CONTACTRAJ_NO_FUSED") and self.kappa == 0 and core_mod is not None and hasattr(core_mod, "FusedLCP")
+                and (self.scene.npairs == 0 or self.scene._detector is not None)):
+            self.fused = core_mod.FusedLCP(self.scene._detector, self.kin.support, self.kin.mask, self.rows,
+                                           bool(planar), self.friction, self.margin, self.slop, self.erp,
+                                           recovery == "velocity", [[float(x) for x in row] for row in lim])
 
     # -- the step's contact part ------------------------------------------------------------
     def may_touch(self, q) -> bool:
@@ -213,6 +341,23 @@ class ContactModel:
 
     def solve(self, model, data, gdata, q, v_free, dt, previous: ContactState | None):
         """``(v+, ContactState or None)``; forward kinematics at q has been run by detection."""
+        if self.fused is not None:
+            # one compiled call; None: the detector handed this configuration back to Python
+            if isinstance(previous, FusedContactState):
+                prev = previous.core
+            elif previous is not None and previous.adapter is self.adapter:  # a state of the Python path
+                pairs, nc, lims = previous.key
+                prev = ([nc, *pairs, -1, *lims], previous.solution.modes, previous.solution.signs)
+            else:
+                prev = None
+            out = self.fused.solve(model, data, gdata, q, v_free, dt, prev)
+            if out is not None:
+                v_next, st = out
+                return v_next, (None if st is None else FusedContactState(st, self.adapter, self.friction))
+        return self._reference_solve(model, data, gdata, q, v_free, dt, previous)
+
+    def _reference_solve(self, model, data, gdata, q, v_free, dt, previous: ContactState | None):
+        """:meth:`solve` in Python (the reference; NCP and relaxed contact always run it)."""
         contacts = self.scene.detect(model, data, gdata, q)
         limit_rows = [(iq, iv, s, ref) for iq, iv, s, ref in self.limits if s * (q[iq] - ref) < self.margin]
         nc, r, nv = len(contacts), self.rows, self.nv

@@ -44,6 +44,7 @@ from collections.abc import Sequence
 import numpy as np
 import pinocchio as pin
 
+from .contact_step import FusedContactState
 from .robots import load_urdf_geometry
 
 _BIG = 1e300  # Pinocchio stores "no limit" as DBL_MAX; anything above this means unbounded
@@ -877,6 +878,10 @@ class Simulator:
     def _contact_velocity_jacobian(self, q, v, tau, v_next, state, d, dv_dx, dv_du, adjoint=None):
         """Fill ``dv+/dx`` (nv, ndx) and ``dv+/du`` (nv, nu) through the contact solve."""
         nv, dt, cm = self.nv, self.dt, self.contact_model
+        if adjoint is None and cm.fused is not None and type(state) is FusedContactState:
+            cm.fused.jacobian(self._step_model, d.pin, state.core, q, v, tau, v_next, dt, self.actuated_dofs,
+                              self._spring_dofs, self._stiffness_k, self._damp_dofs, self._damping, dv_dx, dv_du)
+            return
         tau_total = tau + state.J.T @ state.lam / dt
         ddq_dq, ddq_dv, minv = pin.computeABADerivatives(self._step_model, d.pin, q, v, tau_total)
         G = np.empty((nv, self.ndx + self.nu))

@@ -229,10 +229,17 @@ def test_a_failed_contact_solve_is_a_simulation_error(box, monkeypatch):
     def broken(problem, guess=None):
         raise ValueError("singular Delassus matrix")
 
-    sim = _box(ground=0.0)
-    monkeypatch.setattr(sim.contact_model.adapter, "solve", broken)
-    with pytest.raises(SimulationError, match=r"rollout step 0: box: the lcp contact solve failed: singular Delassus"):
-        sim.rollout(_box_state(z=0.1), np.zeros((2, 0)))
+    class BrokenFused:  # the fused step (compiled) fails the same way
+        def solve(self, *args):
+            raise ValueError("singular Delassus matrix")
+
+    for fused in (None, BrokenFused()):
+        sim = _box(ground=0.0)
+        monkeypatch.setattr(sim.contact_model.adapter, "solve", broken)
+        sim.contact_model.fused = fused
+        with pytest.raises(SimulationError,
+                           match=r"rollout step 0: box: the lcp contact solve failed: singular Delassus"):
+            sim.rollout(_box_state(z=0.1), np.zeros((2, 0)))
 
 
 def _feather_ocp(horizon=30, target=10.0):

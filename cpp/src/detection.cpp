@@ -679,6 +679,12 @@ class Detector {
 
 }  // namespace
 
+// For the fused step (step.cpp): Detector::detect of a Python Detector object.
+nb::object detect_with(nb::handle detector, nb::handle model, nb::handle data, nb::handle gdata,
+                       const Eigen::VectorXd& q) {
+  return nb::inst_ptr<Detector>(detector)->detect(model, data, gdata, q);
+}
+
 void bind_detection(nb::module_& m) {
   if (_import_array() < 0) throw nb::python_error();
   nb::class_<Detector>(m, "Detector",

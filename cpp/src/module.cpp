@@ -8,4 +8,5 @@ NB_MODULE(contactraj_core, m) {
   contactraj::bind_detection(m);
   contactraj::bind_kinematics(m);
   contactraj::bind_lcp(m);
+  contactraj::bind_step(m);
 }

@@ -1,0 +1,331 @@
+// The fused hard-contact (LCP) step: ContactModel.solve and Simulator._contact_velocity_jacobian of
+// dynamics/contact_step.py / dynamics/simulator.py for contact="lcp" without smoothing, in one call
+// each, with no Python between the pieces (detection, contact kinematics, Delassus operator, the
+// boxed LCP with its warm start, v+, the position correction; ABA derivatives, G, the LCP
+// linearization and the implicit velocity Jacobian). Same operations in the same order as the
+// Python path (which stays the reference, tests/test_core_fused.py), calling the same C++ pieces
+// (detection.cpp, kinematics.cpp, lcp.cpp); only the dense products (numpy's BLAS there, Eigen
+// here) differ, at round-off.
+#include "common.hpp"
+#include "kinematics.hpp"
+#include "lcp.hpp"
+#include <nanobind/eigen/dense.h>
+#include <nanobind/stl/vector.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/optional.h>
+#include <pinocchio/algorithm/aba-derivatives.hpp>
+#include <pinocchio/algorithm/aba.hpp>
+#include <pinocchio/algorithm/jacobian.hpp>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace contactraj {
+
+nb::object detect_with(nb::handle detector, nb::handle model, nb::handle data, nb::handle gdata,
+                       const Eigen::VectorXd& q);
+
+namespace {
+
+using VectorXl = lcp::VectorXl;
+
+// One step's contact solve: what ContactState holds (dynamics/contact_step.py), in C++.
+struct StepState {
+  int64_t nc = 0, nlim = 0, r = 0;
+  nb::object contacts;  // the detector's 10 arrays (Contacts), or None without contacts
+  ContactGeometry geo;
+  RowMat J, Minv, MJt;
+  VectorXl normal_rows;
+  Eigen::VectorXd phi, bias_slope;
+  std::vector<int64_t> key;  // nc, the pairs, -1, the limit keys: equal iff Python's key tuples are
+  lcp::Problem problem;
+  lcp::Solution solution;
+  bool guessed = false;
+  bool has_correction = false;
+  VectorXl deep_rows;
+  Correction correction;
+  int64_t m_contact() const { return nc * r; }
+};
+
+struct Limit {
+  int64_t iq, iv;
+  double s, ref;
+};
+
+template <class T>
+const T* arr_data(nb::handle a) {
+  return static_cast<const T*>(nb::cast<nb::ndarray<const T, nb::c_contig, nb::device::cpu>>(a).data());
+}
+
+template <class Mat>
+void symmetrize_upper(Mat& M) {
+  M.template triangularView<Eigen::StrictlyLower>() = M.transpose().template triangularView<Eigen::StrictlyLower>();
+}
+
+class FusedLCP {
+ public:
+  FusedLCP(nb::object detector, const RowMat& support, const RowMat& mask, int64_t r, bool planar, double friction,
+           double margin, double slop, double erp, bool velocity_recovery, std::vector<std::vector<double>> limits)
+      : detector_(std::move(detector)), support_(support), mask_(mask), r_(r), planar_(planar), friction_(friction),
+        margin_(margin), slop_(slop), erp_(erp), velocity_recovery_(velocity_recovery) {
+    for (const auto& l : limits) {
+      if (l.size() != 4) throw std::invalid_argument("FusedLCP: each limit is (iq, iv, sign, reference)");
+      limits_.push_back({static_cast<int64_t>(l[0]), static_cast<int64_t>(l[1]), l[2], l[3]});
+    }
+  }
+
+  // ContactModel.solve: (v+, state), (v_free, None) without rows, or None when the detector hands back.
+  nb::object solve(nb::handle model, nb::handle data, nb::handle gdata, const Eigen::VectorXd& q,
+                   const Eigen::VectorXd& v_free, double dt, nb::handle previous) {
+    auto& M = model_of(model);
+    auto& D = data_of(data);
+    const int64_t nv = M.nv;
+    if (q.size() != M.nq || v_free.size() != nv) throw std::invalid_argument("FusedLCP.solve: q or v_free has the wrong size");
+    // previous: a StepState, None, or (key, modes, signs) of a state from the Python path
+    const StepState* prev = nullptr;
+    std::vector<int64_t> other_key;
+    VectorXl other_modes, other_signs;
+    bool other = false;
+    if (nb::isinstance<StepState>(previous)) {
+      prev = nb::inst_ptr<StepState>(previous);
+    } else if (!previous.is_none()) {
+      auto t = nb::cast<std::tuple<std::vector<int64_t>, VectorXl, VectorXl>>(previous);
+      other_key = std::get<0>(t);
+      other_modes = std::get<1>(t);
+      other_signs = std::get<2>(t);
+      other = true;
+    }
+    auto st = std::make_unique<StepState>();
+    st->r = r_;
+    int64_t nc = 0;
+    if (detector_.is_valid() && !detector_.is_none()) {
+      nb::object arrays = detect_with(detector_, model, data, gdata, q);
+      if (arrays.is_none()) return nb::none();
+      nc = static_cast<int64_t>(nb::len(nb::object(arrays[2])));
+      st->contacts = arrays;
+    }
+    std::vector<const Limit*> lim;
+    for (const auto& l : limits_)
+      if (l.s * (q[l.iq] - l.ref) < margin_) lim.push_back(&l);
+    const int64_t nl = static_cast<int64_t>(lim.size()), r = r_;
+    if (nc == 0 && nl == 0) return nb::make_tuple(v_free, nb::none());
+    st->nc = nc;
+    st->nlim = nl;
+    const int64_t m = nc * r + nl;
+    st->J = RowMat::Zero(m, nv);
+    st->phi.resize(nc + nl);
+    st->normal_rows.resize(nc + nl);
+    const int64_t* pair = nullptr;
+    if (nc) {
+      pinocchio::computeJointJacobians(M, D, q);
+      nb::handle a = st->contacts;
+      auto idx = [&](int k) { return Eigen::Map<const IdxVec>(arr_data<int64_t>(a[k]), nc); };
+      auto mat3 = [&](int k) { return Eigen::Map<const RowMat>(arr_data<double>(a[k]), nc, 3); };
+      st->geo = contact_geometry(D.J, support_, idx(3), idx(4), idx(5), idx(6), mat3(0), mat3(1),
+                                 Eigen::Map<const Eigen::VectorXd>(arr_data<double>(a[7]), nc), mat3(9), planar_);
+      st->J.topRows(nc * r) = st->geo.J;
+      const double* ph = arr_data<double>(a[2]);
+      for (int64_t c = 0; c < nc; ++c) st->phi[c] = ph[c];
+      pair = arr_data<int64_t>(a[8]);
+    }
+    for (int64_t c = 0; c < nc; ++c) st->normal_rows[c] = c * r;
+    for (int64_t k = 0; k < nl; ++k) {
+      const int64_t row = nc * r + k;
+      st->J(row, lim[k]->iv) = lim[k]->s;
+      st->phi[nc + k] = lim[k]->s * (q[lim[k]->iq] - lim[k]->ref);
+      st->normal_rows[nc + k] = row;
+    }
+    const int64_t np = nc + nl;
+    Eigen::VectorXd bias(np);
+    st->bias_slope.resize(np);
+    std::vector<int64_t> deep;
+    for (int64_t i = 0; i < np; ++i) {
+      const double ph = st->phi[i];
+      const bool d = ph < -slop_;
+      if (d) deep.push_back(i);
+      if (velocity_recovery_) {
+        st->bias_slope[i] = d ? erp_ : 1.0;
+        bias[i] = d ? -slop_ + erp_ * (ph + slop_) : ph;
+      } else {
+        st->bias_slope[i] = d ? 0.0 : 1.0;
+        bias[i] = d ? -slop_ : ph;
+      }
+    }
+    pinocchio::computeMinverse(M, D, q);
+    symmetrize_upper(D.Minv);
+    st->Minv = D.Minv;
+    st->MJt = st->Minv * st->J.transpose();
+    Eigen::MatrixXd A = st->J * st->MJt;
+    Eigen::VectorXd b = st->J * v_free;
+    for (int64_t i = 0; i < np; ++i) b[st->normal_rows[i]] += bias[i] / dt;
+    st->key.reserve(nc + nl + 2);
+    st->key.push_back(nc);
+    for (int64_t c = 0; c < nc; ++c) st->key.push_back(pair[c]);
+    st->key.push_back(-1);
+    for (const Limit* l : lim) st->key.push_back(l->iq * 2 + (l->s > 0));
+    const bool same = prev != nullptr ? prev->key == st->key : other && other_key == st->key;
+    if (same && prev != nullptr) {
+      st->problem = prev->problem;
+      st->problem.set_values(A, b);
+    } else {
+      VectorXl normal_of = VectorXl::Constant(m, -1);
+      Eigen::VectorXd mu = Eigen::VectorXd::Zero(m);
+      for (int64_t c = 0; c < nc; ++c)
+        for (int64_t t = 1; t < r; ++t) {
+          normal_of[c * r + t] = c * r;
+          mu[c * r + t] = friction_;
+        }
+      st->problem = lcp::Problem(A, b, normal_of, mu);
+    }
+    st->guessed = same;
+    const VectorXl* gm = same ? (prev ? &prev->solution.modes : &other_modes) : nullptr;
+    const VectorXl* gs = same ? (prev ? &prev->solution.signs : &other_signs) : nullptr;
+    if (gm != nullptr && gm->size() == m && gs->size() == m)
+      st->solution = lcp::solve(st->problem, gm, gs, 1e-9, -1);
+    else
+      st->solution = lcp::solve(st->problem, nullptr, nullptr, 1e-9, -1);
+    Eigen::VectorXd v_next = v_free + st->MJt * st->solution.x;
+    if (!velocity_recovery_ && !deep.empty()) {
+      const int64_t k = static_cast<int64_t>(deep.size());
+      st->deep_rows.resize(k);
+      Eigen::VectorXd phi_deep(k);
+      for (int64_t a = 0; a < k; ++a) {
+        st->deep_rows[a] = st->normal_rows[deep[a]];
+        phi_deep[a] = st->phi[deep[a]];
+      }
+      st->correction = position_correction(st->J, st->MJt, st->deep_rows, phi_deep, erp_, slop_);
+      st->has_correction = true;
+    }
+    nb::object state = nb::cast(st.release(), nb::rv_policy::take_ownership);
+    return nb::make_tuple(std::move(v_next), state);
+  }
+
+  // Simulator._contact_velocity_jacobian (adjoint None): dv+/dx (nv, 2 nv) and dv+/du (nv, nu) written
+  // into the caller's arrays.
+  void jacobian(nb::handle model, nb::handle data, const StepState& st, const Eigen::VectorXd& q,
+                const Eigen::VectorXd& v, const Eigen::VectorXd& tau, const Eigen::VectorXd& v_next, double dt,
+                const VectorXl& actuated, const VectorXl& spring_dofs, const Eigen::VectorXd& stiffness,
+                const VectorXl& damp_dofs, const Eigen::VectorXd& damping,
+                nb::DRef<RowMat> dv_dx, nb::DRef<RowMat> dv_du) {
+    auto& M = model_of(model);
+    auto& D = data_of(data);
+    const int64_t nv = M.nv, nu = actuated.size();
+    if (dv_dx.rows() != nv || dv_dx.cols() != 2 * nv || dv_du.rows() != nv || dv_du.cols() != nu)
+      throw std::invalid_argument("FusedLCP.jacobian: dv_dx must be (nv, 2 nv) and dv_du (nv, nu)");
+    if (q.size() != M.nq || v.size() != nv || tau.size() != nv || v_next.size() != nv)
+      throw std::invalid_argument("FusedLCP.jacobian: q, v, tau or v_next has the wrong size");
+    const Eigen::VectorXd& lam = st.solution.x;
+    Eigen::VectorXd tau_total = tau + st.J.transpose() * lam / dt;
+    pinocchio::computeABADerivatives(M, D, q, v, tau_total);
+    symmetrize_upper(D.Minv);
+    const RowMat minv = D.Minv;
+    RowMat G(nv, 2 * nv + nu);
+    G.leftCols(nv) = D.ddq_dq * dt;
+    const int64_t mc = st.m_contact();
+    if (nc_geo(st)) {
+      RowMat fd(nv, nv);
+      force_derivative(st.geo.J6A, st.geo.J6B, st.geo.D, st.geo.dD, st.geo.dp, points(st), lam.head(mc), mask_, fd);
+      G.leftCols(nv) += minv * fd;
+    }
+    G.middleCols(nv, nv) = D.ddq_dv * dt;
+    G.middleCols(nv, nv) += RowMat::Identity(nv, nv);
+    for (int64_t a = 0; a < nu; ++a) G.col(2 * nv + a) = dt * minv.col(actuated[a]);
+    for (int64_t a = 0; a < spring_dofs.size(); ++a) {
+      const int64_t i = spring_dofs[a];
+      G.col(i) -= (dt * minv.col(i)) * stiffness[a];
+    }
+    for (int64_t a = 0; a < damp_dofs.size(); ++a) {
+      const int64_t i = damp_dofs[a];
+      G.col(nv + i) -= (dt * minv.col(i)) * damping[i];
+    }
+    // ContactModel.velocity_jacobian
+    lcp::Reduced red = lcp::linearize(st.problem, st.solution.modes, st.solution.signs);
+    const int64_t n = st.problem.n(), k = red.C.size();
+    if (k == 0) {
+      dv_dx = G.leftCols(2 * nv);
+      dv_du = G.rightCols(nu);
+      return;
+    }
+    RowMat dJv(mc, nv);
+    if (mc) velocity_derivative(st.geo.J6A, st.geo.J6B, st.geo.D, st.geo.dD, st.geo.dp, points(st), v_next, mask_, dJv);
+    const Eigen::VectorXd slope = st.bias_slope / dt;
+    const RowMat dc = fixed_impulse_velocity_derivative(st.J, G, st.normal_rows, slope, dJv);
+    RowMat Fc = RowMat::Zero(k, n);
+    for (int64_t a = 0; a < k; ++a) Fc(a, red.C[a]) = 1.0;
+    const RowMat E = red.K;
+    const RowMat P = red.bounded ? RowMat(red.P) : RowMat(0, 0);
+    const RowMat none(0, 0);
+    const RowMat full = implicit_velocity(E, Fc, none, dc, none, false, P, red.C, st.MJt, G);
+    dv_dx = full.leftCols(2 * nv);
+    dv_du = full.rightCols(nu);
+  }
+
+ private:
+  static bool nc_geo(const StepState& st) { return st.nc > 0; }
+  static Eigen::Map<const RowMat> points(const StepState& st) {
+    return Eigen::Map<const RowMat>(arr_data<double>(st.contacts[0]), st.nc, 3);
+  }
+
+  nb::object detector_;
+  RowMat support_, mask_;
+  int64_t r_;
+  bool planar_;
+  double friction_, margin_, slop_, erp_;
+  bool velocity_recovery_;
+  std::vector<Limit> limits_;
+};
+
+}  // namespace
+
+void bind_step(nb::module_& m) {
+  auto ro = nb::rv_policy::reference_internal;
+  nb::class_<StepState>(m, "StepState", "One fused LCP step's contact solve (ContactState's data, in C++)")
+      .def_ro("nc", &StepState::nc)
+      .def_ro("nlim", &StepState::nlim)
+      .def_ro("r", &StepState::r)
+      .def_ro("contacts", &StepState::contacts)
+      .def_ro("guessed", &StepState::guessed)
+      .def_ro("has_correction", &StepState::has_correction)
+      .def_prop_ro("warm_hit", [](const StepState& s) { return s.solution.warm_start_hit; })
+      .def_prop_ro("key", [](const StepState& s) { return s.key; })
+      .def_prop_ro("J", [](const StepState& s) -> const RowMat& { return s.J; }, ro)
+      .def_prop_ro("Minv", [](const StepState& s) -> const RowMat& { return s.Minv; }, ro)
+      .def_prop_ro("MJt", [](const StepState& s) -> const RowMat& { return s.MJt; }, ro)
+      .def_prop_ro("normal_rows", [](const StepState& s) -> const VectorXl& { return s.normal_rows; }, ro)
+      .def_prop_ro("bias_slope", [](const StepState& s) -> const Eigen::VectorXd& { return s.bias_slope; }, ro)
+      .def_prop_ro("phi", [](const StepState& s) -> const Eigen::VectorXd& { return s.phi; }, ro)
+      .def_prop_ro("geometry",
+                   [](const StepState& s) {
+                     return nb::make_tuple(s.geo.J, s.geo.D, s.geo.dD, s.geo.dp, s.geo.J6A, s.geo.J6B);
+                   })
+      .def_prop_ro("problem",
+                   [](const StepState& s) {
+                     return nb::make_tuple(s.problem.A, s.problem.b, s.problem.normal_of, s.problem.mu);
+                   })
+      .def_prop_ro("solution",
+                   [](const StepState& s) {
+                     const auto& x = s.solution;
+                     return nb::make_tuple(x.x, x.w, x.modes, x.signs, x.solved, x.residual, x.warm_start_hit,
+                                           x.iterations);
+                   })
+      .def_prop_ro("correction", [](const StepState& s) -> nb::object {
+        if (!s.has_correction) return nb::none();
+        const auto& c = s.correction;
+        return nb::make_tuple(s.deep_rows, c.dq, c.lam, c.W, c.A);
+      });
+  nb::class_<FusedLCP>(m, "FusedLCP",
+                       "ContactModel.solve and Simulator._contact_velocity_jacobian for hard LCP contact, fused")
+      .def(nb::init<nb::object, const RowMat&, const RowMat&, int64_t, bool, double, double, double, double, bool,
+                    std::vector<std::vector<double>>>(),
+           nb::arg("detector").none(), nb::arg("support"), nb::arg("mask"), nb::arg("rows"), nb::arg("planar"),
+           nb::arg("friction"), nb::arg("margin"), nb::arg("slop"), nb::arg("erp"), nb::arg("velocity_recovery"),
+           nb::arg("limits"))
+      .def("solve", &FusedLCP::solve, nb::arg("model"), nb::arg("data"), nb::arg("gdata").none(), nb::arg("q"),
+           nb::arg("v_free"), nb::arg("dt"), nb::arg("previous").none(),
+           "(v+, StepState), (v_free, None) without rows, or None where the detector hands back to Python")
+      .def("jacobian", &FusedLCP::jacobian, nb::arg("model"), nb::arg("data"), nb::arg("state"), nb::arg("q"),
+           nb::arg("v"), nb::arg("tau"), nb::arg("v_next"), nb::arg("dt"), nb::arg("actuated"), nb::arg("spring_dofs"),
+           nb::arg("stiffness"), nb::arg("damp_dofs"), nb::arg("damping"), nb::arg("dv_dx"), nb::arg("dv_du"));
+}
+
+}  // namespace contactraj

@@ -1,0 +1,193 @@
+"""The fused hard-LCP step of the compiled core (``cpp/src/step.cpp``, ``ContactModel.fused``): the contact
+solve and the contact velocity Jacobian in one C++ call each give the Python path's states, Jacobians,
+impulses, warm starts and position corrections, to 1e-12, along rollouts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import problems
+from contact import core
+from dynamics import Simulator
+from dynamics.contact_step import ContactState, FusedContactState
+from trajopt.bench import bench_state
+
+from .test_contact import cube_sim, cube_state, limited_pendulum
+from .test_damping import _chain
+
+pytestmark = pytest.mark.skipif(core.module is None or not hasattr(core.module, "FusedLCP"),
+                                reason="the compiled core (with FusedLCP) is not available")
+
+TOL = 1e-12
+
+
+def _reference(sim: Simulator) -> Simulator:
+    """The same system on the Python path (the fused step off)."""
+    ref = Simulator(sim.model, geometry=sim.geometry, **sim._options)
+    ref.contact_model.fused = None
+    return ref
+
+
+def _rel(a, b):
+    return float(np.abs(a - b).max(initial=0.0) / max(1.0, float(np.abs(b).max(initial=0.0))))
+
+
+def _compare(sim, ref, x0, us, *, need_correction=False):
+    """Step and step_derivatives along the reference's rollout, each simulator with its own workspace
+    (so warm starts carry along the rollout); returns the worst relative difference."""
+    assert sim.contact_model.fused is not None and ref.contact_model.fused is None
+    d, dr = sim.create_data(), ref.create_data()
+    e, er = sim.create_data(), ref.create_data()  # step() alone, its own warm starts
+    worst, fused, corrected = 0.0, 0, 0
+    where = None
+    x = np.asarray(x0, dtype=float)
+    for u in us:
+        a, b = sim.step_derivatives(x, u, data=d), ref.step_derivatives(x, u, data=dr)
+        for p, r in zip(a, b):
+            worst = max(worst, _rel(p, r))
+        worst = max(worst, _rel(sim.step(x, u, data=e), ref.step(x, u, data=er)))
+        assert (d.contact is None) == (dr.contact is None)
+        if d.contact is not None:
+            assert type(d.contact) is FusedContactState and type(dr.contact) is ContactState
+            fused += 1
+            s, t = d.contact, dr.contact
+            assert s.key == t.key and s.layout == t.layout and s.guessed == t.guessed
+            assert s.warm_hit == t.warm_hit
+            np.testing.assert_array_equal(s.solution.modes, t.solution.modes)
+            np.testing.assert_array_equal(s.solution.signs, t.solution.signs)
+            np.testing.assert_array_equal(s.normal_rows, t.normal_rows)
+            for name in ("lam", "J", "Minv", "MJt", "bias_slope"):
+                worst = max(worst, _rel(getattr(s, name), getattr(t, name)))
+            worst = max(worst, _rel(s.problem.A, t.problem.A), _rel(s.problem.b, t.problem.b))
+            assert (s.correction is None) == (t.correction is None)
+            if s.correction is not None:
+                corrected += 1
+                np.testing.assert_array_equal(s.correction.rows, t.correction.rows)
+                worst = max(worst, _rel(s.correction.dq, t.correction.dq), _rel(s.correction.lam, t.correction.lam))
+            if s.geo is not None:
+                worst = max(worst, _rel(s.geo.dD, t.geo.dD), _rel(s.geo.contacts.points, t.geo.contacts.points))
+        x = b[0]
+    assert d.stats == dr.stats and e.stats == er.stats
+    assert fused > 0, "no step had contact: the test does not test the fused path"
+    if need_correction:
+        assert corrected > 0, "no deep row: the position correction was not tested"
+    assert worst <= TOL, worst
+    return worst
+
+
+def _controls(sim, T, seed, scale=0.3):
+    rng = np.random.default_rng(seed)
+    lo = np.nan_to_num(sim.u_lower, neginf=-10.0, posinf=10.0)
+    hi = np.nan_to_num(sim.u_upper, neginf=-10.0, posinf=10.0)
+    return rng.uniform(lo, hi, (T, sim.nu)) * scale
+
+
+@pytest.mark.parametrize("name", ["catapult", "jump-worm", "go1-hold", "ur5-box", "talos-standing", "cube-throw"])
+def test_registered_problems_along_rollouts(name):
+    ocp = problems.load(name)
+    sim = ocp.dynamics
+    if sim.contact != "lcp":  # cube-throw is an NCP problem: the same scene with the LCP
+        sim = Simulator(sim.model, geometry=sim.geometry, **dict(sim._options, contact="lcp"))
+    ref = _reference(sim)
+    x0 = ocp.x0 if hasattr(ocp, "x0") else bench_state(ocp)[0]
+    T = 300 if name == "cube-throw" else 40 if sim.nv > 20 else 60  # the cube starts 5 cm above the floor
+    _compare(sim, ref, x0, _controls(sim, T, 0))
+    if hasattr(ocp, "us_init"):  # the problem's own initial guess too (a trajectory the optimizer starts from)
+        us = np.asarray(ocp.us_init, dtype=float).reshape(-1, sim.nu)[:T]
+        _compare(sim, ref, x0, us)
+
+
+def test_damped_arm_on_the_ground_with_a_spring():
+    model, geom = _chain(ground=True)
+    sim = Simulator(model, geometry=geom, dt=0.005, ground=0.07, friction=0.6, contact="lcp",
+                    joint_damping=[3.0, 1.0, 20.0], joint_stiffness=[0.0, 0.0, 2.0], joint_limits=False)
+    x0 = np.array([0.05, 0.0, 0.0, 0.0, 0.0, 0.0])  # the tip sphere 2 cm in the ground
+    _compare(sim, _reference(sim), x0, np.random.default_rng(1).standard_normal((60, sim.nu)), need_correction=True)
+
+
+def test_floating_damped_chain_with_limits_on_the_ground():
+    model, geom = _chain(floating=True, ground=True, limits=True)
+    # the tip sphere 2 cm in the ground at q = 0 (on a 45 cm deep start, where the deep rows' least squares
+    # has cond 2e5, the products' round-off differences grow to 1.5e-12)
+    sim = Simulator(model, geometry=geom, dt=0.005, ground=-0.93, friction=0.8, contact="lcp",
+                    joint_damping=[0.0] * 6 + [2.0, 0.5, 5.0])
+    q0 = np.zeros(model.nq)
+    q0[6] = 1.0
+    q0[-1] = 0.79  # near the upper limit 0.8
+    x0 = np.concatenate((q0, np.zeros(model.nv)))
+    _compare(sim, _reference(sim), x0, np.random.default_rng(2).standard_normal((60, sim.nu)))
+
+
+@pytest.mark.parametrize("recovery", ["position", "velocity"])
+def test_deep_penetration(recovery):
+    s = cube_sim()
+    sim = Simulator(s.model, geometry=s.geometry, dt=s.dt, ground=0.0, friction=s.friction, contact="lcp",
+                    recovery=recovery)
+    _compare(sim, _reference(sim), cube_state(z=0.05), np.zeros((40, 0)), need_correction=recovery == "position")
+
+
+def test_joint_limit_past_and_near_its_bound():
+    s = limited_pendulum()
+    for recovery in ("position", "velocity"):
+        sim = Simulator(s.model, geometry=s.geometry, dt=s.dt, recovery=recovery)
+        _compare(sim, _reference(sim), np.array([0.6, 0.0]), np.full((40, 1), 1.0),
+                 need_correction=recovery == "position")
+        _compare(sim, _reference(sim), np.array([0.45, 2.0]), np.random.default_rng(3).standard_normal((40, 1)))
+
+
+def test_adjoint_path_and_report_from_a_fused_state():
+    """The complementarity-aware Jacobians (kept on the Python path) and sim.contacts read the fused state."""
+    ocp = problems.load("go1-hold")
+    sim = ocp.dynamics
+    ref = _reference(sim)
+    x, u = ocp.x0, np.zeros(sim.nu)
+    rng = np.random.default_rng(4)
+    adj = rng.standard_normal(sim.ndx)
+    for _ in range(3):
+        a = sim.step_derivatives(x, u, adjoint=adj)
+        b = ref.step_derivatives(x, u, adjoint=adj)
+        for p, r in zip(a, b):
+            assert _rel(p, r) <= TOL
+        ca, cb = sim.contacts, ref.contacts
+        for f in ("points", "normals", "phi", "impulses", "modes", "body_a", "body_b", "limit_impulses"):
+            assert _rel(np.asarray(getattr(ca, f), float), np.asarray(getattr(cb, f), float)) <= TOL
+        x = b[0]
+    assert sim.warm_start_stats == ref.warm_start_stats
+
+
+def test_switching_paths_mid_rollout_keeps_the_warm_start():
+    """A fused state is a ContactState to the Python path: turning the fused step off mid-rollout warm-starts
+    from it, as from a reference state."""
+    ocp = problems.load("go1-hold")
+    sim = ocp.dynamics
+    ref = _reference(sim)
+    fused = sim.contact_model.fused
+    us = _controls(sim, 20, 5)
+    xs_ref = ref.rollout(ocp.x0, us)
+    x = ocp.x0
+    for t, u in enumerate(us):
+        sim.contact_model.fused = fused if t % 2 == 0 else None
+        x = sim.step(x, u)
+        assert _rel(x, xs_ref[t + 1]) <= TOL
+    sim.contact_model.fused = fused
+    assert sim.warm_start_stats["guesses"] == ref.warm_start_stats["guesses"]
+
+
+def test_bad_input_is_named():
+    ocp = problems.load("catapult")
+    sim = ocp.dynamics
+    f = sim.contact_model.fused
+    d = sim.create_data()
+    q = ocp.x0[:sim.nq]
+    with pytest.raises(ValueError, match="wrong size"):
+        f.solve(sim._step_model, d.pin, d.geom, q[:-1], np.zeros(sim.nv), sim.dt, None)
+    with pytest.raises(TypeError, match="pinocchio.Model"):
+        f.solve(d.pin, d.pin, d.geom, q, np.zeros(sim.nv), sim.dt, None)
+    sim.step_derivatives(ocp.x0, np.zeros(sim.nu), data=d)
+    if d.contact is not None:
+        nv = sim.nv
+        with pytest.raises(ValueError, match="dv_dx must be"):
+            f.jacobian(sim._step_model, d.pin, d.contact.core, q, np.zeros(nv), np.zeros(nv), np.zeros(nv), sim.dt,
+                       sim.actuated_dofs, np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64), np.zeros(nv),
+                       np.zeros((nv, nv)), np.zeros((nv, sim.nu)))
