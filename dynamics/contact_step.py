@@ -367,7 +367,7 @@ class ContactModel:
         J = np.zeros((m, nv))
         geo = None
         if nc:
-            pin.computeJointJacobians(model, data, q)
+            pin.computeJointJacobians(model, data)  # at q: detection ran the kinematics
             geo = self.kin.geometry(data, contacts)
             J[: nc * r] = geo.J
         phi = np.empty(nc + len(limit_rows))

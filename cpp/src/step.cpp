@@ -117,7 +117,7 @@ class FusedLCP {
     st->normal_rows.resize(nc + nl);
     const int64_t* pair = nullptr;
     if (nc) {
-      pinocchio::computeJointJacobians(M, D, q);
+      pinocchio::computeJointJacobians(M, D);  // at q: detection ran the kinematics
       nb::handle a = st->contacts;
       auto idx = [&](int k) { return Eigen::Map<const IdxVec>(arr_data<int64_t>(a[k]), nc); };
       auto mat3 = [&](int k) { return Eigen::Map<const RowMat>(arr_data<double>(a[k]), nc, 3); };
