@@ -998,17 +998,31 @@ class Simulator:
         d = data or self._data
         T = len(us)
         xs = np.empty((T + 1, self.nx))
+        xs[0] = x0
+        # xs[:-1] and xs[1:] are views of one array: knot t + 1's state is written before it is read
+        Fx, Fu = self._derivatives_loop(xs[:-1], xs[1:], us, d, "rollout step", rollout=xs)
+        return xs, Fx, Fu
+
+    def _derivatives_loop(self, xin, xout, us, d, label, *, rollout=None, check=False):
+        """``_step_derivatives`` from each ``xin[t]`` under ``us[t]`` into ``xout[t]``; returns ``(Fx, Fu)``.
+        Errors are prefixed with ``label t``; a :class:`SimulationError` carries the rollout's states so
+        far when ``rollout`` (the (T+1, nx) array ``xin``/``xout`` view) is given. ``check``: each
+        ``xin[t]`` is checked first (knot states that are not a rollout's)."""
+        T = len(us)
         Fx = np.empty((T, self.ndx, self.ndx))
         Fu = np.empty((T, self.ndx, self.nu))
-        xs[0] = x0
         for t in range(T):
+            x = self._check_x(xin[t], f"{label} {t}: state xs[{t}]") if check else xin[t]
             try:
-                self._step_derivatives(xs[t], us[t], d, xs[t + 1], Fx[t], Fu[t])
+                self._step_derivatives(x, us[t], d, xout[t], Fx[t], Fu[t])
             except SimulationError as exc:
-                raise SimulationError(f"rollout step {t}: {exc}", xs=xs[: t + 1].copy()) from None
+                states = None if rollout is None else rollout[: t + 1].copy()
+                raise SimulationError(f"{label} {t}: {exc}", xs=states) from None
             except ValueError as exc:
-                raise ValueError(f"rollout step {t}: {exc}") from None
-        return xs, Fx, Fu
+                if rollout is None:
+                    raise
+                raise ValueError(f"{label} {t}: {exc}") from None
+        return Fx, Fu
 
     def knot_derivatives(self, xs, us, *, data: SimData | None = None):
         """``(xs_next, Fx, Fu)``: for every knot ``t`` the step from ``xs[t]`` under ``us[t]`` --
@@ -1028,16 +1042,8 @@ class Simulator:
         if xs.ndim != 2 or xs.shape[1] != self.nx or len(xs) not in (T, T + 1):
             raise ValueError(f"knot states xs have shape {xs.shape}, expected ({T}, {self.nx}) or "
                              f"({T + 1}, {self.nx}) for {T} controls on {self.name}")
-        d = data or self._data
         xs_next = np.empty((T, self.nx))
-        Fx = np.empty((T, self.ndx, self.ndx))
-        Fu = np.empty((T, self.ndx, self.nu))
-        for t in range(T):
-            x = self._check_x(xs[t], f"knot {t}: state xs[{t}]")
-            try:
-                self._step_derivatives(x, us[t], d, xs_next[t], Fx[t], Fu[t])
-            except SimulationError as exc:
-                raise SimulationError(f"knot {t}: {exc}") from None
+        Fx, Fu = self._derivatives_loop(xs, xs_next, us, data or self._data, "knot", check=True)
         return xs_next, Fx, Fu
 
     # -- state space (tangent-space maps) -------------------------------------------------
