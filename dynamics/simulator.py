@@ -736,33 +736,47 @@ class Simulator:
         """:meth:`step` on a checked state and control (a rollout checks each once, not per knot)."""
         nq = self.nq
         q, v = x[:nq], x[nq:]
-        a = pin.aba(self._step_model, d.pin, q, v, self._tau(u, d, q, v))
         out = np.empty(self.nx)
         v_next = out[nq:]
+        state = self._velocity(q, v, self._tau(u, d, q, v), d, v_next)
+        if state is not False:  # a contact solve ran: kept for the Jacobians of this same step
+            kept = d.kept
+            kept[x.tobytes() + u.tobytes()] = (v_next.copy(), state)
+            if len(kept) > self.KEPT_SOLVES:
+                kept.popitem(last=False)
+        self._integrate(q, v_next, None if state is None or state is False else state.correction, out)
+        return self._check_next(out, x, u)
+
+    def _velocity(self, q, v, tau, d, v_next):
+        """``v+`` into ``v_next``: the free velocity ``v + dt ABA(q, v, tau)`` (on the step's model), then
+        the contact solve where something may touch. Returns the contact state (None: nothing in
+        contact), or False when no solve ran (no contact model, or nothing near)."""
+        a = pin.aba(self._step_model, d.pin, q, v, tau)
         np.multiply(a, self.dt, out=v_next)
         v_next += v
-        correction = None
-        if self.contact_model is not None:
-            if self.contact_model.may_touch(q):
-                v_next[:] = self._solve_contacts(q, v_next, d)
-                correction = d.contact.correction if d.contact is not None else None
-                kept = d.kept
-                kept[x.tobytes() + u.tobytes()] = (v_next.copy(), d.contact)
-                if len(kept) > self.KEPT_SOLVES:
-                    kept.popitem(last=False)
-            else:
-                d.contact = None
+        if self.contact_model is None:
+            return False
+        if not self.contact_model.may_touch(q):
+            d.contact = None
+            return False
+        v_next[:] = self._solve_contacts(q, v_next, d)
+        return d.contact
+
+    def _integrate(self, q, v_next, correction, out):
+        """``q+ = q (+) (dt v+ + dq_c)`` into ``out[:nq]``; returns the increment (None on Euclidean
+        models, where it is not formed)."""
+        nq = self.nq
         if self._euclidean:
             np.multiply(v_next, self.dt, out=out[:nq])
             out[:nq] += q
             if correction is not None:
                 out[:nq] += correction.dq
-        else:
-            dq = v_next * self.dt
-            if correction is not None:
-                dq += correction.dq
-            out[:nq] = pin.integrate(self.model, q, dq)
-        return self._check_next(out, x, u)
+            return None
+        dq = v_next * self.dt
+        if correction is not None:
+            dq += correction.dq
+        out[:nq] = pin.integrate(self.model, q, dq)
+        return dq
 
     def _solve_contacts(self, q, v_free, d):
         if not math.isfinite(v_free.sum()):
@@ -827,15 +841,9 @@ class Simulator:
             state = d.contact = kept[1]
             d.stats["reused"] += 1
         else:
-            a = pin.aba(self._step_model, d.pin, q, v, tau)
-            np.multiply(a, dt, out=v_next)
-            v_next += v
-            if self.contact_model is not None:
-                if self.contact_model.may_touch(q):
-                    v_next[:] = self._solve_contacts(q, v_next, d)
-                    state = d.contact
-                else:
-                    d.contact = None
+            state = self._velocity(q, v, tau, d, v_next)
+            if state is False:
+                state = None
         if state is None:
             ddq_dq, ddq_dv, minv = pin.computeABADerivatives(self._step_model, d.pin, q, v, tau)
             np.multiply(ddq_dq, dt, out=dv[:, :nv])
@@ -852,20 +860,14 @@ class Simulator:
 
         # deep penetration: the position correction dq_c(q) joins the configuration update only
         correction = None if state is None else state.correction
+        dq = self._integrate(q, v_next, correction, out)
         if self._euclidean:
-            np.multiply(v_next, dt, out=out[:nq])
-            out[:nq] += q
             np.multiply(dv, dt, out=Fx[:nv])
             Fx.reshape(-1)[self._diag_qq] += 1.0
             np.multiply(Fu[nv:], dt, out=Fu[:nv])
             if correction is not None:
-                out[:nq] += correction.dq
                 Fx[:nv, :nv] += self.contact_model.correction_jacobian(state, q)
         else:
-            dq = v_next * dt
-            if correction is not None:
-                dq += correction.dq
-            out[:nq] = pin.integrate(self.model, q, dq)
             J0, J1 = pin.dIntegrate(self.model, q, dq)
             if correction is not None:
                 J0 = J0 + J1 @ self.contact_model.correction_jacobian(state, q)
