@@ -1045,11 +1045,7 @@ class LCPAdapter:
         return BoxedLCP(A=A, b=b, normal_of=normal_of, mu=mu)
 
     def solve(self, lcp: BoxedLCP, guess: LCPSolution | None = None) -> LCPSolution:
-        if _core is None:
-            return solve_lcp_reference(lcp, guess=None if guess is None else (guess.modes, guess.signs))
-        if guess is None or guess.modes.shape != lcp.b.shape:
-            return _solve_compiled(lcp, None, None, 1e-9, -1)
-        return _solve_compiled(lcp, guess.modes, guess.signs, 1e-9, -1)
+        return solve_lcp(lcp, guess=None if guess is None else (guess.modes, guess.signs))
 
     def residual(self, lcp: BoxedLCP, lam) -> np.ndarray:
         return natural_map(lcp, lam)

@@ -659,7 +659,7 @@ class Simulator:
             tau = data.tau
             tau[self.actuated_dofs] = u
         if self._passive and q is not None:
-            tau = tau - self._damping * v
+            tau = tau - self._damping * v if self._damp_dofs.size else tau.copy()
             tau[self._spring_dofs] -= self._stiffness_k * (q[self._spring_q] - self._spring_ref)
         return tau
 
