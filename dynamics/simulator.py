@@ -798,8 +798,16 @@ class Simulator:
             st["warm_hits"] += state.warm_hit
         return v_next
 
-    def step_derivatives(self, x, u, *, data: SimData | None = None, adjoint=None):
+    def step_derivatives(self, x, u, *, data: SimData | None = None, adjoint=None, params=None,
+                         impulses: bool = False):
         """``(x+, Fx, Fu)``: the step and its tangent-space Jacobians.
+
+        ``params`` (parameter names, :meth:`parameter_names`): also ``Fp`` (ndx, total size), the exact
+        derivative of ``x+`` with respect to those parameters: ``(x+, Fx, Fu, Fp)``. ``impulses=True``
+        appends a :class:`dynamics.parameters.StepImpulses` (the contact impulses and their Jacobians
+        with respect to x, u and the parameters). ``x+``, ``Fx``, ``Fu`` are the same numbers as without
+        them (the fused core where it runs); ``Fp`` and the impulse Jacobians come from the Python path,
+        LCP and NCP contact (see :mod:`dynamics.parameters` for the method).
 
         ``Fx`` is (ndx, ndx), ``Fu`` is (ndx, nu); rows and columns are ordered
         ``(dq, dv)``. Returned arrays are fresh (safe to keep). ``x+`` is :meth:`step`'s, bit for
@@ -812,6 +820,10 @@ class Simulator:
         ``|dl/dv|^2 + |dl/du|^2 / dt`` are returned. Not the derivative of the step where they
         differ: a search direction out of the zero gradients of clamping contacts.
         """
+        if params is not None or impulses:
+            from . import parameters
+
+            return parameters.step_derivatives(self, x, u, params, impulses, data, adjoint)
         x, u = self._check_x(x), self._check_u(u)
         if adjoint is not None:
             adjoint = np.asarray(adjoint, dtype=float)
@@ -903,6 +915,37 @@ class Simulator:
             d.stats["aware_switches"] += switched
         dv_dx[:] = full[:, :2 * nv]
         dv_du[:] = full[:, 2 * nv:]
+
+    # -- physical parameters (dynamics.parameters) ---------------------------------------
+    def parameter_names(self) -> list[str]:
+        """The names of this system's physical parameters: ``"friction"`` (with contact), then per joint
+        ``"mass:<link>"``, ``"com:<link>"`` (3), ``"inertia:<link>"`` (6, Pinocchio's order xx, xy, yy, xz,
+        yz, zz, about the centre of mass), then ``"placement:<joint>"`` (6, a tangent increment, ``M' = M
+        exp6(delta)``). See :mod:`dynamics.parameters`."""
+        from . import parameters
+
+        return parameters.names(self)
+
+    def parameter_size(self, names) -> int:
+        """The total size of the parameters ``names`` (a name or a sequence of names)."""
+        from . import parameters
+
+        return parameters.size(self, names)
+
+    def get_parameters(self, names) -> np.ndarray:
+        """The values of the parameters ``names``, concatenated in the order given (placements: 0)."""
+        from . import parameters
+
+        return parameters.get(self, names)
+
+    def with_parameters(self, names, values) -> "Simulator":
+        """The same system with the parameters ``names`` set to ``values`` (this simulator is unchanged).
+        ValueError naming the parameter on an unknown name, a wrong size, a non-finite value, a mass <= 0,
+        a negative friction, or an inertia that is not positive definite or breaks the triangle
+        inequality."""
+        from . import parameters
+
+        return parameters.with_values(self, names, values)
 
     @property
     def contacts(self):
