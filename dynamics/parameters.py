@@ -385,7 +385,7 @@ def _rnea_derivative(sim, ws, blocks, npar, q, v, a, model, data, aug_model, aug
     R = np.zeros((nv, npar))
     inertial = [b for b in blocks if b.kind in ("mass", "com", "inertia")]
     if inertial:
-        Y = pin.computeJointTorqueRegressor(model, data, q, v, a)
+        Y = np.asarray(pin.computeJointTorqueRegressor(model, data, q, v, a)).reshape(nv, -1)  # 1-D when nv = 1
         for b in inertial:
             j = b.joint
             R[:, b.offset:b.offset + b.size] = Y[:, 10 * (j - 1):10 * j] @ dynamic_parameter_jacobian(
@@ -472,6 +472,9 @@ def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
     x, u = sim._check_x(x), sim._check_u(u)
     blocks = [] if params is None else resolve(sim, params)
     npar = sum(b.size for b in blocks)
+    if blocks and sim.contact_model is not None and sim.smoothing > 0:
+        raise NotImplementedError(f"parameter derivatives under relaxed contact (smoothing = {sim.smoothing:g}) are "
+                                  "not implemented yet (hard LCP and NCP contact are)")
     d = data or sim._data
     nq, nv, ndx, dt = sim.nq, sim.nv, sim.ndx, sim.dt
     out = np.empty(sim.nx)
@@ -499,7 +502,7 @@ def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
     if blocks:
         if state is None:
             tau_total = tau
-            Minv = pin.computeMinverse(model, pdata, q).copy()
+            Minv = np.array(pin.computeMinverse(model, pdata, q)).reshape(nv, nv)
         else:
             tau_total = tau + state.J.T @ state.lam / dt
             Minv = state.Minv
