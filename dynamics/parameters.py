@@ -71,7 +71,7 @@ contact model is not covered yet (NotImplementedError).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pinocchio as pin
@@ -168,6 +168,13 @@ def resolve(sim, params) -> list[Block]:
     or repeated name."""
     if isinstance(params, str):
         params = [params]
+    cache = sim.__dict__.setdefault("_parameter_blocks", {})
+    try:
+        key = tuple(params)
+        if key in cache:
+            return cache[key]
+    except TypeError:  # unhashable entries: the checks below name them
+        key = None
     table = _table(sim)
     out, off, seen = [], 0, set()
     for name in params:
@@ -181,6 +188,8 @@ def resolve(sim, params) -> list[Block]:
         kind, j = table[name]
         out.append(Block(name, kind, j, KINDS[kind], off))
         off += KINDS[kind]
+    if key is not None:
+        cache[key] = out
     return out
 
 
@@ -361,6 +370,22 @@ class _Workspace:
         self.model0.gravity = pin.Motion.Zero()
         self.data0 = self.model0.createData()
         self.augmented = {}
+        self.chains = {}
+
+    def chain(self, sim, blocks):
+        """``d pi / d p`` (10 (njoints - 1), npar) of every body's dynamic parameters for the inertial blocks of
+        ``blocks`` (zero columns elsewhere), or None when there is none; made once per parameter list."""
+        key = tuple(b.name for b in blocks)
+        if key not in self.chains:
+            inertial = [b for b in blocks if b.kind in ("mass", "com", "inertia")]
+            C = None
+            if inertial:
+                C = np.zeros((10 * (sim.model.njoints - 1), sum(b.size for b in blocks)))
+                for b in inertial:
+                    C[10 * (b.joint - 1):10 * b.joint, b.offset:b.offset + b.size] = dynamic_parameter_jacobian(
+                        sim.model.inertias[b.joint], b.kind)
+            self.chains[key] = C
+        return self.chains[key]
 
     def aug(self, sim, joints) -> _Augmented:
         key = tuple(sorted(joints))
@@ -382,14 +407,12 @@ def _rnea_derivative(sim, ws, blocks, npar, q, v, a, model, data, aug_model, aug
     ``J_d^T lambda_c`` in the correction); ``fext_derivative() -> (nv_aug, nv_aug)`` gives ``dF/dq_aug`` (or
     None without contact)."""
     nv = sim.nv
-    R = np.zeros((nv, npar))
-    inertial = [b for b in blocks if b.kind in ("mass", "com", "inertia")]
-    if inertial:
+    chain = ws.chain(sim, blocks)
+    if chain is not None:
         Y = np.asarray(pin.computeJointTorqueRegressor(model, data, q, v, a)).reshape(nv, -1)  # 1-D when nv = 1
-        for b in inertial:
-            j = b.joint
-            R[:, b.offset:b.offset + b.size] = Y[:, 10 * (j - 1):10 * j] @ dynamic_parameter_jacobian(
-                sim.model.inertias[j], b.kind)
+        R = Y @ chain
+    else:
+        R = np.zeros((nv, npar))
     if aug is not None:
         dtau_dq, _, _ = pin.computeRNEADerivatives(aug_model, aug_data, aug.q(q), aug.v(v), aug.v(a))
         dtau_dq = dtau_dq[aug.dofs]
@@ -447,24 +470,21 @@ def _friction_terms(state, blocks, npar):
     return e, dF
 
 
-def _implicit(lin, dc, e, dF, A, MJt):
-    """``dlambda`` (m, ncols): ``E dz = -(Fc (dc + A e) + dF[rows]); dlambda = e + P dz`` (module docstring)."""
-    dlam = e.copy()
+def _implicit(lin, dc, e, dF, A):
+    """``dlambda`` (m, ncols): ``E dz = -(Fc (dc + A e) + dF[rows]); dlambda = e + P dz`` (module docstring), by
+    :func:`contact.lambda_jacobian` (the compiled core where available): ``A e`` joins ``dc``, and ``dF``
+    rides on its distance slot (``F_phi`` the selection of the reduced rows, ``dphi = dF``)."""
     if lin.E.shape[0] == 0:
-        return dlam
-    rhs = lin.Fc @ (dc + A @ e)
-    if lin.P is None:
-        rhs += dF[lin.unknowns]
-    rhs = -rhs
-    if lin.regular:
-        dz = np.linalg.solve(lin.E, rhs)
-    else:
-        dz = np.linalg.lstsq(lin.E, rhs, rcond=RANK_RTOL)[0]
-    if lin.P is not None:
-        dlam += lin.P @ dz
-    else:
-        dlam[lin.unknowns] += dz
-    return dlam
+        return e.copy()
+    rhs_dc = dc + A @ e if e.any() else dc
+    if dF.any():
+        if lin.P is not None or lin.Fphi is not None:
+            raise NotImplementedError("an explicit residual derivative with a reduced map P or a distance term")
+        sel = np.zeros((len(lin.unknowns), dc.shape[0]))
+        sel[np.arange(len(lin.unknowns)), lin.unknowns] = 1.0
+        lin = replace(lin, Fphi=sel)
+        return e + lambda_jacobian(lin, rhs_dc, dF)
+    return e + lambda_jacobian(lin, rhs_dc, None)
 
 
 def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
@@ -528,7 +548,7 @@ def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
             e, dF = _friction_terms(state, blocks, npar)
             lin = state.adapter.linearize(state.problem, state.solution)
             A = state.problem.A if hasattr(state.problem, "A") else state.problem.G
-            dlam_p = _implicit(lin, dc, e, dF, A, state.MJt)
+            dlam_p = _implicit(lin, dc, e, dF, A)
             dv = G + state.MJt @ dlam_p
         Fp = np.empty((ndx, npar))
         Fp[nv:] = dv
