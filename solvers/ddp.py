@@ -32,9 +32,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from trajopt.costs import CostDerivatives
 from trajopt.protocol import knot_derivatives
 from trajopt.solution import Solution, Status
 
+from . import _ddp_kernels as _kernels
 from ._common import SMOOTHING_HINT, Progress, error_message, evaluate, finish, record, rollout
 
 
@@ -86,12 +88,12 @@ def _box_qp(H, g, lower, upper, x0, max_iter=50, tol=1e-10):
 @dataclass
 class Derivatives:
     """Along a trajectory: step Jacobians ``Fx`` (T, ndx, ndx), ``Fu`` (T, ndx, nu) (None when the
-    complementarity-aware backward pass makes its own), the running costs' derivatives (T of
-    them) and the terminal cost's."""
+    complementarity-aware backward pass makes its own), the running costs' derivatives stacked over
+    the T knots (:meth:`trajopt.OCP.running_derivatives`: ``Lx`` (T, ndx), ...) and the terminal cost's."""
 
     Fx: np.ndarray | None
     Fu: np.ndarray | None
-    running: list
+    running: CostDerivatives
     terminal: object
 
 
@@ -138,10 +140,34 @@ def backward_pass(ocp, xs, us, derivs: Derivatives, reg, complementarity_aware: 
     """Gains ``K`` (T, nu, ndx), ``k`` (T, nu) and the expected decrease terms ``(dV1, dV2)``.
 
     With ``complementarity_aware`` each step's Jacobians are Nimble's complementarity-aware
-    ones for the value gradient ``Vx`` at the next knot (``dyn.step_derivatives(..., adjoint=Vx)``).
+    ones for the value gradient ``Vx`` at the next knot (``dyn.step_derivatives(..., adjoint=Vx)``):
+    :func:`_backward_pass_reference` (Python per knot). Otherwise the whole recursion runs in one
+    compiled call (:func:`solvers._ddp_kernels.backward_pass`, tested equal to the reference).
     """
+    if complementarity_aware:
+        return _backward_pass_reference(ocp, xs, us, derivs, reg, True)
     T, nu, ndx = ocp.horizon, ocp.nu, ocp.ndx
-    term = derivs.terminal
+    run, term = derivs.running, derivs.terminal
+    K = np.empty((T, nu, ndx))
+    k = np.empty((T, nu))
+    dV = np.zeros(2)
+    lower = np.ascontiguousarray(np.broadcast_to(ocp.u_lower, us.shape) - us, dtype=float)
+    upper = np.ascontiguousarray(np.broadcast_to(ocp.u_upper, us.shape) - us, dtype=float)
+    status, t = _kernels.backward_pass(derivs.Fx, derivs.Fu, run.Lx, run.Lu, run.Lxx, run.Lxu, run.Luu,
+                                       np.asarray(term.Lx, dtype=float), np.asarray(term.Lxx, dtype=float),
+                                       float(reg), lower, upper, K, k, dV)
+    if status == _kernels.NON_FINITE:
+        raise BackwardPassError(f"non-finite Q-function at knot {t}")
+    if status == _kernels.NOT_POSITIVE_DEFINITE:
+        raise BackwardPassError("Quu is not positive definite on the free controls")
+    return K, k, float(dV[0]), float(dV[1])
+
+
+def _backward_pass_reference(ocp, xs, us, derivs: Derivatives, reg, complementarity_aware: bool = False):
+    """:func:`backward_pass` in Python, one knot at a time (the reference of the compiled one, and
+    the complementarity-aware pass)."""
+    T, nu, ndx = ocp.horizon, ocp.nu, ocp.ndx
+    term, run = derivs.terminal, derivs.running
     Vx, Vxx = term.Lx.copy(), term.Lxx.copy()
     K = np.zeros((T, nu, ndx))
     k = np.zeros((T, nu))
@@ -152,13 +178,12 @@ def backward_pass(ocp, xs, us, derivs: Derivatives, reg, complementarity_aware: 
             _, Fx, Fu = ocp.dynamics.step_derivatives(xs[t], us[t], adjoint=Vx)
         else:
             Fx, Fu = derivs.Fx[t], derivs.Fu[t]
-        c = derivs.running[t]
-        Qx = c.Lx + Fx.T @ Vx
-        Qu = c.Lu + Fu.T @ Vx
+        Qx = run.Lx[t] + Fx.T @ Vx
+        Qu = run.Lu[t] + Fu.T @ Vx
         VxxFx = Vxx @ Fx
-        Qxx = c.Lxx + Fx.T @ VxxFx
-        Qux = c.Lxu.T + Fu.T @ VxxFx
-        Quu = c.Luu + Fu.T @ Vxx @ Fu
+        Qxx = run.Lxx[t] + Fx.T @ VxxFx
+        Qux = run.Lxu[t].T + Fu.T @ VxxFx
+        Quu = run.Luu[t] + Fu.T @ Vxx @ Fu
         Quu_r = Quu + reg * eye
         if not (np.all(np.isfinite(Quu_r)) and np.all(np.isfinite(Qu))):
             raise BackwardPassError(f"non-finite Q-function at knot {t}")
@@ -205,8 +230,7 @@ def derivatives(ocp, xs, us, *, step_jacobians: bool = True) -> Derivatives:
     Fx = Fu = None
     if step_jacobians:
         _, Fx, Fu = knot_derivatives(ocp.dynamics, xs, us)
-    running = [ocp.running(t).derivatives(xs[t], us[t]) for t in range(ocp.horizon)]
-    return Derivatives(Fx, Fu, running, ocp.terminal_cost.derivatives(xs[-1]))
+    return Derivatives(Fx, Fu, ocp.running_derivatives(xs, us), ocp.terminal_cost.derivatives(xs[-1]))
 
 
 def line_search(ocp, state: DDPIterate, K, k, dV1, dV2, alphas):
