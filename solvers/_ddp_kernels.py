@@ -5,7 +5,8 @@ It is a line-by-line translation of :func:`solvers.ddp._backward_pass_reference`
 :func:`solvers.ddp._box_qp` (the reference, kept and tested equal in ``tests/test_ddp.py``): the
 same numpy expressions in the same order, so that each product goes to the same BLAS routine with
 the same transposition (numba calls BLAS/LAPACK for ``@``, ``cholesky`` and ``solve`` as numpy
-does; ``np.linalg.inv(L)`` is numpy's ``gesv`` against the identity, written so here). The
+does; ``np.linalg.inv(L)`` is numpy's ``gesv`` against the identity and ``cholesky`` its ``potrf`` on
+the lower triangle, both called directly here). The
 recursion is ill-conditioned where ``Quu`` is nearly singular (catapult at ``reg = 0``: two
 summation orders put the gains 3e-7 apart), hence the mirroring rather than hand-written loops.
 
@@ -21,16 +22,35 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 from numba.extending import overload
-from numba.np.linalg import _LAPACK, ensure_lapack
+from numba.np.linalg import _LAPACK, F_INT_nptype, ensure_lapack
 
 #: what :func:`backward_pass` returns besides its outputs
 OK, NON_FINITE, NOT_POSITIVE_DEFINITE = 0, 1, 2
 
 
-@njit(cache=True)
 def _inv(A):
-    """``np.linalg.inv(A)`` as numpy computes it (LAPACK ``gesv`` against the identity)."""
-    return np.linalg.solve(A, np.eye(A.shape[0]))
+    """``np.linalg.inv(A)`` as numpy computes it: LAPACK ``gesv`` against the identity (numba's
+    ``np.linalg.solve`` would call the same, but takes ~14 s to compile)."""
+    raise NotImplementedError("compiled code only")
+
+
+@overload(_inv)
+def _inv_impl(A):
+    ensure_lapack()
+    gesv = _LAPACK().numba_xgesv(A.dtype)
+    kind = ord("d")
+
+    def impl(A):
+        n = A.shape[0]
+        a = A.T.copy().T  # a Fortran-order copy (gesv overwrites it with the LU factors)
+        b = np.eye(n).T.copy().T
+        ipiv = np.empty(n, dtype=F_INT_nptype)
+        info = gesv(kind, n, n, a.ctypes, n, ipiv.ctypes, b.ctypes, n)
+        if info != 0:  # a singular factor: cannot happen after a successful Cholesky
+            b[:] = np.nan
+        return np.ascontiguousarray(b)
+
+    return impl
 
 
 @njit(cache=True)
