@@ -205,12 +205,16 @@ def forward_pass(ocp, xs, us, K, k, alpha):
     dyn = ocp.dynamics
     T = ocp.horizon
     xs_new = np.empty_like(xs)
-    us_new = np.empty_like(us)
-    xs_new[0] = ocp.x0
+    us_new = us + alpha * k  # the open-loop part of every knot at once (the same sums as per knot)
+    lower = np.broadcast_to(ocp.u_lower, us.shape[1:])
+    upper = np.broadcast_to(ocp.u_upper, us.shape[1:])
+    difference, step = dyn.state_difference, dyn.step
+    x = xs_new[0] = ocp.x0
     for t in range(T):
-        dx = dyn.state_difference(xs[t], xs_new[t])
-        us_new[t] = np.clip(us[t] + alpha * k[t] + K[t] @ dx, ocp.u_lower, ocp.u_upper)
-        xs_new[t + 1] = dyn.step(xs_new[t], us_new[t])
+        u = us_new[t]
+        u += K[t] @ difference(xs[t], x)
+        np.minimum(np.maximum(u, lower, out=u), upper, out=u)  # np.clip, without its dispatch
+        x = xs_new[t + 1] = step(x, u)
     return xs_new, us_new
 
 
