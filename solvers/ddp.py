@@ -23,6 +23,15 @@ The solver is named steps over an explicit state (Crocoddyl's shape): the iterat
 :func:`forward_pass`; :func:`update_regularization` (the three events that change
 ``mu``); :func:`ddp_step` joins them into one iteration; :func:`solve_ddp` loops and
 hands the end to the shared epilogue :func:`solvers._common.finish`.
+
+The backward pass runs compiled, all knots in one call (:mod:`solvers._ddp_kernels`, numba);
+:func:`_backward_pass_reference` is the same recursion in Python, one knot at a time, kept as the
+reference the tests hold it equal to (and used by the complementarity-aware pass, which asks the
+dynamics for each knot's Jacobians). Measured on the 500-step catapult (2026-11, 3 iterations from
+the initial guess): the Python pass took 71 ms of a 199 ms iteration (wall, loaded machine); the
+compiled one takes ~4 ms (CPU), and an iteration (~75 ms CPU) is now mostly the simulator's: the
+line search's trial rollouts (~3.3 an iteration, ~14 ms each, ~12 of them in the steps) and the
+step Jacobians (~9 ms).
 """
 
 from __future__ import annotations
