@@ -334,6 +334,7 @@ def solve_ddp(ocp, *, us_init=None, max_iter: int = 100, tol: float = 1e-8, reg_
     (INTERRUPTED). ``callback(info)`` is called after every iteration with a dict
     (``iteration, cost, reg, alpha, expected, time``).
     """
+    _kernels.ensure_compiled(verbose)  # before the clock: the time budget is the solver's, not numba's
     t0 = time.perf_counter()
     settings = DDPSettings(tol, reg_min, reg_max, alphas if alphas is not None else [0.5**i for i in range(12)],
                            complementarity_aware)
