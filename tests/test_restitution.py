@@ -19,7 +19,7 @@ import pytest
 
 import problems
 from dynamics import ModelBuilder, Simulator
-from trajopt.numdiff import step_jacobians_fd
+from trajopt.numdiff import parameter_jacobian_fd, step_jacobians_fd
 
 R, G, DT = 0.1, 9.81, 1e-3
 
@@ -183,3 +183,22 @@ def test_bad_threshold_and_non_colliding_pair_are_refused():
     names = [o.name for o in geom.geometryObjects]
     with pytest.raises(ValueError, match="not a collision pair"):
         Simulator(model, geometry=geom, ground=0.0, self_collision=False, restitution={tuple(names): 0.5})
+
+
+@pytest.mark.parametrize("contact", ["lcp", "ncp"])
+def test_parameter_jacobians_at_an_impact(contact):
+    """Friction and inertial parameters at a bouncing, sliding impact step against central differences
+    through with_parameters (which keeps the restitution); placements are refused with restitution."""
+    sim = ball(0.7, contact=contact, friction=0.4, joint="free")
+    assert sim.with_parameters(["friction"], [0.3]).contact_model.restitution is not None
+    x = np.zeros(sim.nx)
+    x[2], x[6], x[7:] = R + 1e-3, 1.0, (8.0, 0.0, -2.0, 0.0, 0.0, 0.0)  # slides through the impact
+    u = np.zeros(sim.nu)
+    names = [n for n in sim.parameter_names() if not n.startswith("placement")]
+    _, _, _, Fp = sim.step_derivatives(x, u, params=names)
+    fd = parameter_jacobian_fd(sim, x, u, names)
+    assert np.abs(Fp - fd).max() <= 1e-6 * max(1.0, np.abs(fd).max())
+    assert np.abs(Fp[:, 0]).max() > 1e-3  # friction acts at this step
+    placement = [n for n in sim.parameter_names() if n.startswith("placement")]
+    with pytest.raises(NotImplementedError, match="placement derivatives with restitution"):
+        sim.step_derivatives(x, u, params=placement)
