@@ -7,14 +7,16 @@ data are made by the simulator itself from a stated seed; ``noise=sigma`` adds i
 of standard deviation ``sigma`` to every recorded state coordinate (tangent space), seeded by ``seed + 1``.
 
 **Residual: the state error along the trajectory** (output error), ``r = [x_t(p) (-) x_t^obs]`` for the
-recorded knots ``t``, ``x_t(p)`` the rollout from the recorded start ``x_0`` (known: the robot at rest; the
-cube's start pose) under the recorded controls. Chosen over the inverse-dynamics residual
+recorded knots ``t``, ``x_t(p)`` the rollout under the recorded controls. ``ur5-sysid`` cuts the recording
+into windows of ``window`` steps, each rolled out from its own start state, an unknown too (``x_obs (+) s_w``;
+the UR5 under open-loop torques drifts away from the recording within a second, and the wrists' response
+to a centimetre of COM is far from linear over 2 s); ``cube-sysid`` rolls out once from the known pose. Chosen over the inverse-dynamics residual
 ``RNEA(q, v, a; p) - tau`` because the measurement noise then enters the residual additively and
 independently (``r = x_t(p) - x_t^true - noise``), so Gauss-Newton is the maximum-likelihood estimator and
 its covariance ``(J'J)^-1 sigma^2`` is the estimate's error bar; the inverse-dynamics residual needs
 accelerations differentiated from noisy velocities (noise amplified by ``1/dt``, and in its regressor too,
 which biases the estimate), and through contact it would need the unknown impulses. Its cost: a rollout and
-a chained sensitivity per iteration (cheap here: ~0.1 ms per step with 25 parameters on the UR5).
+a chained sensitivity per iteration (cheap here: ~0.1 ms per step with all 60 inertial parameters on the UR5).
 
 Metrics: ``parameter_error`` = max over the identified entries of ``|z_i - z_i^true| / |z_i^true|``; with
 noise also ``max_sigma_error`` = max of ``|z_i - z_i^true| / sigma_i`` and the error bars ``sigma_i`` (the
@@ -31,15 +33,18 @@ square root of the diagonal of ``(J'J)^-1 sigma^2``) in ``info`` (``error_bars(z
     feedforward torques of the nominal model along a multi-sine reference (5 sines per joint, random phases
     and amplitudes from ``seed``), clipped to the URDF limits; every state recorded.
 
-    *Identified*: :data:`UR5_IDENTIFIED`, 25 entries (5 masses, 13 COM coordinates, 7 diagonal inertia
-    entries). The 60 inertial entries of the six links are not all identifiable from joint motion: the
+    *Identified*: :data:`UR5_IDENTIFIED`, 22 entries (the upper arm's and forearm's masses, 13 COM
+    coordinates, 7 diagonal inertia entries). The 60 inertial entries of the six links are not all identifiable from joint motion: the
     joint-torque regressor ``Y(q, v, a) dpi/dp`` of all 60 has rank 36 (the UR5's base parameters; the
     shoulder link's mass and COM do not act at all). The subset was chosen by taking entries in the order
     masses, COM coordinates, diagonal inertias (``zz`` first: the upper arm and forearm are thin rods, whose
     ``xx`` and ``yy`` sit within 3-8 % of the triangle inequality, so a start 15 % off them is often no
     mass distribution) and keeping each one that raises the rank of the regressor columns stacked over random
-    states (``tests/test_sysid.py`` checks it has full rank 25); the other 35
-    entries are held at their true values (known). The start ``z0`` is the nominal (unperturbed) value of
+    states (``tests/test_sysid.py`` checks it has full rank); of the 25 so found, the three wrist masses
+    were then dropped (known): their differences are the three weakest directions of the state-error
+    Jacobian (singular values 5e-5 to 6e-4 of the largest), and Gauss-Newton stalled on them. The other 38
+    entries are held at their true values (known). Masses and inertias are estimated as logarithms
+    (:class:`Identification`). The start ``z0`` is the nominal (unperturbed) value of
     each identified entry: up to 15 % or 2 cm off.
 
 ``cube-sysid``: see :func:`cube_sysid`.
@@ -257,7 +262,7 @@ def _windowed_problem(name, ident: Identification, xs_obs, us, window, z_true, s
     return LeastSquares(name, residual, jacobian, z0, dynamics=sim0, metrics=metrics, info=info)
 
 
-@register("ur5-sysid", "recover 25 inertial parameters of a UR5 (masses, COMs, inertias) from 2 s of recorded "
+@register("ur5-sysid", "recover 22 inertial parameters of a UR5 (masses, COMs, inertias) from 2 s of recorded "
           "motion under known torques", method=None)
 def ur5_sysid(*, steps: int = 200, dt: float = 0.01, window: int = 10, seed: int = 0, truth_seed: int = 0,
               noise: float = 0.0) -> LeastSquares:
