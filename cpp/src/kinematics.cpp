@@ -405,57 +405,6 @@ RowMat fixed_impulse_velocity_derivative(const CRowRef& J, const CRowRef& G, con
   return dc;
 }
 
-RowMat lstsq(const CRowRef& A, const CRowRef& B, double rcond) {
-  expect(A.rows() == B.rows(), "lstsq", "A has " + std::to_string(A.rows()) + " rows and B " +
-                                            std::to_string(B.rows()));
-  const Eigen::Index k = A.rows(), z = A.cols();
-  RowMat X = RowMat::Zero(z, B.cols());
-  if (k == 0 || z == 0) return X;
-  if (k >= z) {
-    // Fast path, when A certainly has full column rank under the cutoff: A P = Q R, and
-    // s_min(A) >= 1 / |R^-1|_F, s_max(A) <= |R|_F; if 1 / |R^-1|_F > 4 rcond |R|_F every singular
-    // value passes the cutoff (a margin of 4 over the bounds' round-off), and the least-squares
-    // solution is unique: R^-1 Q^T B, permuted. Otherwise (rank-deficient or near the cutoff) the SVD.
-    Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(A);
-    const Eigen::MatrixXd R = qr.matrixQR().topLeftCorner(z, z).triangularView<Eigen::Upper>();
-    if ((R.diagonal().array() != 0.0).all()) {
-      Eigen::MatrixXd Rinv = Eigen::MatrixXd::Identity(z, z);
-      R.triangularView<Eigen::Upper>().solveInPlace(Rinv);
-      if (1.0 / Rinv.norm() > 4.0 * rcond * R.norm()) {
-        Eigen::MatrixXd c = B;
-        c.applyOnTheLeft(qr.householderQ().adjoint());
-        Eigen::MatrixXd y = c.topRows(z);
-        R.triangularView<Eigen::Upper>().solveInPlace(y);
-        X = qr.colsPermutation() * y;
-        return X;
-      }
-    }
-  }
-  Eigen::BDCSVD<Eigen::MatrixXd> svd(A, Eigen::ComputeThinU | Eigen::ComputeThinV);
-  const Eigen::VectorXd& s = svd.singularValues();
-  const double cut = rcond * s[0];  // singular values are sorted, largest first
-  Eigen::Index rank = 0;
-  while (rank < s.size() && s[rank] > cut) ++rank;
-  if (rank == 0) return X;
-  // x = V_k diag(1/s_k) U_k^T B
-  Eigen::MatrixXd UtB = svd.matrixU().leftCols(rank).transpose() * B;
-  UtB = s.head(rank).cwiseInverse().asDiagonal() * UtB;
-  X.noalias() = svd.matrixV().leftCols(rank) * UtB;
-  return X;
-}
-
-RowMat solve(const CRowRef& A, const CRowRef& B) {
-  expect(A.rows() == A.cols(), "solve", "A has shape " + shape_str(A.rows(), A.cols()) + ", expected square");
-  expect(A.rows() == B.rows(), "solve", "A has " + std::to_string(A.rows()) + " rows and B " +
-                                            std::to_string(B.rows()));
-  if (A.rows() == 0) return RowMat(0, B.cols());
-  Eigen::PartialPivLU<Eigen::MatrixXd> lu(A);
-  const auto& U = lu.matrixLU();
-  for (Eigen::Index i = 0; i < U.rows(); ++i)
-    if (U(i, i) == 0.0) throw std::domain_error("Matrix is singular to machine precision.");
-  return lu.solve(B);
-}
-
 namespace {
 void check_reduced(const CRowRef& E, const CRowRef& Fc, const CRowRef& Fphi, const CRowRef& dc, const CRowRef& dphi,
                    const char* fn) {
@@ -573,7 +522,6 @@ RowMat correction_jacobian(const CRowRef& A, const CRowRef& W, const CRowRef& Jd
 namespace {
 using ArrD = nb::ndarray<const double, nb::c_contig, nb::device::cpu>;
 using ArrI = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
-using ArrOut = nb::ndarray<nb::numpy, double>;
 using Map = Eigen::Map<const RowMat>;
 using IMap = Eigen::Map<const IdxVec>;
 
@@ -605,14 +553,6 @@ Map rows_of(const ArrD& a, const char* fn, const char* name, std::initializer_li
 }
 
 IMap idx_of(const ArrI& a) { return IMap(a.is_valid() ? a.data() : nullptr, a.is_valid() ? a.shape(0) : 0); }
-
-// A matrix moved to the heap and shown to numpy with ``shape`` (its size, C order), owned by numpy.
-ArrOut to_numpy(RowMat&& m, std::initializer_list<size_t> shape) {
-  auto* p = new RowMat(std::move(m));
-  nb::capsule owner(p, [](void* q) noexcept { delete static_cast<RowMat*>(q); });
-  static double empty = 0.0;
-  return ArrOut(p->size() ? p->data() : &empty, shape.size(), shape.begin(), owner);
-}
 
 CVecRef vec(const Map& m) { return CVecRef(Eigen::Map<const Eigen::VectorXd>(m.data(), m.rows() * m.cols())); }
 }  // namespace
