@@ -61,19 +61,21 @@ RowMat fixed_impulse_velocity_derivative(const CRowRef& J, const CRowRef& G, con
                                          const CVecRef& slope, const CRowRef& dJv);
 
 // contact/adapter.py _solve_reduced: dz (z, ncols) of E dz = -(Fc dc + Fphi dphi); ``Fphi`` with no
-// rows: no distance term; ``regular``: plain solve, else least squares with RANK_RTOL.
+// rows: no distance term; ``regular``: plain solve, else least squares with RANK_RTOL (``symmetric``:
+// E is symmetric, sym_lstsq; else lstsq).
 RowMat solve_reduced(const CRowRef& E, const CRowRef& Fc, const CRowRef& Fphi, const CRowRef& dc,
-                     const CRowRef& dphi, bool regular);
+                     const CRowRef& dphi, bool regular, bool symmetric = false);
 
 // contact/adapter.py _implicit_velocity: G + MJt dlambda, dlambda = P dz (``P`` with no columns:
 // dlambda[unknowns] = dz).
 RowMat implicit_velocity(const CRowRef& E, const CRowRef& Fc, const CRowRef& Fphi, const CRowRef& dc,
                          const CRowRef& dphi, bool regular, const CRowRef& P, const CIdxRef& unknowns,
-                         const CRowRef& MJt, const CRowRef& G);
+                         const CRowRef& MJt, const CRowRef& G, bool symmetric = false);
 
 // contact/adapter.py lambda_jacobian's solve and mapping: (m, ncols) dlambda from dz (m = Fc.cols()).
 RowMat lambda_jacobian(const CRowRef& E, const CRowRef& Fc, const CRowRef& Fphi, const CRowRef& dc,
-                       const CRowRef& dphi, bool regular, const CRowRef& P, const CIdxRef& unknowns);
+                       const CRowRef& dphi, bool regular, const CRowRef& P, const CIdxRef& unknowns,
+                       bool symmetric = false);
 
 // dynamics/contact_step.py ContactModel._correction: the position correction of the deep rows ``rows``
 // of J with distances ``phi_deep``: W = MJt[:, rows], A = J[rows] W, e = erp (-phi_deep - slop),

@@ -4,8 +4,12 @@
 #include <Eigen/LU>
 #include <Eigen/QR>
 #include <Eigen/SVD>
+#include <Eigen/Cholesky>
+#include <Eigen/Eigenvalues>
+#include <cmath>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace contactraj {
 
@@ -46,6 +50,44 @@ RowMat lstsq(const CRowRef& A, const CRowRef& B, double rcond) {
   UtB = s.head(rank).cwiseInverse().asDiagonal() * UtB;
   X.noalias() = svd.matrixV().leftCols(rank) * UtB;
   return X;
+}
+
+void sym_lstsq(const CRowRef& E, const CRowRef& B, double rcond, Eigen::Ref<RowMat> X) {
+  const Eigen::Index k = E.rows();
+  if (E.cols() != k) throw std::invalid_argument("sym_lstsq: E is not square");
+  if (B.rows() != k || X.rows() != k || X.cols() != B.cols())
+    throw std::invalid_argument("sym_lstsq: B and X must have E's rows and the same columns");
+  if (k == 0) return;
+  Eigen::MatrixXd S(k, k);
+  for (Eigen::Index i = 0; i < k; ++i)
+    for (Eigen::Index j = 0; j < k; ++j) S(i, j) = 0.5 * (E(i, j) + E(j, i));
+  Eigen::LLT<Eigen::MatrixXd> llt(S);
+  if (llt.info() == Eigen::Success) {
+    Eigen::MatrixXd Linv = Eigen::MatrixXd::Identity(k, k);
+    llt.matrixL().solveInPlace(Linv);
+    const double f = Linv.squaredNorm();  // |L^-1|_F^2
+    if (std::isfinite(f) && 1.0 / f > 4.0 * rcond * S.norm()) {
+      X = B;
+      llt.solveInPlace(X);
+      return;
+    }
+  }
+  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(S);
+  const Eigen::VectorXd& lam = eig.eigenvalues();  // ascending
+  double smax = 0.0;
+  for (Eigen::Index i = 0; i < k; ++i) smax = std::max(smax, std::abs(lam[i]));
+  const double cut = rcond * smax;
+  std::vector<Eigen::Index> keep;
+  for (Eigen::Index i = 0; i < k; ++i)
+    if (std::abs(lam[i]) > cut) keep.push_back(i);
+  X.setZero();
+  if (keep.empty()) return;
+  const Eigen::Index r = static_cast<Eigen::Index>(keep.size());
+  Eigen::MatrixXd V(k, r);
+  for (Eigen::Index a = 0; a < r; ++a) V.col(a) = eig.eigenvectors().col(keep[a]);
+  Eigen::MatrixXd VtB = V.transpose() * B;
+  for (Eigen::Index a = 0; a < r; ++a) VtB.row(a) /= lam[keep[a]];
+  X.noalias() = V * VtB;
 }
 
 RowMat solve(const CRowRef& A, const CRowRef& B) {

@@ -29,6 +29,16 @@ constexpr double RANK_RTOL = 1e-10;
 // SVD of a 12 x 12 matrix takes ~60 us, the QR ~12 us. Same solution up to round-off (cond(A) eps).
 RowMat lstsq(const CRowRef& A, const CRowRef& B, double rcond);
 
+// lstsq(E, B, rcond) for a symmetric positive semidefinite E (a Delassus block J_C M^-1 J_C^T, whose
+// computed entries are symmetric up to round-off: E is read as (E + E^T) / 2). Its singular values are
+// its eigenvalues' magnitudes, so numpy's rule (drop s <= rcond s_max) reads the same on them. Method:
+// a Cholesky factor E = L L^T, where it exists and certifies that every eigenvalue passes the cutoff
+// (lambda_min >= 1 / |L^-1|_F^2, lambda_max <= |E|_F; certified when 1 / |L^-1|_F^2 > 4 rcond |E|_F): the
+// unique solution E^-1 B; otherwise the symmetric eigendecomposition E = V diag(lambda) V^T with the
+// cutoff: V_k diag(1 / lambda_k) V_k^T B. Same solution as lstsq up to round-off (cond(E) eps), at a
+// fraction of the cost (no pivoted QR, no SVD).
+void sym_lstsq(const CRowRef& E, const CRowRef& B, double rcond, Eigen::Ref<RowMat> X);
+
 // numpy.linalg.solve(A, B): LU with partial pivoting (LAPACK gesv's method); throws
 // std::domain_error when a pivot is exactly zero (gesv's "singular matrix").
 RowMat solve(const CRowRef& A, const CRowRef& B);
