@@ -375,7 +375,8 @@ class ContactModel:
             margin = self.smoothing_distance
         margin = max(margin, getattr(self.adapter, "reach", 0.0))  # a compliant model's force reaches its width
         self.scene = CollisionScene(model, geometry, ground=ground, up=up, margin=margin, planar=planar,
-                                    exclude=exclude, self_collision=self_collision, pairs=pairs)
+                                    exclude=exclude, self_collision=self_collision, pairs=pairs,
+                                    **({"patch_depth": margin} if self.compliant else {}))
         #: restitution per collision pair (npairs,), None when every pair is inelastic (module docstring)
         self.restitution = pair_restitution(self.scene, restitution, restitution_threshold)
         self.restitution_threshold = float(restitution_threshold)
