@@ -44,6 +44,11 @@ motion would cross the surface, up to ``|c_n^-| dt`` early. Its Jacobian: the ne
 rows, and ``bias'`` is 0 on an impact row with a gap. Joint-limit rows never bounce. The fused compiled
 step does not know restitution: with any ``e > 0`` the Python path runs (``fused = None``).
 
+Compliant contact (``contact="penalty"``, :mod:`contact.penalty`) goes through the same adapter call: its
+adapter says ``compliant``, and the step then puts no bias in ``b`` (``b = J v_f``: the spring sees the
+penetration through ``phi``), makes no position correction (a penetration is the spring's state) and
+refuses restitution (the damping sets the bounce); ``bias_slope`` is 0 on its rows. It is never fused.
+
 ``M`` is the step's: with implicit joint damping ``M + dt D`` (the simulator hands over a model
 whose armature carries ``dt D``, see :mod:`dynamics.simulator`), so the impulses act through the
 same operator as the free motion, in ``A``, in ``v+`` and in the position correction.
