@@ -247,6 +247,7 @@ def solve_least_squares(problem, args) -> int:
 def cmd_solve(args) -> int:
     from solvers import resolve, solve
     from trajopt.lsq import LeastSquares
+    from trajopt.protocol import check_complementarity_aware
 
     options = {}
     if args.horizon is not None:
@@ -256,6 +257,18 @@ def cmd_solve(args) -> int:
             raise CLIError(f"problem {args.problem!r} has no contact to choose a model for (--contact)")
         options["contact"] = args.contact
     problem = _load(args.problem, **options)
+    if args.complementarity_aware:  # checked before any solving
+        if isinstance(problem, LeastSquares):
+            raise CLIError(f"--complementarity-aware applies to ddp, gn, cem-ddp and cem-gn; {args.problem!r} is an "
+                           "inverse (least-squares) problem, solved by gauss-newton")
+        contact = getattr(problem.dynamics, "contact", None)
+        try:
+            check_complementarity_aware(problem.dynamics)
+        except ValueError:
+            given = "--contact " + args.contact if args.contact else f"{args.problem!r}'s contact model {contact!r}"
+            raise CLIError(f"--complementarity-aware cannot be combined with {given}: Nimble's complementarity-aware "
+                           "Jacobians are defined for LCP contact (--contact lcp), not for the Coulomb cone "
+                           "(ncp); use --contact lcp, or --smoothing auto") from None
     if isinstance(problem, LeastSquares):  # an inverse problem: Gauss-Newton, analytical vs FD Jacobians
         return solve_least_squares(problem, args)
     ocp = problem
@@ -413,7 +426,8 @@ def build_parser() -> argparse.ArgumentParser:
     _solve_options(s, time_limit=None)
     s.add_argument("--no-animation", action="store_true", help="skip the GIF of planar problems")
     s.add_argument("--complementarity-aware", action="store_true",
-                   help="ddp, gn, cem-ddp, cem-gn: Nimble's complementarity-aware step Jacobians (LCP contact; "
+                   help="ddp, gn, cem-ddp, cem-gn: Nimble's complementarity-aware step Jacobians (LCP contact only: "
+                        "refused with --contact ncp; "
                         "a way out of resting contacts' zero gradients); output in METHOD-aware/")
     s.set_defaults(func=cmd_solve)
 
