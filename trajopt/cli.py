@@ -14,7 +14,7 @@
     trajopt compare PROBLEM [--methods ddp,ipopt,cem] [--time-limit S] [--out DIR]
                                                    run several methods; cost against wall time
                                                    on one figure
-    trajopt bench [PROBLEM ...] [--contact lcp|ncp] [--json FILE] [--ddp-iterations N]
+    trajopt bench [PROBLEM ...] [--contact lcp|ncp] [--json FILE] [--ddp-iterations N] [--suite ncp-paper]
                                                    step / Jacobian timings and errors;
                                                    DDP per iteration (catapult, go1-hold)
 
@@ -125,8 +125,18 @@ def cmd_bench(args) -> int:
 
     if args.ddp_iterations < 0:
         raise CLIError(f"--ddp-iterations must be >= 0, got {args.ddp_iterations}")
-    names = args.problems or list(DEFAULT_BENCH)
     records = []
+    if args.suite is not None:
+        from problems.bench_scenes import SUITES, suite
+
+        if args.suite not in SUITES:
+            raise CLIError(f"unknown --suite {args.suite!r}; available: {', '.join(sorted(SUITES))}")
+        if args.problems or args.contact:
+            raise CLIError("--suite names its own scenes and contact model; give no PROBLEM and no --contact with it")
+        for name, sim, x, u in suite(args.suite):
+            records.append(bench_dynamics(sim, x, u, name=name, min_time=args.min_time, contact=sim.contact))
+            print(f"  {name}: done", file=sys.stderr)
+    names = [] if args.suite is not None else (args.problems or list(DEFAULT_BENCH))
     for name in names:
         ocp = _load(name, contact=args.contact) if args.contact and _has_contact(name) else _load(name)
         x, u = bench_state(ocp)
@@ -439,6 +449,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("bench", help="time one step and its Jacobians; compare with finite differences")
     s.add_argument("problems", nargs="*", help=f"problems (default: {' '.join(DEFAULT_BENCH)})")
+    s.add_argument("--suite", default=None, metavar="NAME",
+                   help="a named set of scenes instead of problems: ncp-paper (the NCP paper's timing table on our "
+                        "models, all under NCP: half-cheetah, humanoid, ur5-box, go1, g1-pushup, talos-meshes)")
     s.add_argument("--json", default=None, help="also write the records to this JSON file")
     s.add_argument("--min-time", type=float, default=0.2, help="seconds spent timing each call (default 0.2)")
     s.add_argument("--contact", choices=("lcp", "ncp"), default=None,
