@@ -844,6 +844,27 @@ class Simulator:
             st["warm_hits"] += state.warm_hit
         return v_next
 
+    #: Contact models whose step_derivatives(adjoint=...) is defined: the LCP's (Nimble's
+    #: clamping/separating reclassification), the relaxed model's (its exact Jacobian already sees
+    #: contacts not yet made), and no contact at all (the exact Jacobian).
+    COMPLEMENTARITY_AWARE_CONTACTS = ("lcp", "relaxed", "none")
+
+    def check_complementarity_aware(self) -> None:
+        """``ValueError`` unless complementarity-aware Jacobians are defined for this contact model.
+
+        Nimble's reclassification reads each normal row of the LCP as clamping or separating by the
+        sign of the loss gradient. The Coulomb cone (``contact="ncp"``) has no such definition here:
+        a sticking contact can leave the cone's interior through breaking *or* sliding, and the aware
+        choice between them is not Nimble's; rather than run the LCP's classification on the cone's
+        modes, or silently return the exact Jacobian, the combination is refused.
+        """
+        if self.contact not in self.COMPLEMENTARITY_AWARE_CONTACTS:
+            raise ValueError(
+                f"complementarity-aware Jacobians (complementarity_aware=True, step_derivatives(adjoint=...), "
+                f"--complementarity-aware) are defined for contact='lcp' (Nimble's reclassification) and "
+                f"'relaxed', not for contact={self.contact!r}: use contact='lcp' (--contact lcp), or smoothing "
+                f"(relaxed contact, --smoothing auto) with the {self.contact!r} model")
+
     def step_derivatives(self, x, u, *, data: SimData | None = None, adjoint=None, params=None,
                          impulses: bool = False):
         """``(x+, Fx, Fu)``: the step and its tangent-space Jacobians.
@@ -866,6 +887,8 @@ class Simulator:
         ``|dl/dv|^2 + |dl/du|^2 / dt`` are returned. Not the derivative of the step where they
         differ: a search direction out of the zero gradients of clamping contacts.
         """
+        if adjoint is not None:
+            self.check_complementarity_aware()
         if params is not None or impulses:
             from . import parameters
 

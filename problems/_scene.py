@@ -11,7 +11,8 @@ from dynamics import Simulator
 
 def lowest_point(sim: Simulator, q: np.ndarray, *, axis: int, names=None) -> float:
     """Lowest coordinate along ``axis`` (1: y up, 2: z up) over the collision objects ``names``
-    (default: every object on a moving body) at configuration ``q``; spheres and boxes."""
+    (default: every object on a moving body) at configuration ``q``; spheres, boxes, cylinders,
+    capsules and meshes (their vertices)."""
     model, geom = sim.model, sim.geometry
     data = model.createData()
     gdata = pin.GeometryData(geom)
@@ -26,8 +27,16 @@ def lowest_point(sim: Simulator, q: np.ndarray, *, axis: int, names=None) -> flo
             low = min(low, M.translation[axis] - shape.radius)
         elif isinstance(shape, coal.Box):
             low = min(low, M.translation[axis] - np.abs(M.rotation[axis]) @ shape.halfSide)
+        elif isinstance(shape, (coal.Cylinder, coal.Capsule)):
+            a = abs(M.rotation[axis, 2])  # the shape's axis is its local z
+            rim = shape.radius if isinstance(shape, coal.Capsule) else shape.radius * np.sqrt(max(0.0, 1.0 - a * a))
+            low = min(low, M.translation[axis] - shape.halfLength * a - rim)
+        elif hasattr(shape, "vertices"):  # a mesh (BVH) or convex hull: its lowest vertex
+            V = np.asarray(shape.vertices())
+            low = min(low, float((V @ M.rotation[axis] + M.translation[axis]).min()))
         else:
-            raise TypeError(f"{obj.name}: only spheres and boxes are handled, got {type(shape).__name__}")
+            raise TypeError(f"{obj.name}: only spheres, boxes, cylinders, capsules and meshes are handled, "
+                            f"got {type(shape).__name__}")
     return float(low)
 
 

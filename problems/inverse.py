@@ -16,6 +16,11 @@
   the answer is the torques that hold the robot still (inverse dynamics through
   contact). Starts from zero torques.
 
+- ``go1-payload``, ``go1-handstand``, ``g1-pushup`` (the NCP paper's Appendix E; scenes and poses
+  in :mod:`problems.static_holds`): the same inverse dynamics (:func:`hold_still`: residual ``v+``
+  after one step from rest, unknowns all joint torques, from zero) for Go1 with a 10 kg block
+  welded on its back, Go1 balanced on its front feet, and the Unitree G1 humanoid in a push-up.
+
 Jacobians are analytical: chained step Jacobians for the throw
 (:mod:`trajopt.sensitivity`), ``dv+/du`` for the standing robot.
 """
@@ -28,6 +33,7 @@ from dynamics import ModelBuilder, Simulator
 from trajopt.lsq import LeastSquares
 from trajopt.sensitivity import trajectory_jacobians
 
+from . import static_holds
 from ._registry import register
 from .legged import go1_standing_simulator, go1_standing_state
 
@@ -101,3 +107,56 @@ def go1_standing(*, dt: float = 1e-3, contact: str = "ncp", friction: float = 0.
 
     return LeastSquares("go1-standing", residual, jacobian, np.zeros(sim.nu), dynamics=sim,
                         info={"x_stand": x.copy(), "bench_state": (x.copy(), np.zeros(sim.nu))})
+
+
+# ===========================================================================================
+# The NCP paper's Appendix E: robots held still in contact (scenes in problems/static_holds.py)
+# ===========================================================================================
+def hold_still(name: str, sim, x: np.ndarray) -> LeastSquares:
+    """Inverse dynamics through contact at the rest state ``x``: the torques ``u`` (nu,) with
+    ``v+(x, u) = 0`` (nv residual rows, so ``q+ = q`` too), from zero torques; Jacobian ``dv+/du``.
+
+    Metrics: ``max_torque_ratio`` (largest ``|u_j| / u_max_j``, the URDF's limits; > 1 means the
+    motors could not hold it) and ``contacts`` (how many contact points the step has).
+    """
+    nq = sim.nq
+    data = sim.create_data()
+
+    def residual(u):
+        return sim.step(x, u, data=data)[nq:]
+
+    def jacobian(u):
+        x_next, _, Fu = sim.step_derivatives(x, u, data=data)
+        return x_next[nq:], Fu[sim.nv:]
+
+    def metrics(u):
+        sim.step(x, u, data=data)
+        st = data.contact
+        ratio = np.abs(u) / sim.u_upper if np.all(np.isfinite(sim.u_upper)) else np.zeros(sim.nu)
+        return {"max_torque_ratio": float(ratio.max()), "contacts": 0 if st is None else int(st.m_contact // 3)}
+
+    return LeastSquares(name, residual, jacobian, np.zeros(sim.nu), dynamics=sim, metrics=metrics,
+                        info={"x_rest": x.copy(), "bench_state": (x.copy(), np.zeros(sim.nu))})
+
+
+@register("go1-payload", "Go1 standing with a 10 kg payload on its back: the torques that hold it still "
+          "(inverse dynamics, NCP paper App. E)", method=None)
+def go1_payload(*, payload: float = static_holds.PAYLOAD_MASS, dt: float = 1e-3, contact: str = "ncp",
+                friction: float = 0.8) -> LeastSquares:
+    sim = static_holds.go1_payload_simulator(payload=payload, dt=dt, contact=contact, friction=friction)
+    return hold_still("go1-payload", sim, static_holds.go1_payload_state(sim))
+
+
+@register("go1-handstand", "Go1 balanced on its two front feet, rear legs raised: the torques that hold it "
+          "still (inverse dynamics, NCP paper App. E)", method=None)
+def go1_handstand(*, pitch: float = static_holds.HANDSTAND_PITCH, dt: float = 1e-3, contact: str = "ncp",
+                  friction: float = 0.8) -> LeastSquares:
+    sim = static_holds.go1_handstand_simulator(dt=dt, contact=contact, friction=friction)
+    return hold_still("go1-handstand", sim, static_holds.go1_handstand_state(sim, pitch))
+
+
+@register("g1-pushup", "Unitree G1 humanoid in a push-up pose on hands and toes: the torques that hold it "
+          "still (inverse dynamics, NCP paper App. E)", method=None)
+def g1_pushup(*, dt: float = 1e-3, contact: str = "ncp", friction: float = 0.8) -> LeastSquares:
+    sim = static_holds.g1_simulator(dt=dt, contact=contact, friction=friction)
+    return hold_still("g1-pushup", sim, static_holds.g1_pushup_state(sim))

@@ -25,6 +25,7 @@ Least-squares (inverse) problems, ``trajopt.LeastSquares``, are solved by
 
 from __future__ import annotations
 
+from trajopt.protocol import check_complementarity_aware
 from trajopt.solution import Solution, Status
 
 from .cem import solve_cem
@@ -85,6 +86,8 @@ def solve(ocp, method: str | None = None, *, smoothing=None, **options) -> Solut
     if smoothing is not None:
         options["smoothing"] = smoothing
     method, options, _ = resolve(ocp, method, options)
+    if options.get("complementarity_aware"):
+        check_complementarity_aware(ocp.dynamics)  # before any stage (CEM, continuation) runs
     if "ddp" in method:  # compiled before any stage's clock starts (cem-ddp's budget covers both stages)
         from ._ddp_kernels import ensure_compiled
         ensure_compiled(options.get("verbose", True))

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from trajopt.costs import CostDerivatives
-from trajopt.protocol import knot_derivatives
+from trajopt.protocol import check_complementarity_aware, knot_derivatives
 from trajopt.solution import Solution, Status
 
 from . import _ddp_kernels as _kernels
@@ -334,6 +334,8 @@ def solve_ddp(ocp, *, us_init=None, max_iter: int = 100, tol: float = 1e-8, reg_
     (INTERRUPTED). ``callback(info)`` is called after every iteration with a dict
     (``iteration, cost, reg, alpha, expected, time``).
     """
+    if complementarity_aware:
+        check_complementarity_aware(ocp.dynamics)
     _kernels.ensure_compiled(verbose)  # before the clock: the time budget is the solver's, not numba's
     t0 = time.perf_counter()
     settings = DDPSettings(tol, reg_min, reg_max, alphas if alphas is not None else [0.5**i for i in range(12)],

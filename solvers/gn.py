@@ -59,6 +59,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
+from trajopt.protocol import check_complementarity_aware
 from trajopt.sensitivity import aware_trajectory_jacobians, trajectory_jacobians
 from trajopt.solution import Solution, Status
 
@@ -301,6 +302,8 @@ def solve_gn(ocp, *, us_init=None, knots: int | None = None, max_iter: int = 200
     """
     if metric not in ("state", "identity"):
         raise ValueError(f"unknown metric {metric!r}; expected 'state' or 'identity'")
+    if complementarity_aware:
+        check_complementarity_aware(ocp.dynamics)
     T, nu = ocp.horizon, ocp.nu
     K = T if knots is None else max(2, min(int(knots), T))
     if T * nu > max_controls:

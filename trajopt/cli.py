@@ -14,7 +14,7 @@
     trajopt compare PROBLEM [--methods ddp,ipopt,cem] [--time-limit S] [--out DIR]
                                                    run several methods; cost against wall time
                                                    on one figure
-    trajopt bench [PROBLEM ...] [--contact lcp|ncp] [--json FILE] [--ddp-iterations N]
+    trajopt bench [PROBLEM ...] [--contact lcp|ncp] [--json FILE] [--ddp-iterations N] [--suite ncp-paper]
                                                    step / Jacobian timings and errors;
                                                    DDP per iteration (catapult, go1-hold)
 
@@ -125,8 +125,18 @@ def cmd_bench(args) -> int:
 
     if args.ddp_iterations < 0:
         raise CLIError(f"--ddp-iterations must be >= 0, got {args.ddp_iterations}")
-    names = args.problems or list(DEFAULT_BENCH)
     records = []
+    if args.suite is not None:
+        from problems.bench_scenes import SUITES, suite
+
+        if args.suite not in SUITES:
+            raise CLIError(f"unknown --suite {args.suite!r}; available: {', '.join(sorted(SUITES))}")
+        if args.problems or args.contact:
+            raise CLIError("--suite names its own scenes and contact model; give no PROBLEM and no --contact with it")
+        for name, sim, x, u in suite(args.suite):
+            records.append(bench_dynamics(sim, x, u, name=name, min_time=args.min_time, contact=sim.contact))
+            print(f"  {name}: done", file=sys.stderr)
+    names = [] if args.suite is not None else (args.problems or list(DEFAULT_BENCH))
     for name in names:
         ocp = _load(name, contact=args.contact) if args.contact and _has_contact(name) else _load(name)
         x, u = bench_state(ocp)
@@ -256,6 +266,7 @@ def solve_least_squares(problem, args) -> int:
 def cmd_solve(args) -> int:
     from solvers import resolve, solve
     from trajopt.lsq import LeastSquares
+    from trajopt.protocol import check_complementarity_aware
 
     options = {}
     if args.horizon is not None:
@@ -275,6 +286,18 @@ def cmd_solve(args) -> int:
         except (ValueError, SyntaxError):
             options[key] = value
     problem = _load(args.problem, **options)
+    if args.complementarity_aware:  # checked before any solving
+        if isinstance(problem, LeastSquares):
+            raise CLIError(f"--complementarity-aware applies to ddp, gn, cem-ddp and cem-gn; {args.problem!r} is an "
+                           "inverse (least-squares) problem, solved by gauss-newton")
+        contact = getattr(problem.dynamics, "contact", None)
+        try:
+            check_complementarity_aware(problem.dynamics)
+        except ValueError:
+            given = "--contact " + args.contact if args.contact else f"{args.problem!r}'s contact model {contact!r}"
+            raise CLIError(f"--complementarity-aware cannot be combined with {given}: Nimble's complementarity-aware "
+                           "Jacobians are defined for LCP contact (--contact lcp), not for the Coulomb cone "
+                           "(ncp); use --contact lcp, or --smoothing auto") from None
     if isinstance(problem, LeastSquares):  # an inverse problem: Gauss-Newton, analytical vs FD Jacobians
         return solve_least_squares(problem, args)
     ocp = problem
@@ -435,7 +458,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--option", action="append", metavar="KEY=VALUE",
                    help="an option of the problem's factory (repeatable), e.g. --option noise=1e-3")
     s.add_argument("--complementarity-aware", action="store_true",
-                   help="ddp, gn, cem-ddp, cem-gn: Nimble's complementarity-aware step Jacobians (LCP contact; "
+                   help="ddp, gn, cem-ddp, cem-gn: Nimble's complementarity-aware step Jacobians (LCP contact only: "
+                        "refused with --contact ncp; "
                         "a way out of resting contacts' zero gradients); output in METHOD-aware/")
     s.set_defaults(func=cmd_solve)
 
@@ -447,6 +471,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("bench", help="time one step and its Jacobians; compare with finite differences")
     s.add_argument("problems", nargs="*", help=f"problems (default: {' '.join(DEFAULT_BENCH)})")
+    s.add_argument("--suite", default=None, metavar="NAME",
+                   help="a named set of scenes instead of problems: ncp-paper (the NCP paper's timing table on our "
+                        "models, all under NCP: half-cheetah, humanoid, ur5-box, go1, g1-pushup, talos-meshes)")
     s.add_argument("--json", default=None, help="also write the records to this JSON file")
     s.add_argument("--min-time", type=float, default=0.2, help="seconds spent timing each call (default 0.2)")
     s.add_argument("--contact", choices=("lcp", "ncp"), default=None,

@@ -50,6 +50,16 @@ def check_dynamics(obj) -> None:
                         "(see trajopt.Dynamics)")
 
 
+def check_complementarity_aware(dyn) -> None:
+    """Raise ``ValueError`` (before any solving) when ``dyn`` cannot give complementarity-aware
+    Jacobians (``step_derivatives(x, u, adjoint=...)``): it asks ``dyn.check_complementarity_aware()``
+    when the dynamics has one (:meth:`dynamics.Simulator.check_complementarity_aware`); other
+    dynamics are trusted."""
+    check = getattr(dyn, "check_complementarity_aware", None)
+    if check is not None:
+        check()
+
+
 def difference_jacobians(dyn, x0: np.ndarray, x1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Jacobians of ``dyn.state_difference(x0, x1)`` w.r.t. x0 and x1 (ndx x ndx each).
 

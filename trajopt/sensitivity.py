@@ -30,6 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .protocol import check_complementarity_aware
+
 from .protocol import rollout_derivatives
 
 
@@ -53,6 +55,7 @@ def aware_trajectory_jacobians(ocp, us, x0=None) -> TrajectoryJacobians:
     """Like :func:`trajectory_jacobians`, with Nimble's complementarity-aware step Jacobians for
     ``ocp``'s cost: one backward sweep hands each step the adjoint of its next state
     (``dyn.step_derivatives(x, u, adjoint=p)``); Euclidean and free-flyer states alike."""
+    check_complementarity_aware(ocp.dynamics)
     us = ocp.check_controls(us)
     x0 = ocp.x0 if x0 is None else np.asarray(x0, dtype=float)
     dyn = ocp.dynamics
