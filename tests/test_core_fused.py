@@ -191,3 +191,57 @@ def test_bad_input_is_named():
             f.jacobian(sim._step_model, d.pin, d.contact.core, q, np.zeros(nv), np.zeros(nv), np.zeros(nv), sim.dt,
                        sim.actuated_dofs, np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64), np.zeros(nv),
                        np.zeros((nv, nv)), np.zeros((nv, sim.nu)))
+
+
+def _python_jacobian_of_state(sim, d, x, u, v_next):
+    """``(dv+/dx, dv+/du)`` by the Python Jacobian path (no compiled piece) on the contact solution the last
+    step on ``d`` holds (a fused state: its J, MJt, problem, modes, signs)."""
+    import importlib
+
+    adapter = importlib.import_module("contact.adapter")
+    cm, nq, nv = sim.contact_model, sim.nq, sim.nv
+    q, v = x[:nq], x[nq:]
+    tau = sim._tau(u, d, q, v)
+    dvx, dvu = np.zeros((nv, 2 * nv)), np.zeros((nv, sim.nu))
+    saved = cm.fused, cm.kin.core, adapter._core
+    cm.fused = cm.kin.core = adapter._core = None
+    try:
+        sim._contact_velocity_jacobian(q, v, tau, v_next, d.contact, d, dvx, dvu)
+    finally:
+        cm.fused, cm.kin.core, adapter._core = saved
+    return dvx, dvu
+
+
+def test_talos_degenerate_lcp_the_jacobian_follows_the_solution_the_step_found():
+    """talos-standing 2 steps into random controls (seed 2, scale 0.3): a flat foot on 4 corners makes the LCP
+    degenerate (rank 12 of 24; a corner TIED, lambda = w = 0), and which corner carries the 0.0104 impulse
+    is decided by Lemke's pivoting on the last bits of A = J M^-1 J^T. The fused step's A (Eigen products)
+    and the Python path's (numpy's BLAS) differ by ~4e-16, and here the two solves pick different, equally
+    valid answers (v+ equal to 1e-11; both accepted by the other problem's test), so the step Jacobians
+    differ by 2e-6 relative (dv+/dq: two elements of the generalized Jacobian at a kink; central differences
+    disagree with both by 1.6e3). What must hold whichever side is picked: the fused Jacobian is the Python
+    Jacobian of the fused solution (to 1e-12), and the two solutions solve each other's problem."""
+    from contact.lcp import BoxedLCP, lcp_residual
+
+    ocp = problems.load("talos-standing")
+    sim = ocp.dynamics
+    ref = _reference(sim)
+    us = _controls(sim, 3, 2)
+    x = np.asarray(ocp.x0, dtype=float)
+    for t in range(2):
+        x = ref.step(x, us[t])
+    u = us[2]
+    d, dr = sim.create_data(), ref.create_data()
+    a, b = sim.step_derivatives(x, u, data=d), ref.step_derivatives(x, u, data=dr)
+    s, t = d.contact, dr.contact
+    assert type(s) is FusedContactState and type(t) is ContactState
+    nv = sim.nv
+    dvx, dvu = _python_jacobian_of_state(sim, d, x, u, a[0][sim.nq:])
+    assert _rel(a[1][nv:], dvx) <= TOL and _rel(a[2][nv:], dvu) <= TOL
+    assert _rel(a[0], b[0]) <= 1e-10
+    for sol, other in ((s.solution, t.problem), (t.solution, s.problem)):
+        p = BoxedLCP(A=other.A, b=other.b, normal_of=other.normal_of, mu=other.mu)
+        assert lcp_residual(p, sol.lam) <= 1e-12 * max(1.0, float(np.abs(sol.lam).max()))
+    if np.array_equal(s.solution.modes, t.solution.modes) and np.array_equal(s.solution.signs, t.solution.signs):
+        for p, r in zip(a, b):
+            assert _rel(p, r) <= TOL
