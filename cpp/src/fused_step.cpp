@@ -113,6 +113,7 @@ class FusedStep {
       return nb::make_tuple(int(FALLBACK), nb::none());
     nb::object state;
     const int code = one(data_of(data), data, gdata, xa.data(), ua.data(), previous, out.data(), state);
+    if (code != SOLVED) return nb::make_tuple(code, nb::none());
     return nb::make_tuple(code, state);
   }
 
