@@ -28,6 +28,12 @@ output perturbation is ``difference(x+, x+')`` (pin.integrate / pin.difference
 conventions), so free-flyer bases work. They come from
 ``pin.computeABADerivatives`` and ``pin.dIntegrate``; no finite differences.
 
+With the compiled core and hard LCP contact (or none), :meth:`Simulator.step` and :meth:`Simulator.rollout`'s
+loop run whole steps in one C++ call each (``cpp/src/fused_step.cpp``: input checks, ``B u`` and the passive
+torques, ABA, the fused contact solve, the integration with the position correction, the state bounds), bit
+for bit the Python path's (``Simulator._step``, the reference; tests/test_core_step.py); a step that would
+raise, or that the collision detector hands back, runs on the Python path, which raises its own errors.
+
 Model and data are apart: a :class:`Simulator` describes the system; a
 :class:`SimData` (``sim.create_data()``) is the workspace that holds Pinocchio's
 ``Data`` and buffers. One simulator serves every knot of a horizon; pass a knot's
