@@ -440,18 +440,21 @@ class ContactModel:
         the pre-step velocity, which restitution needs (ignored without it)."""
         if self.fused is not None:
             # one compiled call; None: the detector handed this configuration back to Python
-            if isinstance(previous, FusedContactState):
-                prev = previous.core
-            elif previous is not None and previous.adapter is self.adapter:  # a state of the Python path
-                pairs, nc, lims = previous.key
-                prev = ([nc, *pairs, -1, *lims], previous.solution.modes, previous.solution.signs)
-            else:
-                prev = None
-            out = self.fused.solve(model, data, gdata, q, v_free, dt, prev)
+            out = self.fused.solve(model, data, gdata, q, v_free, dt, self.fused_previous(previous))
             if out is not None:
                 v_next, st = out
                 return v_next, (None if st is None else FusedContactState(st, self.adapter, self.friction))
         return self._reference_solve(model, data, gdata, q, v_free, dt, previous, v)
+
+    def fused_previous(self, previous: ContactState | None):
+        """``previous`` as the fused contact solve takes it: its StepState, the key and active set of a state
+        of the Python path, or None (no previous solve, or one of another contact model)."""
+        if isinstance(previous, FusedContactState):
+            return previous.core
+        if previous is not None and previous.adapter is self.adapter:  # a state of the Python path
+            pairs, nc, lims = previous.key
+            return ([nc, *pairs, -1, *lims], previous.solution.modes, previous.solution.signs)
+        return None
 
     def _reference_solve(self, model, data, gdata, q, v_free, dt, previous: ContactState | None, v=None):
         """:meth:`solve` in Python (the reference; NCP and relaxed contact always run it)."""

@@ -28,6 +28,12 @@ output perturbation is ``difference(x+, x+')`` (pin.integrate / pin.difference
 conventions), so free-flyer bases work. They come from
 ``pin.computeABADerivatives`` and ``pin.dIntegrate``; no finite differences.
 
+With the compiled core and hard LCP contact (or none), :meth:`Simulator.step` and :meth:`Simulator.rollout`'s
+loop run whole steps in one C++ call each (``cpp/src/fused_step.cpp``: input checks, ``B u`` and the passive
+torques, ABA, the fused contact solve, the integration with the position correction, the state bounds), bit
+for bit the Python path's (``Simulator._step``, the reference; tests/test_core_step.py); a step that would
+raise, or that the collision detector hands back, runs on the Python path, which raises its own errors.
+
 Model and data are apart: a :class:`Simulator` describes the system; a
 :class:`SimData` (``sim.create_data()``) is the workspace that holds Pinocchio's
 ``Data`` and buffers. One simulator serves every knot of a horizon; pass a knot's
@@ -500,6 +506,37 @@ class Simulator:
         self._diag_vv = slice(nv * n + nv, None, n + 1)
         self._data = SimData(self)
         self.mjcf = None  # what an MJCF file said (from_mjcf), else None
+        #: The whole step in one compiled call (``cpp/src/fused_step.cpp``: :meth:`step` and :meth:`rollout`'s
+        #: loop), or None: the Python path (:meth:`_step`, the reference). It applies with the core, hard LCP
+        #: contact on the fused contact solve (``contact_model.fused``) or no contact at all, and neither
+        #: ``CONTACTRAJ_NO_FUSED`` nor ``CONTACTRAJ_NO_FUSED_STEP`` set; setting ``contact_model.fused`` to None
+        #: turns it off too. Set it to None to run the reference.
+        self._fused_step = self._make_fused_step()
+
+    def _make_fused_step(self):
+        """The compiled whole step (see ``__init__``), or None where it does not apply."""
+        if os.environ.get("CONTACTRAJ_NO_FUSED") or os.environ.get("CONTACTRAJ_NO_FUSED_STEP"):
+            return None
+        cm = self.contact_model
+        if cm is None:
+            from contact import core
+
+            mod = core.module
+        else:
+            if cm.fused is None:
+                return None
+            mod = cm.kin.core
+        if mod is None or not hasattr(mod, "FusedStep"):
+            return None
+        self._fused_lcp = None if cm is None else cm.fused
+        limits = [] if cm is None else [[float(iq), float(s), float(ref)] for iq, _, s, ref in cm.limits]
+        return mod.FusedStep(
+            self._step_model, self.model, self.dt, self.actuated_dofs.astype(np.int64), bool(self._all_actuated),
+            self._passive, self._damping, bool(self._damp_dofs.size), self._spring_dofs.astype(np.int64),
+            self._spring_q.astype(np.int64), self._stiffness_k, self._spring_ref, self._euclidean,
+            [[i, n] for _, i, n, _ in self._unit_blocks], UNIT_TOL, None if cm is None else cm.fused,
+            cm is not None, cm is not None and cm.scene.npairs > 0, limits, 0.0 if cm is None else cm.margin,
+            float(self.MAX_VELOCITY), float(self.MAX_POSITION))
 
     # -- construction -----------------------------------------------------------------
     @classmethod
@@ -776,7 +813,43 @@ class Simulator:
     # -- the step -----------------------------------------------------------------------
     def step(self, x, u, *, data: SimData | None = None) -> np.ndarray:
         """``x+ = f(x, u)``: one semi-implicit Euler step. Returns a new (nx,) array."""
-        return self._step(self._check_x(x), self._check_u(u), data or self._data)
+        d = data or self._data
+        fs = self._fused_step
+        if fs is not None and (self.contact_model is None or self.contact_model.fused is self._fused_lcp):
+            out = np.empty(self.nx)
+            code, st = fs.step(d.pin, d.geom, x, u, self._fused_previous(d), out)
+            if code >= 0:  # else (bad or doubtful input, a step that raises, a hand-back): the Python path
+                self._fused_bookkeeping(d, x, u, out, code, st)
+                return out
+        return self._step(self._check_x(x), self._check_u(u), d)
+
+    def _fused_previous(self, d):
+        """The previous contact solve of workspace ``d`` as the fused contact solve takes it."""
+        c = d.contact
+        if c is None:
+            return None
+        if type(c) is FusedContactState:
+            return c.core
+        return self.contact_model.fused_previous(c)
+
+    def _fused_bookkeeping(self, d, x, u, out, code, st):
+        """What :meth:`_step` does to workspace ``d`` besides the numbers, after a compiled step of ``code``
+        (``FusedStep.step``: 0 no contact model, 1 nothing near, 2 a contact solve ran, ``st`` its state)."""
+        if code == 2:
+            cm = self.contact_model
+            state = None if st is None else FusedContactState(st, cm.adapter, cm.friction)
+            d.contact = state
+            if state is not None:
+                stats = d.stats
+                stats["contact_steps"] += 1
+                stats["guesses"] += state.guessed
+                stats["warm_hits"] += state.warm_hit
+            kept = d.kept
+            kept[x.tobytes() + u.tobytes()] = (out[self.nq:].copy(), state)
+            if len(kept) > self.KEPT_SOLVES:
+                kept.popitem(last=False)
+        elif code == 1:
+            d.contact = None
 
     def _step(self, x, u, d):
         """:meth:`step` on a checked state and control (a rollout checks each once, not per knot)."""
@@ -1085,15 +1158,31 @@ class Simulator:
         x0 = self._check_x(x0, "initial state x0")
         us = self._check_controls(us, "rollout step")
         d = data or self._data
-        xs = np.empty((len(us) + 1, self.nx))
+        T = len(us)
+        xs = np.empty((T + 1, self.nx))
         xs[0] = x0
-        for t, u in enumerate(us):
+        fs = self._fused_step
+        if fs is not None and not (self.contact_model is None or self.contact_model.fused is self._fused_lcp):
+            fs = None
+        if fs is not None:
+            us = np.ascontiguousarray(us)
+        t = 0
+        while t < T:
+            if fs is not None:  # compiled steps until the end or one for the Python path
+                t0 = t
+                t, codes, states = fs.rollout(d.pin, d.geom, xs, us, t0, self._fused_previous(d))
+                for k, code in enumerate(codes):
+                    if code:
+                        self._fused_bookkeeping(d, xs[t0 + k], us[t0 + k], xs[t0 + k + 1], code, states[k])
+                if t == T:
+                    break
             try:
-                xs[t + 1] = self._step(xs[t], u, d)  # each x+ passed _check_next
+                xs[t + 1] = self._step(xs[t], us[t], d)  # each x+ passed _check_next
             except SimulationError as exc:
                 raise SimulationError(f"rollout step {t}: {exc}", xs=xs[: t + 1].copy()) from None
             except ValueError as exc:
                 raise ValueError(f"rollout step {t}: {exc}") from None
+            t += 1
         return xs
 
     def rollout_derivatives(self, x0, us, *, data: SimData | None = None):

@@ -9,4 +9,5 @@ NB_MODULE(contactraj_core, m) {
   contactraj::bind_kinematics(m);
   contactraj::bind_lcp(m);
   contactraj::bind_step(m);
+  contactraj::bind_fused_step(m);
 }

@@ -9,6 +9,7 @@
 #include "common.hpp"
 #include "kinematics.hpp"
 #include "lcp.hpp"
+#include "step.hpp"
 #include <nanobind/eigen/dense.h>
 #include <nanobind/stl/vector.h>
 #include <nanobind/stl/tuple.h>
@@ -77,6 +78,17 @@ class FusedLCP {
   // ContactModel.solve: (v+, state), (v_free, None) without rows, or None when the detector hands back.
   nb::object solve(nb::handle model, nb::handle data, nb::handle gdata, const Eigen::VectorXd& q,
                    const Eigen::VectorXd& v_free, double dt, nb::handle previous) {
+    Eigen::VectorXd v_next;
+    nb::object state;
+    if (!solve_into(model, data, gdata, q, v_free, dt, previous, v_next, state)) return nb::none();
+    return nb::make_tuple(std::move(v_next), state);
+  }
+
+  // solve's body (also the fused whole step's, fused_step.cpp): v+ into v_next and the StepState (None
+  // without rows) into state; false when the detector hands back to Python.
+  bool solve_into(nb::handle model, nb::handle data, nb::handle gdata, const Eigen::VectorXd& q,
+                  const Eigen::VectorXd& v_free, double dt, nb::handle previous, Eigen::VectorXd& v_next,
+                  nb::object& state) {
     auto& M = model_of(model);
     auto& D = data_of(data);
     const int64_t nv = M.nv;
@@ -100,7 +112,7 @@ class FusedLCP {
     int64_t nc = 0;
     if (detector_.is_valid() && !detector_.is_none()) {
       nb::object arrays = detect_with(detector_, model, data, gdata, q);
-      if (arrays.is_none()) return nb::none();
+      if (arrays.is_none()) return false;
       nc = static_cast<int64_t>(nb::len(nb::object(arrays[2])));
       st->contacts = arrays;
     }
@@ -108,7 +120,11 @@ class FusedLCP {
     for (const auto& l : limits_)
       if (l.s * (q[l.iq] - l.ref) < margin_) lim.push_back(&l);
     const int64_t nl = static_cast<int64_t>(lim.size()), r = r_;
-    if (nc == 0 && nl == 0) return nb::make_tuple(v_free, nb::none());
+    if (nc == 0 && nl == 0) {
+      v_next = v_free;
+      state = nb::none();
+      return true;
+    }
     st->nc = nc;
     st->nlim = nl;
     const int64_t m = nc * r + nl;
@@ -184,7 +200,7 @@ class FusedLCP {
       st->solution = lcp::solve(st->problem, gm, gs, 1e-9, -1);
     else
       st->solution = lcp::solve(st->problem, nullptr, nullptr, 1e-9, -1);
-    Eigen::VectorXd v_next = v_free + st->MJt * st->solution.x;
+    v_next = v_free + st->MJt * st->solution.x;
     if (!velocity_recovery_ && !deep.empty()) {
       const int64_t k = static_cast<int64_t>(deep.size());
       st->deep_rows.resize(k);
@@ -196,8 +212,8 @@ class FusedLCP {
       st->correction = position_correction(st->J, st->MJt, st->deep_rows, phi_deep, erp_, slop_);
       st->has_correction = true;
     }
-    nb::object state = nb::cast(st.release(), nb::rv_policy::take_ownership);
-    return nb::make_tuple(std::move(v_next), state);
+    state = nb::cast(st.release(), nb::rv_policy::take_ownership);
+    return true;
   }
 
   // Simulator._contact_velocity_jacobian (adjoint None): dv+/dx (nv, 2 nv) and dv+/du (nv, nu) written
@@ -305,6 +321,18 @@ class FusedLCP {
 };
 
 }  // namespace
+
+bool fused_lcp_solve(nb::handle fused, nb::handle model, nb::handle data, nb::handle gdata, const Eigen::VectorXd& q,
+                     const Eigen::VectorXd& v_free, double dt, nb::handle previous, Eigen::VectorXd& v_next,
+                     nb::object& state, const Eigen::VectorXd** dq_c) {
+  if (!nb::cast<FusedLCP&>(fused).solve_into(model, data, gdata, q, v_free, dt, previous, v_next, state)) return false;
+  *dq_c = nullptr;
+  if (!state.is_none()) {
+    const StepState& st = *nb::inst_ptr<StepState>(state);
+    if (st.has_correction) *dq_c = &st.correction.dq;
+  }
+  return true;
+}
 
 void bind_step(nb::module_& m) {
   auto ro = nb::rv_policy::reference_internal;

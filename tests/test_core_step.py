@@ -1,0 +1,241 @@
+"""The whole step in one compiled call (``cpp/src/fused_step.cpp``, ``Simulator._fused_step``): ``step`` and
+``rollout`` give the Python path's states bit for bit (the same operations in the same order, the same
+contact solve), leave the workspace as it does (contact state, warm-start counts, the kept solves that
+``step_derivatives`` reuses), and every error is the Python path's, word for word."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import problems
+from contact import core
+from dynamics import SimulationError, Simulator
+from dynamics.contact_step import FusedContactState
+from trajopt.bench import bench_state
+
+from .test_contact import cube_sim, cube_state, limited_pendulum
+from .test_damping import _chain
+
+pytestmark = pytest.mark.skipif(core.module is None or not hasattr(core.module, "FusedStep"),
+                                reason="the compiled core (with FusedStep) is not available")
+
+
+def _reference(sim: Simulator) -> Simulator:
+    """The same system with the whole-step fusion off: the Python path (whose contact solve is still FusedLCP)."""
+    ref = Simulator(sim.model, geometry=sim.geometry, **sim._options)
+    ref._fused_step = None
+    return ref
+
+
+def _controls(sim, T, seed, scale=0.3):
+    rng = np.random.default_rng(seed)
+    lo = np.nan_to_num(sim.u_lower, neginf=-10.0, posinf=10.0)
+    hi = np.nan_to_num(sim.u_upper, neginf=-10.0, posinf=10.0)
+    return rng.uniform(lo, hi, (T, sim.nu)) * scale
+
+
+def _same_workspace(d, e):
+    """Workspaces ``d`` (fused) and ``e`` (reference) hold the same bookkeeping."""
+    assert d.stats == e.stats
+    assert list(d.kept) == list(e.kept)
+    for (va, sa), (vb, sb) in zip(d.kept.values(), e.kept.values()):
+        assert np.array_equal(va, vb)
+        assert (sa is None) == (sb is None)
+        if sa is not None:
+            assert np.array_equal(sa.lam, sb.lam) and sa.key == sb.key
+    assert (d.contact is None) == (e.contact is None)
+    if d.contact is not None:
+        assert type(d.contact) is FusedContactState and d.contact.key == e.contact.key
+
+
+def _compare(sim, x0, us, *, expect_fused=True):
+    """step by step, then a rollout, then the Jacobians after the rollout (reusing its kept solves): fused and
+    reference equal bit for bit, with the same workspaces. Returns how many steps had a contact solve."""
+    ref = _reference(sim)
+    assert (sim._fused_step is not None) == expect_fused and ref._fused_step is None
+    d, e = sim.create_data(), ref.create_data()
+    x = np.asarray(x0, dtype=float)
+    for u in us:
+        a, b = sim.step(x, u, data=d), ref.step(x, u, data=e)
+        assert np.array_equal(a, b)
+        x = b
+    _same_workspace(d, e)
+    d, e = sim.create_data(), ref.create_data()
+    xs, xr = sim.rollout(x0, us, data=d), ref.rollout(x0, us, data=e)
+    assert np.array_equal(xs, xr)
+    _same_workspace(d, e)
+    solved = d.stats["contact_steps"]
+    # the Jacobians after a rollout reuse its contact solves (those of steps that solved one), in both
+    knots = range(0, len(us), 5)
+    kept = sum(xs[t].tobytes() + us[t].tobytes() in d.kept for t in knots)
+    for t in knots:
+        for p, r in zip(sim.step_derivatives(xs[t], us[t], data=d), ref.step_derivatives(xs[t], us[t], data=e)):
+            assert np.array_equal(p, r)
+    _same_workspace(d, e)
+    assert d.stats["reused"] == kept
+    return solved
+
+
+def _lcp_problem(name):
+    """The registered problem, with hard LCP contact where it has another contact model (the fused step's)."""
+    ocp = problems.load(name)
+    sim = ocp.dynamics
+    if sim.contact in ("ncp", "relaxed") or sim.smoothing:
+        ocp = problems.load(name, contact="lcp", **({"steps": 2, "every": 1} if name == "cube-throw" else {}))
+        sim = ocp.dynamics
+    return ocp, sim
+
+
+@pytest.mark.parametrize("name", problems.names())
+def test_registered_problems(name):
+    ocp, sim = _lcp_problem(name)
+    x0 = ocp.x0 if hasattr(ocp, "x0") else bench_state(ocp)[0]
+    T = 250 if name == "cube-throw" else 30 if sim.nv > 20 else 60  # the cube starts 5 cm above the floor
+    solved = _compare(sim, x0, _controls(sim, T, 0))
+    if hasattr(ocp, "us_init"):  # the problem's own initial guess: the trajectory an optimizer starts from
+        solved += _compare(sim, x0, np.asarray(ocp.us_init, dtype=float).reshape(-1, sim.nu)[:T])
+    x, u = bench_state(ocp)  # the benchmarked state (trajopt bench)
+    solved += _compare(sim, x, np.tile(u, (5, 1)))
+    if not solved and sim.contact_model is not None and sim.contact_model.scene.npairs:
+        solved += _compare(sim, x, np.tile(u, (300, 1)))  # a body in the air (cube-sysid): until it lands
+    # ur5-reach, ur5-sysid: no collision pair, joint limits at +-2 pi only, never near (may_touch says so)
+    assert solved > 0 or sim.contact_model is None or not sim.contact_model.scene.npairs, "no step had contact"
+
+
+@pytest.mark.parametrize("name", ["go1-standing", "cube-throw"])
+def test_other_contact_models_keep_the_python_path(name):
+    kw = {"steps": 2, "every": 1} if name == "cube-throw" else {}
+    sim = problems.load(name, **kw).dynamics
+    assert sim.contact == "ncp" and sim._fused_step is None
+    relaxed = _lcp_problem("catapult")[1].with_smoothing(1e-3)
+    assert relaxed._fused_step is None
+
+
+def test_free_flight_no_contact_model():
+    model, _ = _chain()
+    sim = Simulator(model, dt=0.01, joint_limits=False)
+    assert sim.contact_model is None
+    _compare(sim, np.r_[0.3, -0.2, 0.1, 1.0, 0.0, -2.0], np.random.default_rng(1).standard_normal((40, sim.nu)))
+
+
+def test_cube_in_the_air_then_landing_and_deep():
+    sim = cube_sim()
+    assert _compare(sim, cube_state(z=0.5), np.zeros((50, 0))) == 0  # far above: solves with no rows, kept
+    assert _compare(sim, cube_state(z=0.103, v=(0.3, 0, -0.5), w=(0, 1.0, 0)), np.zeros((60, 0))) > 0  # landing
+    for recovery in ("position", "velocity"):  # 5 cm deep: the position correction (or the push-out)
+        deep = Simulator(sim.model, geometry=sim.geometry, dt=sim.dt, ground=0.0, friction=0.5, recovery=recovery)
+        d = deep.create_data()
+        deep.step(cube_state(z=0.05), np.zeros(0), data=d)
+        assert (d.contact.correction is not None) == (recovery == "position")
+        assert _compare(deep, cube_state(z=0.05), np.zeros((40, 0))) > 0  # "velocity": it flies off
+
+
+def test_joint_limits():
+    s = limited_pendulum()
+    assert s.contact_model is not None and s.contact_model.scene.npairs == 0
+    for recovery in ("position", "velocity"):
+        sim = Simulator(s.model, geometry=s.geometry, dt=s.dt, recovery=recovery)
+        _compare(sim, np.array([0.6, 0.0]), np.full((40, 1), 1.0))  # past the bound
+        _compare(sim, np.array([0.45, 2.0]), np.random.default_rng(3).standard_normal((40, 1)))  # towards it
+        _compare(sim, np.array([0.0, 0.0]), np.zeros((20, 1)))  # far from it: nothing near
+
+
+@pytest.mark.parametrize("damping", ["implicit", "explicit"])
+def test_damping_and_springs(damping):
+    model, geom = _chain(ground=True)
+    d = [3.0, 0.0, 20.0] if damping == "implicit" else [0.3, 0.0, 2.0]  # explicit: stable while d dt / I < 2
+    sim = Simulator(model, geometry=geom, dt=0.005, ground=0.07, friction=0.6, joint_damping=d,
+                    joint_stiffness=[0.0, 5.0, 2.0], spring_reference=[0.0, 0.1, -0.2], joint_limits=False,
+                    damping=damping)
+    _compare(sim, np.array([0.05, 0.0, 0.0, 0.0, 0.0, 0.0]), np.random.default_rng(4).standard_normal((60, sim.nu)))
+    model, geom = _chain(floating=True, ground=True, limits=True)
+    sim = Simulator(model, geometry=geom, dt=0.005, ground=-0.93, friction=0.8, damping=damping,
+                    joint_damping=[0.0] * 6 + ([2.0, 0.5, 5.0] if damping == "implicit" else [0.2, 0.05, 0.5]),
+                    joint_stiffness=[0.0] * 6 + [1.0, 0.0, 3.0])
+    q0 = np.zeros(model.nq)
+    q0[6] = 1.0
+    q0[-1] = 0.79  # near the upper limit
+    _compare(sim, np.concatenate((q0, np.zeros(model.nv))), np.random.default_rng(5).standard_normal((60, sim.nu)))
+
+
+def test_switches():
+    """CONTACTRAJ_NO_FUSED and CONTACTRAJ_NO_FUSED_STEP turn the fused step off; so does turning the fused contact
+    solve off (contact_model.fused = None), mid-rollout too, with the warm start carried across."""
+    ocp = problems.load("go1-hold")
+    sim = ocp.dynamics
+    mp = pytest.MonkeyPatch()
+    for var in ("CONTACTRAJ_NO_FUSED", "CONTACTRAJ_NO_FUSED_STEP"):
+        with mp.context() as m:
+            m.setenv(var, "1")
+            assert Simulator(sim.model, geometry=sim.geometry, **sim._options)._fused_step is None
+    ref = _reference(sim)
+    fused = sim.contact_model.fused
+    us = _controls(sim, 20, 5)
+    xs_ref = ref.rollout(ocp.x0, us)
+    x = ocp.x0
+    for t, u in enumerate(us):
+        sim.contact_model.fused = fused if t % 2 == 0 else None
+        x = sim.step(x, u)
+        assert np.max(np.abs(x - xs_ref[t + 1])) <= 1e-12 * max(1.0, np.max(np.abs(xs_ref[t + 1])))
+    sim.contact_model.fused = fused
+    assert sim.warm_start_stats["guesses"] == ref.warm_start_stats["guesses"]
+
+
+def _same_error(sim, call, exc_type):
+    """``call(s)`` raises the same error, same message, on ``sim`` and on its reference."""
+    ref = _reference(sim)
+    with pytest.raises(exc_type) as a:
+        call(sim)
+    with pytest.raises(exc_type) as b:
+        call(ref)
+    assert str(a.value) == str(b.value)
+    return a.value, b.value
+
+
+def test_bad_input_gives_the_python_errors():
+    ocp = problems.load("go1-hold")
+    sim = ocp.dynamics
+    x, u = ocp.x0.copy(), np.zeros(sim.nu)
+    bad = x.copy()
+    bad[sim.nq + 2] = np.nan
+    _same_error(sim, lambda s: s.step(bad, u), ValueError)
+    _same_error(sim, lambda s: s.step(x[:-1], u), ValueError)
+    _same_error(sim, lambda s: s.step(x, u[:-1]), ValueError)
+    _same_error(sim, lambda s: s.step(x, np.full(sim.nu, np.inf)), ValueError)
+    _same_error(sim, lambda s: s.step(x[None], u), ValueError)
+    tilted = x.copy()
+    tilted[3:7] *= 1.01  # a quaternion off the unit sphere
+    _same_error(sim, lambda s: s.step(tilted, u), ValueError)
+    _same_error(sim, lambda s: s.rollout(bad, np.zeros((3, sim.nu))), ValueError)
+    # accepted inputs the compiled step leaves to Python: lists, int arrays, a quaternion just within tolerance
+    for xx, uu in ((list(x), list(u)), (x, np.zeros(sim.nu, dtype=int))):
+        assert np.array_equal(sim.step(xx, uu), _reference(sim).step(xx, uu))
+    near = x.copy()
+    near[3:7] *= 1 + 0.8e-6
+    assert np.array_equal(sim.step(near, u), _reference(sim).step(near, u))
+
+
+def test_divergence_gives_the_python_errors():
+    s = limited_pendulum()
+    sim = Simulator(s.model, geometry=s.geometry, dt=s.dt)
+    assert sim._fused_step is not None
+    # beyond MAX_VELOCITY after the step (with contact), beyond MAX_POSITION and non-finite (no contact model)
+    _same_error(sim, lambda s: s.step(np.array([0.0, 9999.9]), np.array([1e6])), SimulationError)
+    model, _ = _chain()
+    free = Simulator(model, dt=0.01, joint_limits=False)
+    x = np.array([Simulator.MAX_POSITION, 0.0, 0.0, 1.0, 0.0, 0.0])
+    _same_error(free, lambda s: s.step(x, np.zeros(3)), SimulationError)
+    a, _ = _same_error(free, lambda s: s.step(np.zeros(6), np.array([1e308, -1e308, 1e308])), SimulationError)
+    assert "non-finite state" in str(a)
+    with pytest.warns(RuntimeWarning, match="overflow"):  # finite entries whose sum overflows: Python's check decides
+        _same_error(free, lambda s: s.step(np.zeros(6), np.array([1e308, 1e308, 0.0])), ValueError)
+    # in a rollout: the step named, the states so far carried
+    us = np.zeros((10, 1))
+    us[6] = 1e8
+    a, b = _same_error(sim, lambda s: s.rollout(np.array([0.0, 0.0]), us), SimulationError)
+    assert "rollout step 6" in str(a) and np.array_equal(a.xs, b.xs) and len(a.xs) == 7
+    # a non-finite free velocity before the contact solve (a cube thrown at 1e300 m/s)
+    cube = cube_sim()
+    x = cube_state(z=0.1, v=(0, 0, -1e300))
+    _same_error(cube, lambda s: s.step(x, np.zeros(0)), Exception)
