@@ -1,16 +1,18 @@
 """The ``trajopt`` command.
 
     trajopt list                                   registered problems
-    trajopt simulate PROBLEM [--steps N] [--perturb] [--out DIR]
+    trajopt simulate PROBLEM [--steps N] [--perturb] [--no-scene] [--out DIR]
                                                    rollout from the problem's start (or a
                                                    seeded perturbation of it) with zero
-                                                   controls; writes a plot of the states
+                                                   controls; writes a plot of the states and
+                                                   scene.html (3-D playback, trajopt.viewer)
     trajopt solve PROBLEM [--method M] [--smoothing auto|none|KAPPA] [--seed N]
                       [--contact lcp|ncp|penalty] [--max-iter N] [--time-limit S] [--out DIR]
                                                    optimize (by default with the problem's own
                                                    method); writes the solution, summary.json,
-                                                   convergence / state / control plots and, for
-                                                   planar problems, an animation
+                                                   convergence / state / control plots,
+                                                   scene.html (3-D playback in the browser) and,
+                                                   for planar problems, an animation
     trajopt compare PROBLEM [--methods ddp,ipopt,cem] [--time-limit S] [--out DIR]
                                                    run several methods; cost against wall time
                                                    on one figure
@@ -116,6 +118,9 @@ def cmd_simulate(args) -> int:
                       + (", perturbed start" if args.perturb else ""))
     print(f"{args.problem}: {len(xs) - 1} steps of {dyn.dt:g} s in {wall:.3f} s ({status})")
     print(f"wrote {png}")
+    if not args.no_scene and write_scene_file(dyn, xs, us[: len(xs) - 1], out, title=f"{args.problem}: simulate",
+                                              target=ocp.info.get("target")):
+        print(f"wrote {os.path.join(out, 'scene.html')}")
     return 0 if status == "ok" else 1
 
 
@@ -165,9 +170,21 @@ def _versions() -> dict:
     return out
 
 
+def write_scene_file(dyn, xs, us, out_dir: str, *, title: str, target=None) -> bool:
+    """Write ``out_dir/scene.html`` (:func:`trajopt.viewer.write_scene`) when ``dyn`` is a simulator
+    with a Pinocchio model (a user's own dynamics has nothing to draw); True when written."""
+    if getattr(dyn, "model", None) is None or not hasattr(dyn, "geometry"):
+        return False
+    from .viewer import write_scene
+
+    write_scene(dyn, xs, os.path.join(out_dir, "scene.html"), us=us, title=title, target=target)
+    return True
+
+
 def write_solution(ocp, sol, *, problem: str, contact: str | None, out_dir: str, animate: bool = True,
-                   extra: dict | None = None) -> dict:
-    """Save a solution: solution.npz, summary.json, plots (and a GIF for planar problems)."""
+                   extra: dict | None = None, scene: bool = True) -> dict:
+    """Save a solution: solution.npz, summary.json, plots, scene.html (3-D playback; ``scene``)
+    and a GIF for planar problems."""
     from .plots import animate_planar, plot_controls, plot_convergence, plot_states
 
     os.makedirs(out_dir, exist_ok=True)
@@ -202,6 +219,10 @@ def write_solution(ocp, sol, *, problem: str, contact: str | None, out_dir: str,
             animate_planar(sol.xs[:, : dyn.nq], dyn.shapes_2d, dt=dt, path=os.path.join(out_dir, "animation.gif"),
                            target=ocp.info.get("target"), title=problem)
             files.append("animation.gif")
+    if scene and np.isfinite(sol.xs[0]).all() and write_scene_file(
+            dyn, sol.xs, sol.us, out_dir, title=f"{problem}: {sol.method}, {sol.status.value}",
+            target=ocp.info.get("target")):
+        files.append("scene.html")
     summary["files"] = files
     return summary
 
@@ -302,7 +323,7 @@ def cmd_solve(args) -> int:
     sol = solve(ocp, method=args.method, **solver_options)
     out = os.path.join(args.out, args.problem, name)
     summary = write_solution(ocp, sol, problem=args.problem, contact=args.contact, out_dir=out,
-                             animate=not args.no_animation,
+                             animate=not args.no_animation, scene=not args.no_scene,
                              extra={"complementarity_aware": True} if args.complementarity_aware else None)
     figures = ", ".join(f"{k} {v:.4g}" for k, v in summary["metrics"].items())
     print(f"{args.problem} / {name}: {summary['status']}, cost {summary['cost']:.6g}, "
@@ -422,6 +443,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--perturb", action="store_true",
                    help="start from a seeded random perturbation (+-0.3) of the start configuration")
     s.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT}/)")
+    s.add_argument("--no-scene", action="store_true", help="skip scene.html (3-D playback in the browser)")
     s.set_defaults(func=cmd_simulate)
 
     s = sub.add_parser("solve", help="optimize a problem and save the solution, its summary and plots")
@@ -432,6 +454,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "the robot), 'none', or one kappa > 0 in J (default: the problem's)")
     _solve_options(s, time_limit=None)
     s.add_argument("--no-animation", action="store_true", help="skip the GIF of planar problems")
+    s.add_argument("--no-scene", action="store_true", help="skip scene.html (3-D playback in the browser)")
     s.add_argument("--option", action="append", metavar="KEY=VALUE",
                    help="an option of the problem's factory (repeatable), e.g. --option noise=1e-3")
     s.add_argument("--complementarity-aware", action="store_true",
