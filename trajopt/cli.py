@@ -16,6 +16,11 @@
     trajopt compare PROBLEM [--methods ddp,ipopt,cem] [--time-limit S] [--out DIR]
                                                    run several methods; cost against wall time
                                                    on one figure
+    trajopt sweep PROBLEM [--seeds 0-9] [--set KEY=V1,V2 ...] [--method M] [--max-iter N]
+                      [--time-limit S] [--scheduler tcp://HOST:PORT] [--workers N] [--out DIR]
+                                                   one solve per combination, on Dask (a local
+                                                   cluster, or an existing one); sweep.csv and
+                                                   a folder per run (trajopt.sweep)
     trajopt bench [PROBLEM ...] [--contact lcp|ncp] [--json FILE] [--ddp-iterations N]
                                                    step / Jacobian timings and errors;
                                                    DDP per iteration (catapult, go1-hold)
@@ -368,6 +373,15 @@ def cmd_compare(args) -> int:
     return 0
 
 
+def cmd_sweep(args) -> int:
+    from .sweep import SweepError, main_sweep
+
+    try:
+        return main_sweep(args)
+    except SweepError as exc:
+        raise CLIError(str(exc)) from None
+
+
 def _has_contact(name) -> bool:
     """Whether the problem's factory takes a ``contact`` keyword."""
     import inspect
@@ -467,6 +481,24 @@ def build_parser() -> argparse.ArgumentParser:
     _solve_options(s, time_limit=60.0)
     s.add_argument("--verbose", action="store_true", help="show each solver's iteration table")
     s.set_defaults(func=cmd_compare)
+
+    s = sub.add_parser("sweep", help="solve a problem over seeds and option values on Dask; a table of the runs")
+    s.add_argument("problem")
+    s.add_argument("--seeds", default="0", help="seeds: N, A-B, or a comma-separated list of them (default 0); "
+                                                "they reach the stochastic methods (cem, cem-*)")
+    s.add_argument("--set", action="append", metavar="KEY=V1,V2",
+                   help="an option of the problem's factory and its values (repeatable; every combination runs): "
+                        "horizon=80,100; contact=lcp,ncp; a tuple with colons: target=2.6:2.0,2.2:2.2")
+    s.add_argument("--method", default=None, help="solver (default: the problem's own method and options)")
+    s.add_argument("--max-iter", type=int, default=None, help="iteration budget of each run")
+    s.add_argument("--time-limit", type=float, default=None, help="stop each run after this many seconds")
+    s.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="an existing Dask scheduler (tcp://host:port; start one with `dask scheduler` and its "
+                        "workers with `dask worker ADDRESS`); default: a local cluster for this sweep")
+    s.add_argument("--workers", type=int, default=None,
+                   help="worker processes of the local cluster (default: one per core)")
+    s.add_argument("--out", default=None, help="output folder (default: out/PROBLEM/sweep/)")
+    s.set_defaults(func=cmd_sweep)
 
     s = sub.add_parser("bench", help="time one step and its Jacobians; compare with finite differences")
     s.add_argument("problems", nargs="*", help=f"problems (default: {' '.join(DEFAULT_BENCH)})")
