@@ -1,19 +1,26 @@
 """The ``trajopt`` command.
 
     trajopt list                                   registered problems
-    trajopt simulate PROBLEM [--steps N] [--perturb] [--out DIR]
+    trajopt simulate PROBLEM [--steps N] [--perturb] [--no-scene] [--out DIR]
                                                    rollout from the problem's start (or a
                                                    seeded perturbation of it) with zero
-                                                   controls; writes a plot of the states
+                                                   controls; writes a plot of the states and
+                                                   scene.html (3-D playback, trajopt.viewer)
     trajopt solve PROBLEM [--method M] [--smoothing auto|none|KAPPA] [--seed N]
                       [--contact lcp|ncp|penalty] [--max-iter N] [--time-limit S] [--out DIR]
                                                    optimize (by default with the problem's own
                                                    method); writes the solution, summary.json,
-                                                   convergence / state / control plots and, for
-                                                   planar problems, an animation
+                                                   convergence / state / control plots,
+                                                   scene.html (3-D playback in the browser) and,
+                                                   for planar problems, an animation
     trajopt compare PROBLEM [--methods ddp,ipopt,cem] [--time-limit S] [--out DIR]
                                                    run several methods; cost against wall time
                                                    on one figure
+    trajopt sweep PROBLEM [--seeds 0-9] [--set KEY=V1,V2 ...] [--method M] [--max-iter N]
+                      [--time-limit S] [--scheduler tcp://HOST:PORT] [--workers N] [--out DIR]
+                                                   one solve per combination, on Dask (a local
+                                                   cluster, or an existing one); sweep.csv and
+                                                   a folder per run (trajopt.sweep)
     trajopt bench [PROBLEM ...] [--contact lcp|ncp] [--json FILE] [--ddp-iterations N] [--suite ncp-paper]
                                                    step / Jacobian timings and errors;
                                                    DDP per iteration (catapult, go1-hold)
@@ -116,6 +123,9 @@ def cmd_simulate(args) -> int:
                       + (", perturbed start" if args.perturb else ""))
     print(f"{args.problem}: {len(xs) - 1} steps of {dyn.dt:g} s in {wall:.3f} s ({status})")
     print(f"wrote {png}")
+    if not args.no_scene and write_scene_file(dyn, xs, us[: len(xs) - 1], out, title=f"{args.problem}: simulate",
+                                              target=ocp.info.get("target")):
+        print(f"wrote {os.path.join(out, 'scene.html')}")
     return 0 if status == "ok" else 1
 
 
@@ -175,9 +185,21 @@ def _versions() -> dict:
     return out
 
 
+def write_scene_file(dyn, xs, us, out_dir: str, *, title: str, target=None) -> bool:
+    """Write ``out_dir/scene.html`` (:func:`trajopt.viewer.write_scene`) when ``dyn`` is a simulator
+    with a Pinocchio model (a user's own dynamics has nothing to draw); True when written."""
+    if getattr(dyn, "model", None) is None or not hasattr(dyn, "geometry"):
+        return False
+    from .viewer import write_scene
+
+    write_scene(dyn, xs, os.path.join(out_dir, "scene.html"), us=us, title=title, target=target)
+    return True
+
+
 def write_solution(ocp, sol, *, problem: str, contact: str | None, out_dir: str, animate: bool = True,
-                   extra: dict | None = None) -> dict:
-    """Save a solution: solution.npz, summary.json, plots (and a GIF for planar problems)."""
+                   extra: dict | None = None, scene: bool = True) -> dict:
+    """Save a solution: solution.npz, summary.json, plots, scene.html (3-D playback; ``scene``)
+    and a GIF for planar problems."""
     from .plots import animate_planar, plot_controls, plot_convergence, plot_states
 
     os.makedirs(out_dir, exist_ok=True)
@@ -212,6 +234,10 @@ def write_solution(ocp, sol, *, problem: str, contact: str | None, out_dir: str,
             animate_planar(sol.xs[:, : dyn.nq], dyn.shapes_2d, dt=dt, path=os.path.join(out_dir, "animation.gif"),
                            target=ocp.info.get("target"), title=problem)
             files.append("animation.gif")
+    if scene and np.isfinite(sol.xs[0]).all() and write_scene_file(
+            dyn, sol.xs, sol.us, out_dir, title=f"{problem}: {sol.method}, {sol.status.value}",
+            target=ocp.info.get("target")):
+        files.append("scene.html")
     summary["files"] = files
     return summary
 
@@ -325,7 +351,7 @@ def cmd_solve(args) -> int:
     sol = solve(ocp, method=args.method, **solver_options)
     out = os.path.join(args.out, args.problem, name)
     summary = write_solution(ocp, sol, problem=args.problem, contact=args.contact, out_dir=out,
-                             animate=not args.no_animation,
+                             animate=not args.no_animation, scene=not args.no_scene,
                              extra={"complementarity_aware": True} if args.complementarity_aware else None)
     figures = ", ".join(f"{k} {v:.4g}" for k, v in summary["metrics"].items())
     print(f"{args.problem} / {name}: {summary['status']}, cost {summary['cost']:.6g}, "
@@ -368,6 +394,15 @@ def cmd_compare(args) -> int:
         json.dump(rows, f, indent=2)
     print(f"wrote {png}")
     return 0
+
+
+def cmd_sweep(args) -> int:
+    from .sweep import SweepError, main_sweep
+
+    try:
+        return main_sweep(args)
+    except SweepError as exc:
+        raise CLIError(str(exc)) from None
 
 
 def _has_contact(name) -> bool:
@@ -445,6 +480,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--perturb", action="store_true",
                    help="start from a seeded random perturbation (+-0.3) of the start configuration")
     s.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT}/)")
+    s.add_argument("--no-scene", action="store_true", help="skip scene.html (3-D playback in the browser)")
     s.set_defaults(func=cmd_simulate)
 
     s = sub.add_parser("solve", help="optimize a problem and save the solution, its summary and plots")
@@ -455,6 +491,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "the robot), 'none', or one kappa > 0 in J (default: the problem's)")
     _solve_options(s, time_limit=None)
     s.add_argument("--no-animation", action="store_true", help="skip the GIF of planar problems")
+    s.add_argument("--no-scene", action="store_true", help="skip scene.html (3-D playback in the browser)")
     s.add_argument("--option", action="append", metavar="KEY=VALUE",
                    help="an option of the problem's factory (repeatable), e.g. --option noise=1e-3")
     s.add_argument("--complementarity-aware", action="store_true",
@@ -468,6 +505,24 @@ def build_parser() -> argparse.ArgumentParser:
     _solve_options(s, time_limit=60.0)
     s.add_argument("--verbose", action="store_true", help="show each solver's iteration table")
     s.set_defaults(func=cmd_compare)
+
+    s = sub.add_parser("sweep", help="solve a problem over seeds and option values on Dask; a table of the runs")
+    s.add_argument("problem")
+    s.add_argument("--seeds", default="0", help="seeds: N, A-B, or a comma-separated list of them (default 0); "
+                                                "they reach the stochastic methods (cem, cem-*)")
+    s.add_argument("--set", action="append", metavar="KEY=V1,V2",
+                   help="an option of the problem's factory and its values (repeatable; every combination runs): "
+                        "horizon=80,100; contact=lcp,ncp; a tuple with colons: target=2.6:2.0,2.2:2.2")
+    s.add_argument("--method", default=None, help="solver (default: the problem's own method and options)")
+    s.add_argument("--max-iter", type=int, default=None, help="iteration budget of each run")
+    s.add_argument("--time-limit", type=float, default=None, help="stop each run after this many seconds")
+    s.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="an existing Dask scheduler (tcp://host:port; start one with `dask scheduler` and its "
+                        "workers with `dask worker ADDRESS`); default: a local cluster for this sweep")
+    s.add_argument("--workers", type=int, default=None,
+                   help="worker processes of the local cluster (default: one per core)")
+    s.add_argument("--out", default=None, help="output folder (default: out/PROBLEM/sweep/)")
+    s.set_defaults(func=cmd_sweep)
 
     s = sub.add_parser("bench", help="time one step and its Jacobians; compare with finite differences")
     s.add_argument("problems", nargs="*", help=f"problems (default: {' '.join(DEFAULT_BENCH)})")

@@ -1,0 +1,161 @@
+"""``trajopt sweep``: runs on a local Dask cluster and on a separately started scheduler + worker,
+failed runs kept as rows, Ctrl-C keeps the finished runs, bad input refused before anything runs."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from trajopt.cli import main
+from trajopt.sweep import Run, SweepError, parse_seeds, parse_set, plan, run_sweep
+
+FAST = ["--method", "cem", "--max-iter", "2"]  # pendulum, CEM: a fraction of a second per run
+
+
+def _table(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_parse_seeds_and_sets():
+    assert parse_seeds("0-3") == [0, 1, 2, 3] and parse_seeds("0-2,7,1") == [0, 1, 2, 7] and parse_seeds("4") == [4]
+    for bad in ("3-1", "-1", "a", "1-", ""):
+        with pytest.raises(SweepError, match="--seeds"):
+            parse_seeds(bad)
+    sets = parse_set(["target=2.6:2.0,2.2:2.2", "contact=lcp,ncp", "horizon=80"], "catapult")
+    assert sets == {"target": [(2.6, 2.0), (2.2, 2.2)], "contact": ["lcp", "ncp"], "horizon": [80]}
+    with pytest.raises(SweepError, match="has no option 'speed'; its options: horizon, dt"):
+        parse_set(["speed=1"], "pendulum")
+    with pytest.raises(SweepError, match="KEY=V1,V2"):
+        parse_set(["horizon"], "pendulum")
+    runs = plan("catapult", [0, 1], sets)
+    assert len(runs) == 8 and len({r.name for r in runs}) == 8
+    assert runs[0].name == "seed0_target-2.6x2.0_contact-lcp_horizon-80"
+
+
+def test_local_sweep_of_four_runs(tmp_path, capsys):
+    out = tmp_path / "sweep"
+    assert main(["sweep", "pendulum", "--seeds", "0-1", "--set", "horizon=20,30", *FAST, "--workers", "2",
+                 "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    rows = _table(out / "sweep.csv")
+    assert [(r["seed"], r["horizon"]) for r in rows] == [("0", "20"), ("0", "30"), ("1", "20"), ("1", "30")]
+    for r in rows:
+        assert r["status"] == "max_iterations" and r["method"] == "cem" and r["iterations"] == "2"
+        assert float(r["cost"]) > 0 and float(r["wall_time_s"]) > 0 and r["metric:final_angle_error"] and not r["error"]
+        folder = out / r["folder"]
+        summary = json.loads((folder / "summary.json").read_text())
+        assert summary["horizon"] == int(r["horizon"]) and summary["sweep"]["seed"] == int(r["seed"])
+        assert (folder / "solution.npz").is_file() and (folder / "scene.html").is_file()
+    assert rows[0]["cost"] != rows[2]["cost"]  # the seed reaches CEM
+    assert text.count("/4] seed") == 4 and "final_angle_error" in text  # progress, then the table
+    assert not [p for p in os.listdir(out / "runs") if p.startswith(".tmp")]
+    # a re-run keeps the finished runs and solves nothing
+    assert main(["sweep", "pendulum", "--seeds", "0-1", "--set", "horizon=20,30", *FAST, "--out", str(out)]) == 0
+    assert "4 of 4 runs already finished" in capsys.readouterr().out
+    assert _table(out / "sweep.csv") == rows
+
+
+def test_a_failed_run_is_a_row_and_the_others_finish(tmp_path):
+    runs = [Run(name="bad", problem="pendulum", seed=0, options={"horizon": -1}, method="cem", max_iter=1),
+            Run(name="good", problem="pendulum", seed=0, options={"horizon": 10}, method="cem", max_iter=1)]
+    rows = run_sweep(runs, out=str(tmp_path), workers=1, echo=lambda *a: None)
+    assert [r["status"] for r in rows] == ["error", "max_iterations"]
+    assert "horizon must be a positive integer" in rows[0]["error"]
+    summary = json.loads((tmp_path / "runs" / "bad" / "summary.json").read_text())
+    assert summary["status"] == "error" and "Traceback" in summary["traceback"]
+    assert _table(tmp_path / "sweep.csv")[0]["error"].startswith("ValueError")
+
+
+def test_bad_input_is_refused_before_anything_runs(tmp_path, capsys):
+    cases = [(["nope"], "unknown problem 'nope'"), (["pendulum", "--set", "foo=1"], "has no option 'foo'"),
+             (["pendulum", "--seeds", "5-2"], "0 <= A <= B"), (["pendulum", "--set", "horizon=-3"], "horizon=-3"),
+             (["cube-throw"], "inverse (least-squares) problem"), (["pendulum", "--method", "zz"], "unknown method"),
+             (["pendulum", "--workers", "0"], "--workers must be >= 1"),
+             (["pendulum", "--time-limit", "0"], "--time-limit must be > 0")]
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    cases.append((["pendulum", "--out", str(blocker / "sub")], "cannot write there"))
+    for argv, message in cases:
+        t0 = time.perf_counter()
+        assert main(["sweep", *argv, "--out", str(tmp_path / "o")] if "--out" not in argv else ["sweep", *argv]) == 2
+        assert message in capsys.readouterr().err, argv
+        assert time.perf_counter() - t0 < 10
+    assert not (tmp_path / "o" / "runs").exists()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def dask_cluster(tmp_path):
+    """A ``dask scheduler`` and one ``dask worker`` started as separate processes; their address."""
+    dask = shutil.which("dask")
+    if dask is None:
+        pytest.skip("the dask command is not installed (pip install 'dask[distributed]')")
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    env = dict(os.environ)
+    logs = [open(tmp_path / name, "w") for name in ("scheduler.log", "worker.log")]
+    procs = [subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+                              env=env, stdout=logs[0], stderr=subprocess.STDOUT, cwd=tmp_path)]
+    try:
+        procs.append(subprocess.Popen([dask, "worker", address, "--nworkers", "1", "--nthreads", "1",
+                                       "--no-dashboard"], env=env, stdout=logs[1], stderr=subprocess.STDOUT,
+                                      cwd=tmp_path))
+        from distributed import Client
+
+        with Client(address, timeout=30) as client:
+            client.wait_for_workers(1, timeout=60)
+        yield address
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        for f in logs:
+            f.close()
+
+
+def test_sweep_on_a_separately_started_scheduler_and_worker(dask_cluster, tmp_path, capsys):
+    out = tmp_path / "sweep"
+    assert main(["sweep", "pendulum", "--seeds", "0-1", "--set", "horizon=15", *FAST, "--scheduler", dask_cluster,
+                 "--out", str(out)]) == 0
+    assert f"on 1 Dask worker(s) at {dask_cluster}" in capsys.readouterr().out
+    rows = _table(out / "sweep.csv")
+    assert [r["status"] for r in rows] == ["max_iterations"] * 2
+    assert all((out / r["folder"] / "solution.npz").is_file() for r in rows)
+
+
+def test_ctrl_c_cancels_pending_runs_and_keeps_finished_ones(tmp_path):
+    out = tmp_path / "sweep"
+    cmd = [sys.executable, "-c", "import sys; from trajopt.cli import main; sys.exit(main())", "sweep", "pendulum",
+           "--seeds", "0-7", "--set", "horizon=15", *FAST, "--workers", "1", "--out", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith("[1/8]"):
+            proc.send_signal(signal.SIGINT)
+            break
+    rest, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, "".join(lines) + rest
+    rows = _table(out / "sweep.csv")
+    statuses = [r["status"] for r in rows]
+    assert len(rows) == 8 and statuses.count("max_iterations") >= 1 and statuses.count("cancelled") >= 1
+    assert "finished runs kept" in rest
