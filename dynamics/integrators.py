@@ -108,7 +108,8 @@ class ImplicitStep:
                                  "use integrator='bdf1'")
             return self.sim._check_x(previous, "previous state")
         if previous is not None:
-            raise ValueError(f"previous= is for integrator='bdf2'; integrator={self.integrator!r} is a one-step method")
+            raise ValueError(f"previous= is for integrator='bdf2' (the state before x); integrator={self.integrator!r} "
+                             "is a one-step method")
         return None
 
     # -- the residual and its Jacobian ---------------------------------------------------
