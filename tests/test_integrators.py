@@ -287,3 +287,21 @@ def test_bdf_with_contact_or_euler_only_options_is_refused(integrator):
         sim.step_derivatives(x, u, adjoint=np.zeros(sim.ndx), **kw)
     with pytest.raises(ValueError, match="params= and impulses= are computed for integrator='euler' only"):
         sim.step_derivatives(x, u, params=["mass:j0"], **kw)
+
+
+def test_ddp_runs_on_bdf1_and_refuses_bdf2_with_the_reason():
+    """The one-step protocol: DDP improves the pendulum swing-up under BDF1; BDF2 stops at once, naming why."""
+    import dataclasses
+
+    import problems
+    from solvers import solve
+
+    ocp = problems.load("pendulum", horizon=60)
+    euler = ocp.dynamics
+    for integrator in ("bdf1", "bdf2"):
+        sim = Simulator(euler.model, geometry=euler.geometry, dt=euler.dt, integrator=integrator)
+        sol = solve(dataclasses.replace(ocp, dynamics=sim), method="ddp", max_iter=3, verbose=False)
+        if integrator == "bdf1":
+            assert sol.history[-1]["cost"] < 0.9 * sol.history[0]["cost"], sol.history
+        else:
+            assert sol.status.name == "FAILED" and "two-step method" in sol.info["message"], sol.info
