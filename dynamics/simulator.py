@@ -9,6 +9,9 @@ One step, semi-implicit Euler::
     v+ = v + dt * ABA(q, v, B u)
     q+ = q (+) dt * v+                      (Lie-group integration, pin.integrate)
 
+(the default ``integrator="euler"``; ``"bdf1"``/``"bdf2"``, the implicit steps for stiff springs and
+dampers without contact, are in :mod:`dynamics.integrators`).
+
 Joint viscous damping ``D = diag(d)`` is integrated implicitly (``damping="implicit"``, the
 default), as MuJoCo's Euler integrator does::
 
@@ -276,7 +279,7 @@ class SimData:
 
 
 class Simulator:
-    """A rigid-body system stepped with semi-implicit Euler, with analytical step Jacobians.
+    """A rigid-body system stepped with semi-implicit Euler (or BDF1/BDF2), with analytical step Jacobians.
 
     Parameters
     ----------
@@ -373,6 +376,16 @@ class Simulator:
         default 50), the smoothing width ``w`` (m, default 1e-3: the force starts, C^1, at a gap of ``w``)
         and the friction's slip-velocity scale ``v_s`` (m/s, default 1e-3). None: the default. Stable while
         ``dt < 2 sqrt(m_eff / k)`` for every contact's effective mass. Other models refuse them.
+    integrator:
+        ``"euler"`` (default): semi-implicit Euler, the step above. ``"bdf1"`` (backward Euler) or ``"bdf2"``
+        (DiffHand/RedMax's BDF2): the implicit step, solved by Newton with the exact Jacobian of the smooth
+        dynamics and differentiated implicitly; springs, damping and all other forces at the new state, so
+        stiff joint springs and dampers stay stable at any ``dt`` (:mod:`dynamics.integrators`). BDF2 is a
+        two-step method: ``step``/``step_derivatives`` need ``previous=x_prev`` (``step_derivatives`` then
+        returns ``(x+, Fx, Fu, Fprev)``); ``rollout`` starts with one BDF1 step; ``rollout_derivatives``,
+        ``knot_derivatives`` and the solvers refuse it (take ``"bdf1"``). Not with contact in this version:
+        a system with collision pairs, a ground or joint limits raises ValueError at construction, as do
+        ``damping="explicit"``, complementarity-aware Jacobians and ``params=``/``impulses=`` with BDF.
 
     Contact is active when the model has collision pairs (geometry of two bodies
     not joined by a joint, or anything against ``ground``) or joint limits.
@@ -430,6 +443,7 @@ class Simulator:
         contact_damping: float | None = None,
         contact_width: float | None = None,
         contact_slip_velocity: float | None = None,
+        integrator: str = "euler",
     ):
         if not isinstance(model, pin.Model):
             raise TypeError(f"Simulator needs a pinocchio.Model, got {type(model).__name__}")
@@ -446,7 +460,7 @@ class Simulator:
                              joint_damping=joint_damping, damping=damping, restitution=restitution,
                              restitution_threshold=restitution_threshold, contact_stiffness=contact_stiffness,
                              contact_damping=contact_damping, contact_width=contact_width,
-                             contact_slip_velocity=contact_slip_velocity)
+                             contact_slip_velocity=contact_slip_velocity, integrator=integrator)
         penalty = _penalty_parameters(contact, stiffness=contact_stiffness, damping=contact_damping,
                                       width=contact_width, slip_velocity=contact_slip_velocity)
         self.model = model
@@ -495,6 +509,12 @@ class Simulator:
                           restitution=restitution, restitution_threshold=restitution_threshold,
                           penalty=penalty, dt=self.dt)
         self.contact_model = cm if cm.enabled else None
+        from .integrators import ImplicitStep, check_integrator
+
+        check_integrator(integrator, contact=cm.enabled, damping=damping)
+        #: ``"euler"`` (semi-implicit, the default), ``"bdf1"`` or ``"bdf2"`` (:mod:`dynamics.integrators`)
+        self.integrator = integrator
+        self._implicit = None if integrator == "euler" else ImplicitStep(self, integrator)
         self.smoothing = cm.kappa
         self.contact = contact if cm.enabled else "none"
         self.friction = float(friction)
@@ -811,8 +831,14 @@ class Simulator:
             dv_dqv[:, nv + self._damp_dofs] -= dt * minv[:, self._damp_dofs] * self._damping[self._damp_dofs]
 
     # -- the step -----------------------------------------------------------------------
-    def step(self, x, u, *, data: SimData | None = None) -> np.ndarray:
-        """``x+ = f(x, u)``: one semi-implicit Euler step. Returns a new (nx,) array."""
+    def step(self, x, u, *, data: SimData | None = None, previous=None) -> np.ndarray:
+        """``x+ = f(x, u)``: one step of the simulator's integrator (semi-implicit Euler by default). Returns
+        a new (nx,) array. ``previous``: the state before ``x``, required by ``integrator="bdf2"`` only."""
+        if self._implicit is not None:
+            prev = self._implicit._previous(previous)
+            return self._implicit.step(self._check_x(x), self._check_u(u), prev, data or self._data)
+        if previous is not None:
+            self._implicit_only("previous=")
         d = data or self._data
         fs = self._fused_step
         if fs is not None and (self.contact_model is None or self.contact_model.fused is self._fused_lcp):
@@ -922,6 +948,10 @@ class Simulator:
     #: contacts not yet made), and no contact at all (the exact Jacobian).
     COMPLEMENTARITY_AWARE_CONTACTS = ("lcp", "relaxed", "none")
 
+    def _implicit_only(self, what):
+        raise ValueError(f"{what} is for integrator='bdf2' (the state before x); integrator={self.integrator!r} "
+                         "is a one-step method")
+
     def check_complementarity_aware(self) -> None:
         """``ValueError`` unless complementarity-aware Jacobians are defined for this contact model.
 
@@ -930,7 +960,12 @@ class Simulator:
         a sticking contact can leave the cone's interior through breaking *or* sliding, and the aware
         choice between them is not Nimble's; rather than run the LCP's classification on the cone's
         modes, or silently return the exact Jacobian, the combination is refused.
+        BDF integrators have no contact (:mod:`dynamics.integrators`), so nothing to reclassify: refused too.
         """
+        if self.integrator != "euler":
+            raise ValueError(f"complementarity-aware Jacobians (step_derivatives(adjoint=...), --complementarity-aware) "
+                             f"need contact, which integrator={self.integrator!r} does not handle: use "
+                             "integrator='euler'")
         if self.contact not in self.COMPLEMENTARITY_AWARE_CONTACTS:
             raise ValueError(
                 f"complementarity-aware Jacobians (complementarity_aware=True, step_derivatives(adjoint=...), "
@@ -939,7 +974,7 @@ class Simulator:
                 f"(relaxed contact, --smoothing auto) with the {self.contact!r} model")
 
     def step_derivatives(self, x, u, *, data: SimData | None = None, adjoint=None, params=None,
-                         impulses: bool = False):
+                         impulses: bool = False, previous=None):
         """``(x+, Fx, Fu)``: the step and its tangent-space Jacobians.
 
         ``params`` (parameter names, :meth:`parameter_names`): also ``Fp`` (ndx, total size), the exact
@@ -959,7 +994,15 @@ class Simulator:
         (clamping), and the Jacobians of whichever classification gives the larger
         ``|dl/dv|^2 + |dl/du|^2 / dt`` are returned. Not the derivative of the step where they
         differ: a search direction out of the zero gradients of clamping contacts.
+
+        ``previous`` (``integrator="bdf2"`` only, required there): the state before ``x``; then
+        ``(x+, Fx, Fu, Fprev)`` with ``Fx = dx+/dx`` at fixed ``previous`` and ``Fprev = dx+/dprevious``
+        (ndx, ndx) (:mod:`dynamics.integrators`).
         """
+        if self._implicit is not None:
+            return self._implicit_derivatives(x, u, data, adjoint, params, impulses, previous)
+        if previous is not None:
+            self._implicit_only("previous=")
         if adjoint is not None:
             self.check_complementarity_aware()
         if params is not None or impulses:
@@ -976,6 +1019,18 @@ class Simulator:
         Fu = np.empty((self.ndx, self.nu))
         self._step_derivatives(x, u, data or self._data, out, Fx, Fu, adjoint)
         return out, Fx, Fu
+
+    def _implicit_derivatives(self, x, u, data, adjoint, params, impulses, previous):
+        """:meth:`step_derivatives` of a BDF integrator."""
+        if adjoint is not None:
+            self.check_complementarity_aware()
+        if params is not None or impulses:
+            raise ValueError(f"params= and impulses= are computed for integrator='euler' only, not "
+                             f"integrator={self.integrator!r}")
+        prev = self._implicit._previous(previous, "step_derivatives")
+        out, Fx, Fu, Fprev = self._implicit.step_derivatives(self._check_x(x), self._check_u(u), prev,
+                                                             data or self._data)
+        return (out, Fx, Fu) if prev is None else (out, Fx, Fu, Fprev)
 
     def _step_derivatives(self, x, u, d, out, Fx, Fu, adjoint=None):
         """:meth:`step_derivatives` on a checked state and control, into ``out`` (nx), ``Fx`` (ndx, ndx)
@@ -1149,8 +1204,11 @@ class Simulator:
                              f"{np.flatnonzero(~np.isfinite(us[t])).tolist()}")
         return us
 
-    def rollout(self, x0, us, *, data: SimData | None = None) -> np.ndarray:
+    def rollout(self, x0, us, *, data: SimData | None = None, previous=None) -> np.ndarray:
         """States ``xs`` (T+1, nx) from ``x0`` under controls ``us`` (T, nu).
+
+        ``integrator="bdf2"``: the first step is BDF1, or BDF2 from ``previous`` (the state before ``x0``)
+        when given; other integrators refuse ``previous``.
 
         Raises :class:`SimulationError` (carrying the states reached so far in
         ``.xs``) if the simulation diverges.
@@ -1158,6 +1216,12 @@ class Simulator:
         x0 = self._check_x(x0, "initial state x0")
         us = self._check_controls(us, "rollout step")
         d = data or self._data
+        if self._implicit is not None:
+            if previous is not None:
+                previous = self._implicit._previous(previous, "rollout")
+            return self._implicit.rollout(x0, us, previous, d)
+        if previous is not None:
+            self._implicit_only("previous=")
         T = len(us)
         xs = np.empty((T + 1, self.nx))
         xs[0] = x0
@@ -1211,6 +1275,8 @@ class Simulator:
         Errors are prefixed with ``label t``; a :class:`SimulationError` carries the rollout's states so
         far when ``rollout`` (the (T+1, nx) array ``xin``/``xout`` view) is given. ``check``: each
         ``xin[t]`` is checked first (knot states that are not a rollout's)."""
+        if self._implicit is not None:
+            return self._implicit.derivatives_loop(xin, xout, us, d, label, rollout=rollout, check=check)
         T = len(us)
         Fx = np.empty((T, self.ndx, self.ndx))
         Fu = np.empty((T, self.ndx, self.nu))
