@@ -22,7 +22,7 @@ def solve(prob, **kw):
 
 
 def test_ur5_identified_subset_has_full_rank():
-    """The 22 identified entries' regressor columns (``Y dpi/dp``, stacked over random states) have full
+    """The 20 identified entries' regressor columns (``Y dpi/dp``, stacked over random states) have full
     rank, and all 60 inertial entries only rank 36 (the base parameters)."""
     from dynamics.parameters import dynamic_parameter_jacobian, resolve
     from problems.sysid import UR5_IDENTIFIED, ur5_nominal_simulator
@@ -42,7 +42,7 @@ def test_ur5_identified_subset_has_full_rank():
     assert np.linalg.matrix_rank(A) == 36
     off = {b.name: b.offset for b in blocks}
     cols = [off[n] + k for n, k in UR5_IDENTIFIED]
-    assert len(cols) == 22 and np.linalg.matrix_rank(A[:, cols]) == 22
+    assert len(cols) == 20 and np.linalg.matrix_rank(A[:, cols]) == 20
 
 
 @pytest.fixture(scope="module")
@@ -64,15 +64,24 @@ def test_ur5_sysid_recovers_the_parameters(ur5):
     assert z0_error > 0.5  # it started well away (COM coordinates 5-15 mm off)
 
 
-@pytest.mark.parametrize("options", [dict(seed=3, truth_seed=1), dict(seed=5, truth_seed=6)])
+@pytest.mark.parametrize("options", [dict(seed=3, truth_seed=1), dict(seed=5, truth_seed=6), dict(truth_seed=5)])
 def test_ur5_sysid_other_data_and_other_robots(options):
+    """truth_seed=5 failed with the two weakly determined wrist COM coordinates identified (parameter_error 3.9)."""
     sol, m, _ = solve(problems.load("ur5-sysid", **options))
     assert m["parameter_error"] <= 1e-3
 
 
-@pytest.mark.xfail(strict=True, reason="known: from the nominal start Gauss-Newton stops at residual ~1-2 on these "
-                                       "variants (ill-conditioned wrist directions; see the report of issue 14)")
-@pytest.mark.parametrize("options", [dict(truth_seed=5), dict(seed=4, truth_seed=4)])
+@pytest.mark.slow
+@pytest.mark.parametrize("options", [dict(seed=2, truth_seed=3), dict(seed=1, truth_seed=7), dict(seed=6, truth_seed=8),
+                                     dict(seed=7, truth_seed=9), dict(seed=8, truth_seed=10)])
+def test_ur5_sysid_more_variants(options):
+    sol, m, _ = solve(problems.load("ur5-sysid", **options))
+    assert m["parameter_error"] <= 1e-3
+
+
+@pytest.mark.xfail(strict=True, reason="known: from the nominal start Gauss-Newton stops at residual 0.81, "
+                                       "parameter_error ~1 (see the report of issue 14)")
+@pytest.mark.parametrize("options", [dict(seed=4, truth_seed=4)])
 def test_ur5_sysid_variants_that_fail_today(options):
     sol, m, _ = solve(problems.load("ur5-sysid", **options))
     assert m["parameter_error"] <= 1e-3
@@ -82,52 +91,23 @@ def test_ur5_sysid_with_noise_reports_error_bars_that_hold():
     prob = problems.load("ur5-sysid", noise=1e-3)
     sol, m, _ = solve(prob)
     bars = prob.info["error_bars"](sol.us[0])
-    assert bars.shape == (22,) and np.all(bars > 0)
+    assert bars.shape == (20,) and np.all(bars > 0)
     assert m["max_sigma_error"] <= 4.0  # the true values within 4 sigma (observed 1.8)
 
 
 def test_ur5_sysid_cli(tmp_path):
     assert main(["solve", "ur5-sysid", "--option", "noise=1e-3", "--out", str(tmp_path)]) == 0
     summary = json.loads((tmp_path / "ur5-sysid" / "gauss-newton" / "summary.json").read_text())
-    assert "max_sigma_error" in summary["metrics"] and len(summary["error_bars"]) == 22
+    assert "max_sigma_error" in summary["metrics"] and len(summary["error_bars"]) == 20
     assert "finite_differences" not in summary  # skipped: 274 unknowns
     assert main(["solve", "ur5-sysid", "--option", "noise"]) == 2
 
 
 def test_sysid_bad_input():
-    for name in ("ur5-sysid", "cube-sysid"):
+    for name in ("ur5-sysid", "cube-sysid"):  # more of cube-sysid's in tests/test_cube_sysid.py
         with pytest.raises(ValueError, match="noise must be"):
             problems.load(name, noise=-1.0)
         with pytest.raises(TypeError, match="unexpected keyword"):
             problems.load(name, nois=1e-3)
     with pytest.raises(ValueError, match="window"):
         problems.load("ur5-sysid", window=0)
-    with pytest.raises(ValueError, match="6 entries"):
-        problems.load("cube-sysid", true_twist=(1.0, 2.0))
-
-
-@pytest.fixture(scope="module")
-def cube():
-    return problems.load("cube-sysid")
-
-
-def test_cube_sysid_jacobian_matches_finite_differences(cube):
-    r, J = cube.jacobian(cube.z0)
-    _, J_fd = fd_jacobian(cube.residual, cube.z0, 1e-6)
-    assert np.abs(J - J_fd).max() <= 1e-5 * np.abs(J_fd).max()
-    assert cube.dynamics.warm_start_stats["contact_steps"] > 100  # through landing, tumbling and sliding
-
-
-def test_cube_sysid_converges_near_the_answer():
-    """NCP (the default); under LCP it stops 18 % off even from 1 % of the offset (measured)."""
-    prob = problems.load("cube-sysid")
-    z_true = prob.info["true"]
-    sol, m, _ = solve(prob, z0=z_true + 0.01 * (prob.z0 - z_true))
-    assert m["parameter_error"] <= 1e-3
-
-
-@pytest.mark.xfail(strict=True, reason="known: from the stated guess (friction 0.3 for 0.5) Gauss-Newton stops in a "
-                                       "kink of the tumbling cube's residual (see the report of issue 14)")
-def test_cube_sysid_recovers_friction_and_twist(cube):
-    sol, m, _ = solve(cube)
-    assert m["parameter_error"] <= 1e-3

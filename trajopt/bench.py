@@ -205,6 +205,60 @@ def format_ddp_table(records) -> str:
     return "\n".join(lines)
 
 
+PARAMETER_KINDS = {"inertial": ("mass", "com", "inertia"), "all": None}
+
+
+def bench_parameters(dyn, x, u, *, min_time: float = 0.1) -> dict:
+    """The cost of the parameter Jacobians ``Fp`` next to the state Jacobians, at ``(x, u)`` (issue 14's
+    target: at most 1.5x). Times ``step_derivatives(x, u)`` and ``step_derivatives(x, u, params=names)`` for
+    the inertial parameters (masses, COMs, inertias) and for all of ``dyn.parameter_names()``, twice each:
+    on a fresh workspace per call (``fresh``: the contact solve included, what one step with its Jacobians
+    costs) and on one workspace that keeps the solve of ``x, u`` (``kept``: a solver's backward pass after
+    its rollout). Ratios are ``params`` over state-only time in the same setting. Returns ``{}`` for dynamics
+    without parameters (``parameter_names``)."""
+    if not hasattr(dyn, "parameter_names"):
+        return {}
+    out = {}
+    kept = dyn.create_data()
+    dyn.step(x, u, data=kept)
+    base = {"fresh": time_call(lambda: dyn.step_derivatives(x, u, data=dyn.create_data()), min_time=min_time),
+            "kept": time_call(lambda: dyn.step_derivatives(x, u, data=kept), min_time=min_time)}
+    out["state_jacobians_ms"] = 1e3 * base["fresh"]
+    out["state_jacobians_kept_ms"] = 1e3 * base["kept"]
+    for label, kinds in PARAMETER_KINDS.items():
+        names = [n for n in dyn.parameter_names() if kinds is None or n.split(":")[0] in kinds]
+        if not names:
+            continue
+        out[f"{label}_parameters"] = int(dyn.parameter_size(names))
+        for setting, t0 in base.items():
+            if setting == "fresh":
+                t = time_call(lambda: dyn.step_derivatives(x, u, data=dyn.create_data(), params=names),
+                              min_time=min_time)
+            else:
+                t = time_call(lambda: dyn.step_derivatives(x, u, data=kept, params=names), min_time=min_time)
+            out[f"{label}_{setting}_ratio"] = t / t0
+    return out
+
+
+def format_parameter_table(records) -> str:
+    """The parameter-Jacobian columns of ``records`` (those that have them) as a table."""
+    rows = [r for r in records if "state_jacobians_ms" in r]
+    head = (f"{'problem':<16}{'Jac [ms]':>10}{'inertial':>10}{'fresh':>8}{'kept':>8}{'all':>6}{'fresh':>8}"
+            f"{'kept':>8}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        def cell(label, key, width):
+            v = r.get(f"{label}_{key}")
+            return f"{'-':>{width}}" if v is None else (f"{v:>{width}d}" if isinstance(v, int) else f"{v:>{width}.2f}x")
+        lines.append(f"{r['problem']:<16}{r['state_jacobians_ms']:>10.3f}{cell('inertial', 'parameters', 10)}"
+                     f"{cell('inertial', 'fresh_ratio', 7)}{cell('inertial', 'kept_ratio', 7)}"
+                     f"{cell('all', 'parameters', 6)}{cell('all', 'fresh_ratio', 7)}{cell('all', 'kept_ratio', 7)}")
+    lines.append("Parameter Jacobians: step_derivatives(x, u, params=names) time over step_derivatives(x, u), "
+                 "inertial (masses, COMs, inertias; their count) and all parameters; fresh: a new workspace per call "
+                 "(contact solve included), kept: the workspace keeps the solve of (x, u). Issue 14's target: <= 1.5x")
+    return "\n".join(lines)
+
+
 def bench_state(ocp, seed: int = 0):
     """The ``(x, u)`` a problem is benchmarked at.
 

@@ -130,8 +130,8 @@ def cmd_simulate(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from .bench import (DDP_PROBLEMS, bench_ddp, bench_dynamics, bench_state, bench_trajectory, format_ddp_table,
-                        format_table)
+    from .bench import (DDP_PROBLEMS, bench_ddp, bench_dynamics, bench_parameters, bench_state, bench_trajectory,
+                        format_ddp_table, format_parameter_table, format_table)
 
     if args.ddp_iterations < 0:
         raise CLIError(f"--ddp-iterations must be >= 0, got {args.ddp_iterations}")
@@ -158,12 +158,17 @@ def cmd_bench(args) -> int:
             us = ocp.check_controls(ocp.us_init)
             rec.update(bench_trajectory(ocp.dynamics, ocp.x0, us, min_time=args.min_time))
             rec.update(bench_ddp(ocp, solve_ddp, iterations=args.ddp_iterations))
+        if args.params:
+            rec.update(bench_parameters(ocp.dynamics, x, u, min_time=args.min_time))
         records.append(rec)
         print(f"  {name}: done", file=sys.stderr)
     print(format_table(records))
     if any("ddp_iteration_ms" in r for r in records):
         print()
         print(format_ddp_table(records))
+    if args.params:
+        print()
+        print(format_parameter_table(records))
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:
@@ -536,6 +541,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--ddp-iterations", type=int, default=5,
                    help="for catapult and go1-hold: also time DDP per iteration over this many iterations from the "
                         "initial guess, and the trajectory's states and Jacobians per step (0: skip; default 5)")
+    s.add_argument("--params", action="store_true",
+                   help="also time the parameter Jacobians (step_derivatives(..., params=)) against the state "
+                        "Jacobians: inertial and all parameters (issue 14's target: <= 1.5x)")
     s.set_defaults(func=cmd_bench)
     return p
 

@@ -1,0 +1,39 @@
+"""``trajopt bench --params`` (issue 14): the parameter Jacobians' cost next to the state Jacobians'."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from problems.inverse import cube_simulator
+from trajopt.bench import bench_parameters, format_parameter_table
+from trajopt.cli import main
+
+
+def test_bench_parameters_times_inertial_and_all_parameters():
+    sim = cube_simulator()
+    x = sim.neutral_state()
+    x[2] = 0.099  # resting on the ground: a contact solve in every call
+    rec = bench_parameters(sim, x, np.zeros(0), min_time=0.01)
+    assert rec["inertial_parameters"] == 10 and rec["all_parameters"] == sim.parameter_size(sim.parameter_names())
+    for key in ("inertial_fresh_ratio", "inertial_kept_ratio", "all_fresh_ratio", "all_kept_ratio"):
+        assert 0.5 < rec[key] < 100.0
+    table = format_parameter_table([{"problem": "cube", **rec}])
+    assert table.splitlines()[2].startswith("cube") and "1.5x" in table
+
+
+def test_bench_parameters_skips_dynamics_without_parameters():
+    class NoParameters:
+        pass
+    assert bench_parameters(NoParameters(), np.zeros(2), np.zeros(1)) == {}
+
+
+def test_bench_params_cli(capsys):
+    assert main(["bench", "pendulum", "--params", "--ddp-iterations", "0", "--min-time", "0.01"]) == 0
+    out = capsys.readouterr().out
+    assert "Parameter Jacobians" in out and out.count("pendulum") >= 2
+
+
+def test_bench_params_cli_bad_option():
+    with pytest.raises(SystemExit):
+        main(["bench", "pendulum", "--params=yes"])

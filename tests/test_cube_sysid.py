@@ -1,0 +1,92 @@
+"""``cube-sysid`` (issue 14): friction and initial twist of a tumbling, sliding cube (:func:`problems.sysid.cube_sysid`).
+
+The staged start (flight, then friction by a homotopy over the horizon) is what makes Gauss-Newton reach the
+answer; the raw guess alone does not (strict xfail). Variants the method was not tuned on: other true
+frictions, throws, guesses, heights and the LCP contact model; long ones are ``slow``."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+import problems
+from solvers import gauss_newton
+from trajopt.lsq import fd_jacobian
+
+
+def identify(**options):
+    """Load and solve; returns (problem, metrics, wall time of both)."""
+    t = time.perf_counter()
+    prob = problems.load("cube-sysid", **options)
+    sol = gauss_newton(prob, verbose=False, max_iter=50)
+    return prob, prob.evaluate(sol.us[0]), time.perf_counter() - t
+
+
+@pytest.fixture(scope="module")
+def raw():
+    return problems.load("cube-sysid", start="raw")
+
+
+def test_cube_sysid_jacobian_matches_finite_differences(raw):
+    r, J = raw.jacobian(raw.z0)
+    _, J_fd = fd_jacobian(raw.residual, raw.z0, 1e-6)
+    assert np.abs(J - J_fd).max() <= 1e-5 * np.abs(J_fd).max()
+    assert raw.dynamics.warm_start_stats["contact_steps"] > 100  # through landing, tumbling and sliding
+
+
+def test_cube_sysid_recovers_friction_and_twist():
+    prob, m, wall = identify()
+    assert m["parameter_error"] <= 1e-3 and wall < 60.0
+    assert prob.evaluate(prob.info["guess"])["parameter_error"] >= 0.4  # the stated guess: friction 0.3 for 0.5
+
+
+def test_cube_sysid_from_a_guess_above_the_truth():
+    """Friction guessed 1.2 for 0.5: every contact sticks at first (zero friction derivative), so the homotopy
+    moves below the largest friction ratio the rollout uses."""
+    _, m, _ = identify(guess_friction=1.2)
+    assert m["parameter_error"] <= 1e-3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("options", [
+    dict(true_friction=0.3), dict(true_friction=0.8), dict(true_twist=(0.5, -0.4, 0.3, -1.0, 0.7, 1.5)),
+    dict(true_twist=(1.5, 0.0, 0.0, 0.0, 2.0, 0.0)), dict(true_twist=(-0.8, 0.6, 0.2, 1.0, 0.5, -1.5)),
+    dict(true_friction=0.3, true_twist=(1.2, -0.5, 0.0, 0.3, 0.3, 3.0)), dict(height=0.1),
+    dict(guess_friction=0.1, true_friction=0.8), dict(guess_offset=(-0.3, 0.2, 0.2, -0.3, 0.3, -0.4)),
+    dict(true_friction=1.0, true_twist=(0.3, 1.0, -0.5, 2.0, 0.0, -1.0)), dict(contact="lcp")])
+def test_cube_sysid_more_variants(options):
+    _, m, _ = identify(**options)
+    assert m["parameter_error"] <= 1e-3
+
+
+def test_cube_sysid_with_noise_reports_error_bars_that_hold():
+    prob, m, _ = identify(noise=1e-4, seed=3)
+    assert prob.info["error_bars"](prob.z0).shape == (7,)
+    assert m["parameter_error"] <= 1e-3 and m["max_sigma_error"] <= 4.0
+
+
+def test_cube_sysid_converges_from_the_raw_guess_only_near_the_answer(raw):
+    z_true = raw.info["true"]
+    sol = gauss_newton(raw, z0=z_true + 0.01 * (raw.z0 - z_true), verbose=False, max_iter=50)
+    assert raw.evaluate(sol.us[0])["parameter_error"] <= 1e-3
+
+
+@pytest.mark.xfail(strict=True, reason="known: from the raw guess (friction 0.3 for 0.5, twist offset up to 0.15) "
+                                       "Gauss-Newton stops in a kink of the tumbling cube's residual; the staged "
+                                       "start is what reaches the answer")
+def test_cube_sysid_from_the_raw_guess(raw):
+    sol = gauss_newton(raw, verbose=False, max_iter=50)
+    assert raw.evaluate(sol.us[0])["parameter_error"] <= 1e-3
+
+
+def test_cube_sysid_bad_input():
+    with pytest.raises(ValueError, match="6 entries"):
+        problems.load("cube-sysid", true_twist=(1.0, 2.0))
+    with pytest.raises(ValueError, match="start must be"):
+        problems.load("cube-sysid", start="stages")
+    with pytest.raises(ValueError, match="guess_friction must be a friction coefficient > 0"):
+        problems.load("cube-sysid", guess_friction=0.0)
+    with pytest.raises(ValueError, match="no flight to estimate the twist from"):
+        problems.load("cube-sysid", every=100)
