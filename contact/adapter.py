@@ -86,7 +86,11 @@ class Linearization:
     (its columns are rows of ``phi`` laid out like impulses; None: ``F`` does not depend on
     ``phi``). The ``z`` reduced unknowns map to impulses by ``P`` (m, z), or, when ``P`` is
     None, are the impulses of the rows ``unknowns`` (z,). ``regular``: ``E`` is square and
-    regular (plain solve); otherwise least squares with the cutoff :data:`RANK_RTOL`.
+    regular (plain solve); otherwise least squares with the cutoff :data:`RANK_RTOL`. ``symmetric``:
+    ``E`` is symmetric (the LCP's clamping block ``A[C, C] = J_C M^-1 J_C^T``): the compiled least squares
+    may use its symmetric factorizations (Cholesky where it certifies full rank, else the symmetric
+    eigendecomposition with the same cutoff; numpy's lstsq, an SVD, in the reference), equal up to
+    round-off (cond(E) eps).
     """
 
     E: np.ndarray
@@ -95,6 +99,7 @@ class Linearization:
     P: np.ndarray | None = None
     Fphi: np.ndarray | None = None
     regular: bool = False
+    symmetric: bool = False
 
 
 @njit(cache=True)
@@ -142,7 +147,8 @@ def lambda_jacobian(lin: Linearization, dc: np.ndarray, dphi: np.ndarray | None 
     if _core is None:
         return _reference_lambda_jacobian(lin, dc, dphi)
     dphi = None if lin.Fphi is None else dphi
-    return _core.lambda_jacobian(lin.E, lin.Fc, lin.Fphi, dc, dphi, bool(lin.regular), lin.P, lin.unknowns)
+    return _core.lambda_jacobian(lin.E, lin.Fc, lin.Fphi, dc, dphi, bool(lin.regular), lin.P, lin.unknowns,
+                                 bool(lin.symmetric))
 
 
 def _reference_lambda_jacobian(lin: Linearization, dc: np.ndarray, dphi: np.ndarray | None = None) -> np.ndarray:
@@ -165,7 +171,8 @@ def velocity_jacobian(lin: Linearization, dc: np.ndarray, dphi: np.ndarray | Non
     if _core is None:
         return _reference_velocity_jacobian(lin, dc, dphi, MJt, G)
     dphi = None if lin.Fphi is None else dphi
-    return _core.implicit_velocity(lin.E, lin.Fc, lin.Fphi, dc, dphi, bool(lin.regular), lin.P, lin.unknowns, MJt, G)
+    return _core.implicit_velocity(lin.E, lin.Fc, lin.Fphi, dc, dphi, bool(lin.regular), lin.P, lin.unknowns, MJt, G,
+                                   bool(lin.symmetric))
 
 
 def _reference_velocity_jacobian(lin: Linearization, dc: np.ndarray, dphi: np.ndarray | None, MJt: np.ndarray,

@@ -906,7 +906,7 @@ def _linearization_compiled(n: int, out, buf: np.ndarray, C: np.ndarray) -> Line
     K = buf[:k].reshape(nc, nc)
     Fc = buf[k : k + nc * n].reshape(nc, n)
     P = buf[k + nc * n : k + 2 * nc * n].reshape(n, nc) if bounded else None
-    return Linearization(E=K, Fc=Fc, unknowns=C[:nc], P=P)
+    return Linearization(E=K, Fc=Fc, unknowns=C[:nc], P=P, symmetric=not bounded)
 
 
 def solve_lcp_reference(
@@ -1069,7 +1069,7 @@ class LCPAdapter:
     def _linearization(self, lcp, cm, bm, signs) -> Linearization:
         C, P, K = _reduced(lcp, cm, bm, signs)
         Fc = np.eye(lcp.n).take(C, 0)
-        return Linearization(E=K, Fc=Fc, unknowns=C, P=P)
+        return Linearization(E=K, Fc=Fc, unknowns=C, P=P, symmetric=P is None)
 
     def contact_modes(self, sol: LCPSolution, layout) -> np.ndarray:
         """:class:`Mode` of each contact's normal row (nc,)."""

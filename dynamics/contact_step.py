@@ -39,6 +39,21 @@ limit is added and the problem solved again, at most once per limit). Without it
 the other rows (``M^-1`` couples the joints) or a fast free motion pushed joints through limits
 whose rows were not in the problem (the catapult's arm, 9.5 cm past its limit in one step).
 
+Restitution (Newton's impact law, Nimble IV-D; ``restitution=e`` on the simulator, global or per
+collision pair). A contact row *impacts* in a step when its pre-step normal velocity ``c_n^- = J_n(q) v``
+approaches faster than ``restitution_threshold`` (``c_n^- < -threshold``) and its free motion reaches the
+surface within the step (``b_n < 0`` above: hard contact would act on it). Its target becomes
+``c_n >= -e c_n^-`` instead of ``c_n + bias(phi)/dt >= 0``: the adapters get ``b_n = J_n v_f + e J_n v +
+min(bias(phi), 0) / dt`` (the speculative gap allowance dropped, a penetration's push-out kept), the same
+``b`` for the LCP, the NCP and the relaxed model, with no model-specific branch. The pre-step velocity
+``v`` (as Nimble), not ``v_f``: with it a frictionless ``e = 1`` bounce conserves semi-implicit Euler's
+free-flight invariant ``v v_f / 2 + g h`` exactly, wherever in the gap the impact step starts (a ball
+reaching the ground gets ``v+ = -e v``: ``dv+/dv = -e``, the bounce Jacobian). It bounces when its free
+motion would cross the surface, up to ``|c_n^-| dt`` early. Its Jacobian: the new term adds
+``e J_n`` to ``dc`` on the v-columns and ``e d(J_n w)/dq`` at ``w = v`` on the q-columns of the impact
+rows, and ``bias'`` is 0 on an impact row with a gap. Joint-limit rows never bounce. The fused compiled
+step does not know restitution: with any ``e > 0`` the Python path runs (``fused = None``).
+
 ``M`` is the step's: with implicit joint damping ``M + dt D`` (the simulator hands over a model
 whose armature carries ``dt D``, see :mod:`dynamics.simulator`), so the impulses act through the
 same operator as the free motion, in ``A``, in ``v+`` and in the position correction.
@@ -74,6 +89,7 @@ from __future__ import annotations
 import os
 import warnings
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -89,6 +105,66 @@ from contact.relaxed import CentralPathError
 
 #: Penetration depth (m) below which no extra push-out is applied (see ``bias``).
 SLOP = 1e-4
+#: Default ``restitution_threshold`` (m/s): slower impacts are inelastic (module docstring, "Restitution").
+#: Above the approach speeds that resting contact produces (gravity adds ``g dt`` = 0.01 m/s per 1 ms
+#: step; the penetration bias separates at ``slop / dt`` = 0.1 m/s at most) and below what a bounce is
+#: worth modelling (0.1 m/s at ``e = 1`` rises 0.5 mm); game engines use more (Bullet and PhysX 0.2 m/s,
+#: Box2D 1 m/s) because they want stacks to fall asleep.
+RESTITUTION_THRESHOLD = 0.1
+
+
+@dataclass
+class Impact:
+    """The impact rows of one step (module docstring, "Restitution"): ``rows`` (k,) rows of ``J``,
+    ``e`` (k,) their coefficients, ``v`` (nv,) the pre-step velocity (their ``c_n^- = J[rows] v``)."""
+
+    rows: np.ndarray
+    e: np.ndarray
+    v: np.ndarray
+
+
+def pair_restitution(scene: CollisionScene, restitution, threshold) -> np.ndarray | None:
+    """The coefficient of each collision pair of ``scene`` (npairs,), or None when all are 0.
+
+    ``restitution``: a number in [0, 1] for every pair, or a mapping ``{(nameA, nameB): e}`` over
+    collision-object names (either order; ``"ground"`` names the ground half-space unless an object has
+    that name), unlisted pairs 0. ``ValueError`` for a value outside [0, 1] or NaN, a name that is no
+    collision object, a pair that does not collide in the scene, or a bad ``threshold``."""
+    if not (_number(threshold) and np.isfinite(threshold) and threshold >= 0):
+        raise ValueError(f"restitution_threshold must be a finite speed >= 0 (m/s), got {threshold!r}")
+
+    def check(e, where):
+        if not (_number(e) and 0.0 <= e <= 1.0):  # NaN fails both comparisons
+            raise ValueError(f"restitution{where} must be a number in [0, 1] (0: inelastic, 1: elastic), got {e!r}")
+        return float(e)
+
+    npairs = scene.npairs
+    if not isinstance(restitution, Mapping):
+        e = check(restitution, "")
+        return np.full(npairs, e) if e > 0 else None
+    objs = scene.geometry.geometryObjects
+    names = {o.name: i for i, o in enumerate(objs)}
+    if "ground" not in names and "__ground__" in names:
+        names["ground"] = names["__ground__"]
+    index = {frozenset(p): k for k, p in enumerate(scene._pairs)}
+    out = np.zeros(npairs)
+    for key, e in restitution.items():
+        if not (isinstance(key, tuple) and len(key) == 2 and all(isinstance(n, str) for n in key)):
+            raise ValueError(f"restitution per pair takes (nameA, nameB) keys, got {key!r}")
+        missing = [n for n in key if n not in names]
+        if missing:
+            raise ValueError(f"restitution pair {key!r}: no collision object named {missing}; objects: "
+                             f"{sorted(n for n in names if n != '__ground__')}")
+        k = index.get(frozenset((names[key[0]], names[key[1]])))
+        if k is None:
+            raise ValueError(f"restitution pair {key!r}: these objects are not a collision pair of the scene "
+                             "(same body, excluded, or self-collision off)")
+        out[k] = check(e, f"[{key!r}]")
+    return out if out.any() else None
+
+
+def _number(x) -> bool:
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
 
 
 @dataclass
@@ -137,6 +213,7 @@ class ContactState:
     guessed: bool = False  # a warm start was tried (same rows as the last step)
     adapter: object = None  # the adapter that solved this step (a relaxed model's hard fallback)
     correction: "Correction | None" = None  # the position correction of deep rows (None: no deep row)
+    impact: "Impact | None" = None  # the rows that bounce this step (None: none)
 
     @property
     def lam(self) -> np.ndarray:
@@ -281,7 +358,8 @@ class ContactModel:
     def __init__(self, model: pin.Model, geometry, *, ground, up, friction: float, margin: float,
                  planar: bool, erp: float, joint_limits: bool, exclude=None, contact: str = "lcp",
                  self_collision: bool = True, pairs=None, smoothing: float = 0.0,
-                 smoothing_distance: float = 0.05, recovery: str = "position"):
+                 smoothing_distance: float = 0.05, recovery: str = "position", restitution=0.0,
+                 restitution_threshold: float = RESTITUTION_THRESHOLD):
         if recovery not in ("position", "velocity"):
             raise ValueError(f"recovery must be 'position' (bounded, the default) or 'velocity' (the former "
                              f"push-out), got {recovery!r}")
@@ -306,6 +384,9 @@ class ContactModel:
             margin = self.smoothing_distance
         self.scene = CollisionScene(model, geometry, ground=ground, up=up, margin=margin, planar=planar,
                                     exclude=exclude, self_collision=self_collision, pairs=pairs)
+        #: restitution per collision pair (npairs,), None when every pair is inelastic (module docstring)
+        self.restitution = pair_restitution(self.scene, restitution, restitution_threshold)
+        self.restitution_threshold = float(restitution_threshold)
         self.kin = ContactKinematics(model, planar=planar)
         self.rows = self.kin.rows
         self.friction = float(friction)
@@ -342,6 +423,8 @@ class ContactModel:
             self.fused = core_mod.FusedLCP(self.scene._detector, self.kin.support, self.kin.mask, self.rows,
                                            bool(planar), self.friction, self.margin, self.slop, self.erp,
                                            recovery == "velocity", [[float(x) for x in row] for row in lim])
+        if self.restitution is not None:  # the compiled step does not know restitution
+            self.fused = None
 
     # -- the step's contact part ------------------------------------------------------------
     def may_touch(self, q, v_free, dt) -> bool:
@@ -364,8 +447,9 @@ class ContactModel:
         return [k for k, (iq, iv, s, ref) in enumerate(self.limits)
                 if k not in active and s * (q[iq] + dt * v_next[iv] - ref) < 0.0]
 
-    def solve(self, model, data, gdata, q, v_free, dt, previous: ContactState | None):
-        """``(v+, ContactState or None)``; forward kinematics at q has been run by detection."""
+    def solve(self, model, data, gdata, q, v_free, dt, previous: ContactState | None, v=None):
+        """``(v+, ContactState or None)``; forward kinematics at q has been run by detection. ``v`` (nv,):
+        the pre-step velocity, which restitution needs (ignored without it)."""
         if self.fused is not None:
             # one compiled call; None: the detector handed this configuration back to Python
             if isinstance(previous, FusedContactState):
@@ -383,10 +467,11 @@ class ContactModel:
                 if not (self.limits and (self._crossed_limits(q, v_next, dt, self._near_limits(q))
                                          or self._fused_holds(st, v_next, dt))):
                     return v_next, (None if st is None else FusedContactState(st, self.adapter, self.friction))
-        return self._reference_solve(model, data, gdata, q, v_free, dt, previous)
+        return self._reference_solve(model, data, gdata, q, v_free, dt, previous, v)
 
-    def _reference_solve(self, model, data, gdata, q, v_free, dt, previous: ContactState | None):
-        """:meth:`solve` in Python (the reference; NCP and relaxed contact always run it).
+    def _reference_solve(self, model, data, gdata, q, v_free, dt, previous: ContactState | None, v=None):
+        """:meth:`solve` in Python (the reference; NCP and relaxed contact always run it). ``v``: the
+        pre-step velocity (restitution).
 
         A joint limit enters as a row when the joint is within the margin of it, or when the step's
         velocity would carry the joint across it: limit rows act only near their limits, and impulses
@@ -398,13 +483,13 @@ class ContactModel:
         active = self._near_limits(q)
         while True:
             v_next, state = self._solve_rows(model, data, q, v_free, dt, previous, contacts,
-                                             [self.limits[k] for k in sorted(active)])
+                                             [self.limits[k] for k in sorted(active)], v)
             crossed = self._crossed_limits(q, v_next, dt, active)
             if not crossed:
                 return v_next, state
             active.update(crossed)
 
-    def _solve_rows(self, model, data, q, v_free, dt, previous, contacts, limit_rows):
+    def _solve_rows(self, model, data, q, v_free, dt, previous, contacts, limit_rows, v=None):
         """One contact solve with the detected ``contacts`` and the joint-limit rows ``limit_rows``."""
         nc, r, nv = len(contacts), self.rows, self.nv
         if nc == 0 and not limit_rows:
@@ -437,6 +522,9 @@ class ContactModel:
         A = J @ MJt
         b = J @ v_free
         b[normal_rows] += bias / dt
+        impact = None
+        if self.restitution is not None and nc and v is not None:
+            impact = self._impacts(contacts, J, v, b, normal_rows[:nc], bias, bias_slope, phi, dt)
         key = (tuple(contacts.pair.tolist()), len(contacts), tuple(x[0] * 2 + (x[2] > 0) for x in limit_rows))
         same = previous is not None and previous.key == key
         layout = previous.layout if same else RowLayout(nc, r, len(limit_rows), self.friction)
@@ -460,6 +548,7 @@ class ContactModel:
         v_next = v_free + MJt @ sol.lam
         state = ContactState(geo, J, Minv, MJt, normal_rows, bias_slope, key, layout, problem, sol,
                              warm_hit=bool(sol.warm_start_hit), guessed=warm, adapter=used)
+        state.impact = impact
         if self.recovery == "position" and deep.any():
             rows, phis = normal_rows[deep], phi[deep]
             held = self._held_limit_rows(J, phi, normal_rows, nc, deep, v_next, dt)
@@ -485,6 +574,19 @@ class ContactModel:
         rows = normal_rows[lim]
         landing = phi[lim] + dt * (J[rows] @ v_next)
         return rows[~deep[lim] & (landing <= self.slop)]
+
+    def _impacts(self, contacts, J, v, b, rows, bias, bias_slope, phi, dt) -> Impact | None:
+        """Newton's impact law on the impact rows (module docstring, "Restitution"): updates ``b`` and
+        ``bias_slope`` in place on them; returns their :class:`Impact` (None: no row impacts)."""
+        e = self.restitution[contacts.pair]
+        c_pre = J[rows] @ v
+        k = np.flatnonzero((e > 0) & (c_pre < -self.restitution_threshold) & (b[rows] < 0))
+        if not k.size:
+            return None
+        gap = phi[k] > 0  # bias(phi) = phi there: its allowance goes, the bounce replaces it
+        b[rows[k]] += e[k] * c_pre[k] - np.where(gap, bias[k], 0.0) / dt
+        bias_slope[k[gap]] = 0.0
+        return Impact(rows[k], e[k], v.copy())
 
     def _correction(self, J, MJt, rows, phi_deep) -> Correction:
         """The position correction on the deep rows ``rows`` with distances ``phi_deep`` (module docstring);
@@ -557,11 +659,16 @@ class ContactModel:
     # -- Jacobians ------------------------------------------------------------------------------
     def _implicit_data(self, state: ContactState, G: np.ndarray, v_next: np.ndarray, dt: float, with_phi: bool):
         """``(dc_theta, dphi_theta)`` (m, ncols each): how the contact velocities ``c = J v+`` move at fixed
-        impulses, ``J G + K`` (K: bias'(phi)/dt J_n and d(J w)/dq at w = v+, on the q-columns), and the
+        impulses, ``J G + K`` (K: bias'(phi)/dt J_n and d(J w)/dq at w = v+, on the q-columns; on impact
+        rows the restitution term ``e J_n v``'s, on the q- and v-columns: ``G``'s columns are q, v, u), and the
         distances (``J_n`` on the q-columns of the normal rows; None unless ``with_phi``)."""
         nv, J, rows = self.nv, state.J, state.normal_rows
         dJv = self.kin.velocity_derivative(state.geo, v_next) if state.m_contact else np.zeros((0, nv))
         dc = fixed_impulse_velocity_derivative(J, G, rows, state.bias_slope / dt, dJv)
+        imp = getattr(state, "impact", None)  # a FusedContactState never has one
+        if imp is not None:  # c_n += e J_n(q) v on the impact rows: e J_n on v, e d(J_n w)/dq at w = v on q
+            dc[imp.rows, nv:2 * nv] += imp.e[:, None] * J[imp.rows]
+            dc[imp.rows, :nv] += imp.e[:, None] * self.kin.velocity_derivative(state.geo, imp.v)[imp.rows]
         dphi = None
         if with_phi:
             dphi = np.zeros_like(dc)

@@ -334,6 +334,19 @@ class Simulator:
         stable for any ``d >= 0`` (see the module docstring). ``"explicit"``: ``v+ = v + dt M^-1
         (tau - b - D v)``, stable only while ``d dt / I < 2`` for every damped joint (kept for
         comparison). Both give the same numbers, bit for bit, when no joint is damped.
+    restitution:
+        Newton's coefficient of restitution ``e`` in [0, 1] (0, the default: inelastic, today's step bit for
+        bit). A number for every collision pair, or a mapping ``{(objectA, objectB): e}`` over collision-object
+        names (either order; ``"ground"`` is the ground half-space), unlisted pairs 0: per pair, since it
+        enters only each contact's row of the free velocity (friction is one coefficient for all). An impact
+        (a contact approaching faster than ``restitution_threshold`` whose free motion reaches the surface
+        within the step) leaves with ``c_n >= -e c_n^-``, ``c_n^-`` its pre-step normal velocity; exact
+        Jacobians (``dv+/dv = -e`` along a ball's bouncing normal). Friction acts during the impact as in any
+        contact step (Nimble). Joint limits never bounce. With ``e > 0`` on any pair the Python contact step
+        runs (the fused compiled LCP step does not know restitution). See :mod:`dynamics.contact_step`.
+    restitution_threshold:
+        Slower impacts (m/s of approach) are inelastic (default 0.1: above what resting contact produces,
+        ``g dt`` per step and ``slop / dt``; a 0.1 m/s bounce rises 0.5 mm). A finite speed >= 0.
 
     Contact is active when the model has collision pairs (geometry of two bodies
     not joined by a joint, or anything against ``ground``) or joint limits.
@@ -385,6 +398,8 @@ class Simulator:
         spring_reference: float | Sequence[float] | None = None,
         joint_damping: float | Sequence[float] | None = None,
         damping: str = "implicit",
+        restitution: float | dict = 0.0,
+        restitution_threshold: float = 0.1,
     ):
         if not isinstance(model, pin.Model):
             raise TypeError(f"Simulator needs a pinocchio.Model, got {type(model).__name__}")
@@ -398,7 +413,8 @@ class Simulator:
                              collision_pairs=collision_pairs, smoothing=smoothing,
                              smoothing_distance=smoothing_distance, recovery=recovery,
                              joint_stiffness=joint_stiffness, spring_reference=spring_reference,
-                             joint_damping=joint_damping, damping=damping)
+                             joint_damping=joint_damping, damping=damping, restitution=restitution,
+                             restitution_threshold=restitution_threshold)
         self.model = model
         self.geometry = geometry
         self.dt = float(dt)
@@ -441,7 +457,8 @@ class Simulator:
         cm = ContactModel(self._step_model, geometry, ground=ground, up=up, friction=friction, margin=margin,
                           planar=planar, erp=erp, joint_limits=joint_limits, exclude=exclude_pairs,
                           contact=contact, self_collision=self_collision, pairs=collision_pairs,
-                          smoothing=smoothing, smoothing_distance=smoothing_distance, recovery=recovery)
+                          smoothing=smoothing, smoothing_distance=smoothing_distance, recovery=recovery,
+                          restitution=restitution, restitution_threshold=restitution_threshold)
         self.contact_model = cm if cm.enabled else None
         self.smoothing = cm.kappa
         self.contact = contact if cm.enabled else "none"
@@ -759,7 +776,7 @@ class Simulator:
         if not self.contact_model.may_touch(q, v_next, self.dt):
             d.contact = None
             return False
-        v_next[:] = self._solve_contacts(q, v_next, d)
+        v_next[:] = self._solve_contacts(q, v_next, d, v)
         return d.contact
 
     def _integrate(self, q, v_next, correction, out):
@@ -778,13 +795,13 @@ class Simulator:
         out[:nq] = pin.integrate(self.model, q, dq)
         return dq
 
-    def _solve_contacts(self, q, v_free, d):
+    def _solve_contacts(self, q, v_free, d, v=None):
         if not math.isfinite(v_free.sum()):
             raise SimulationError(f"{self.name}: the free velocity is non-finite before contact; "
                                   "the simulation diverged")
         try:
             v_next, state = self.contact_model.solve(self._step_model, d.pin, d.geom, q, v_free, self.dt,
-                                                     d.contact)
+                                                     d.contact, v)
         except (ValueError, ArithmeticError, np.linalg.LinAlgError) as exc:
             raise SimulationError(f"{self.name}: the {self.contact} contact solve failed: {exc}") from exc
         if not math.isfinite(v_next.sum()):
@@ -798,8 +815,16 @@ class Simulator:
             st["warm_hits"] += state.warm_hit
         return v_next
 
-    def step_derivatives(self, x, u, *, data: SimData | None = None, adjoint=None):
+    def step_derivatives(self, x, u, *, data: SimData | None = None, adjoint=None, params=None,
+                         impulses: bool = False):
         """``(x+, Fx, Fu)``: the step and its tangent-space Jacobians.
+
+        ``params`` (parameter names, :meth:`parameter_names`): also ``Fp`` (ndx, total size), the exact
+        derivative of ``x+`` with respect to those parameters: ``(x+, Fx, Fu, Fp)``. ``impulses=True``
+        appends a :class:`dynamics.parameters.StepImpulses` (the contact impulses and their Jacobians
+        with respect to x, u and the parameters). ``x+``, ``Fx``, ``Fu`` are the same numbers as without
+        them (the fused core where it runs); ``Fp`` and the impulse Jacobians come from the Python path,
+        LCP and NCP contact (see :mod:`dynamics.parameters` for the method).
 
         ``Fx`` is (ndx, ndx), ``Fu`` is (ndx, nu); rows and columns are ordered
         ``(dq, dv)``. Returned arrays are fresh (safe to keep). ``x+`` is :meth:`step`'s, bit for
@@ -812,6 +837,10 @@ class Simulator:
         ``|dl/dv|^2 + |dl/du|^2 / dt`` are returned. Not the derivative of the step where they
         differ: a search direction out of the zero gradients of clamping contacts.
         """
+        if params is not None or impulses:
+            from . import parameters
+
+            return parameters.step_derivatives(self, x, u, params, impulses, data, adjoint)
         x, u = self._check_x(x), self._check_u(u)
         if adjoint is not None:
             adjoint = np.asarray(adjoint, dtype=float)
@@ -903,6 +932,37 @@ class Simulator:
             d.stats["aware_switches"] += switched
         dv_dx[:] = full[:, :2 * nv]
         dv_du[:] = full[:, 2 * nv:]
+
+    # -- physical parameters (dynamics.parameters) ---------------------------------------
+    def parameter_names(self) -> list[str]:
+        """The names of this system's physical parameters: ``"friction"`` (with contact), then per joint
+        ``"mass:<link>"``, ``"com:<link>"`` (3), ``"inertia:<link>"`` (6, Pinocchio's order xx, xy, yy, xz,
+        yz, zz, about the centre of mass), then ``"placement:<joint>"`` (6, a tangent increment, ``M' = M
+        exp6(delta)``). See :mod:`dynamics.parameters`."""
+        from . import parameters
+
+        return parameters.names(self)
+
+    def parameter_size(self, names) -> int:
+        """The total size of the parameters ``names`` (a name or a sequence of names)."""
+        from . import parameters
+
+        return parameters.size(self, names)
+
+    def get_parameters(self, names) -> np.ndarray:
+        """The values of the parameters ``names``, concatenated in the order given (placements: 0)."""
+        from . import parameters
+
+        return parameters.get(self, names)
+
+    def with_parameters(self, names, values) -> "Simulator":
+        """The same system with the parameters ``names`` set to ``values`` (this simulator is unchanged).
+        ValueError naming the parameter on an unknown name, a wrong size, a non-finite value, a mass <= 0,
+        a negative friction, or an inertia that is not positive definite or breaks the triangle
+        inequality."""
+        from . import parameters
+
+        return parameters.with_values(self, names, values)
 
     @property
     def contacts(self):

@@ -85,6 +85,9 @@ def solve(ocp, method: str | None = None, *, smoothing=None, **options) -> Solut
     if smoothing is not None:
         options["smoothing"] = smoothing
     method, options, _ = resolve(ocp, method, options)
+    if "ddp" in method:  # compiled before any stage's clock starts (cem-ddp's budget covers both stages)
+        from ._ddp_kernels import ensure_compiled
+        ensure_compiled(options.get("verbose", True))
     smoothing = options.pop("smoothing", None)
     if smoothing is None or smoothing == "none":
         return METHODS[method](ocp, **options)

@@ -280,9 +280,10 @@ def _lcp_problems():
 def test_every_contact_step_of_the_problems(name, options, monkeypatch):
     import problems
 
-    monkeypatch.setenv("CONTACTRAJ_NO_FUSED", "1")  # the adapter's solve (spied on below), not the fused step's
+    # the adapter's solve (spied on below), not the fused step's; kept set through the rollouts, as
+    # identification problems (cube-sysid) build a system per residual evaluation (with_parameters)
+    monkeypatch.setenv("CONTACTRAJ_NO_FUSED", "1")
     ocp = problems.load(name, **options)
-    monkeypatch.delenv("CONTACTRAJ_NO_FUSED")
     adapter = ocp.dynamics.contact_model.adapter
     assert isinstance(adapter, L.LCPAdapter)
     calls = []

@@ -108,3 +108,18 @@ def test_swing_up_metric_measures_distance_from_upright():
     assert ocp.evaluate(xs, ocp.us_init)["final_angle_error"] == pytest.approx(np.pi)
     xs[-1, 1] = -np.pi + 0.1  # upright, approached the other way round
     assert ocp.evaluate(xs, ocp.us_init)["final_angle_error"] == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize("name", ["catapult", "go1-hold", "cartpole"])
+def test_running_derivatives_stack_the_per_knot_ones(name):
+    """OCP.running_derivatives (one derivatives_along call for a shared cost: ControlCost and sums
+    vectorized) equals the per-knot derivatives: exactly for what DDP uses, to round-off for L."""
+    ocp = problems.load(name)
+    us = ocp.us_init + 0.1 * np.random.default_rng(0).standard_normal(ocp.us_init.shape)
+    xs = ocp.rollout(np.clip(us, ocp.u_lower, ocp.u_upper))
+    stacked = ocp.running_derivatives(xs, us)
+    for t in (0, ocp.horizon // 2, ocp.horizon - 1):
+        d = ocp.running(t).derivatives(xs[t], us[t])
+        for f in ("Lx", "Lu", "Lxx", "Lxu", "Luu"):
+            assert np.array_equal(getattr(stacked, f)[t], getattr(d, f)), f
+        assert stacked.L[t] == pytest.approx(d.L, rel=1e-14, abs=1e-300)

@@ -46,6 +46,17 @@ class CostDerivatives:
         return self
 
 
+def stack_derivatives(ders, ndx: int, nu: int) -> CostDerivatives:
+    """Per-knot :class:`CostDerivatives` stacked into one with a leading knot axis."""
+    n = len(ders)
+    out = CostDerivatives(np.empty(n), np.empty((n, ndx)), np.empty((n, nu)), np.empty((n, ndx, ndx)),
+                          np.empty((n, ndx, nu)), np.empty((n, nu, nu)))
+    for t, d in enumerate(ders):
+        out.L[t] = d.L
+        out.Lx[t], out.Lu[t], out.Lxx[t], out.Lxu[t], out.Luu[t] = d.Lx, d.Lu, d.Lxx, d.Lxu, d.Luu
+    return out
+
+
 def _weights(w, n, what):
     W = np.asarray(w, dtype=float)
     if W.ndim == 0:
@@ -74,6 +85,13 @@ class Cost(abc.ABC):
     @abc.abstractmethod
     def derivatives(self, x, u=None) -> CostDerivatives:
         """Value and derivatives at ``(x, u)``."""
+
+    def derivatives_along(self, xs, us) -> CostDerivatives:
+        """:meth:`derivatives` at the knots ``(xs[t], us[t])`` (``xs`` (n, nx), ``us`` (n, nu)), stacked:
+        a :class:`CostDerivatives` whose fields have a leading knot axis (``L`` (n,), ``Lx`` (n, ndx),
+        ...). This default calls :meth:`derivatives` per knot; a cost may compute it for all knots at
+        once (it must give the same numbers)."""
+        return stack_derivatives([self.derivatives(x, u) for x, u in zip(xs, us, strict=True)], self.ndx, self.nu)
 
     def __add__(self, other: "Cost") -> "CostSum":
         return CostSum([(1.0, self), (1.0, other)])
@@ -107,6 +125,15 @@ class CostSum(Cost):
         out = CostDerivatives.zeros(self.ndx, self.nu)
         for w, c in self.terms:
             out.add_(c.derivatives(x, u), w)
+        return out
+
+    def derivatives_along(self, xs, us) -> CostDerivatives:
+        n = len(xs)
+        out = CostDerivatives(np.zeros(n), np.zeros((n, self.ndx)), np.zeros((n, self.nu)),
+                              np.zeros((n, self.ndx, self.ndx)), np.zeros((n, self.ndx, self.nu)),
+                              np.zeros((n, self.nu, self.nu)))
+        for w, c in self.terms:
+            out.add_(c.derivatives_along(xs, us), w)
         return out
 
 
@@ -165,6 +192,15 @@ class ControlCost(Cost):
         out.Lu = self.R @ e
         out.Luu = self.R.copy()
         return out
+
+    def derivatives_along(self, xs, us) -> CostDerivatives:
+        n = len(xs)
+        E = np.asarray(us, dtype=float) - self.u_ref
+        RE = np.einsum("ij,tj->ti", self.R, E)  # R e per knot
+        L = 0.5 * np.einsum("ti,ti->t", np.einsum("tj,ji->ti", E, self.R), E)  # (e' R) e per knot
+        return CostDerivatives(L, np.zeros((n, self.ndx)), RE,
+                               np.zeros((n, self.ndx, self.ndx)), np.zeros((n, self.ndx, self.nu)),
+                               np.broadcast_to(self.R, (n, self.nu, self.nu)).copy())
 
 
 class FunctionCost(Cost):

@@ -96,6 +96,23 @@ def step_jacobians_fd(dyn, x, u, *, method: str = "central", h: float | None = N
     raise ValueError(f"unknown finite-difference method {method!r}; expected 'central' or 'ridders'")
 
 
+def parameter_jacobian_fd(dyn, x, u, names, *, h: float = 1e-6) -> np.ndarray:
+    """Central-difference ``Fp`` (ndx, total size) of ``dyn.step`` at ``(x, u)`` with respect to the physical
+    parameters ``names``: each parameter moved by ``+-h`` through ``dyn.with_parameters`` (a new system per
+    evaluation, so no warm start), the outputs compared with ``state_difference``."""
+    p0 = dyn.get_parameters(names)
+    x = np.asarray(x, dtype=float)
+    u = np.asarray(u, dtype=float)
+    out = np.empty((dyn.ndx, p0.size))
+    for k in range(p0.size):
+        e = np.zeros(p0.size)
+        e[k] = h
+        xp = dyn.with_parameters(names, p0 + e).step(x, u)
+        xm = dyn.with_parameters(names, p0 - e).step(x, u)
+        out[:, k] = dyn.state_difference(xm, xp) / (2.0 * h)
+    return out
+
+
 def _ridders(f, h, ntab, con):
     """Ridders' extrapolation of ``(f(h) - f(-h)) / 2h`` to h -> 0, entrywise.
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .costs import Cost
+from .costs import Cost, stack_derivatives
 from .protocol import check_dynamics
 
 
@@ -105,6 +105,15 @@ class OCP:
     def running(self, t: int) -> Cost:
         """The running cost of knot ``t``."""
         return self._running[t]
+
+    def running_derivatives(self, xs, us):
+        """The running costs' derivatives at the knots ``t < T`` of ``xs`` (T+1, nx), ``us`` (T, nu), stacked
+        (:meth:`trajopt.costs.Cost.derivatives_along`: ``Lx`` (T, ndx), ..., ``Luu`` (T, nu, nu)); knots
+        that share one cost object are computed in one call."""
+        T = self.horizon
+        if all(c is self._running[0] for c in self._running):
+            return self._running[0].derivatives_along(xs[:T], us)
+        return stack_derivatives([self._running[t].derivatives(xs[t], us[t]) for t in range(T)], self.ndx, self.nu)
 
     def check_controls(self, us) -> np.ndarray:
         """``us`` as a (T, nu) float array, or a ValueError naming what is wrong."""

@@ -12,6 +12,16 @@ For ``x_{t+1} = f(x_t, u_t)`` with tangent-space Jacobians ``Fx_t``, ``Fu_t``:
   whatever the number of controls.
 
 Derivatives with respect to ``x_0`` are in the tangent space (``x_0 (+) dx``).
+
+Physical parameters ``p`` (names of ``dyn.parameter_names()``, time-invariant; the step's
+``Fp_t = d x_{t+1} / d p`` from ``dyn.step_derivatives(x, u, params=names)``):
+
+- **forward mode**: ``S_0 = dx_0/dz`` (zero unless the start depends on the unknowns: an
+  ``initial`` block of extra columns), ``S_{t+1} = Fx_t S_t + [Fp_t, 0]`` gives every
+  ``d x_t / d (p, z_0)`` (ndx, np + k) (:func:`parameter_sensitivity`);
+- **reverse mode**: with the same adjoints ``p_t`` as above, ``dL/dp = sum_t Fp_t' p_{t+1}``
+  (plus ``dl_t/dp``, zero for costs that do not see the parameters)
+  (:func:`parameter_adjoint_gradient`).
 """
 
 from __future__ import annotations
@@ -55,6 +65,80 @@ def aware_trajectory_jacobians(ocp, us, x0=None) -> TrajectoryJacobians:
         _, Fx[t], Fu[t] = dyn.step_derivatives(xs[t], us[t], adjoint=p)
         p = ocp.running(t).derivatives(xs[t], us[t]).Lx + Fx[t].T @ p
     return TrajectoryJacobians(xs, Fx, Fu)
+
+
+@dataclass
+class ParameterJacobians:
+    """``xs`` (T+1, nx) and the step Jacobians ``Fx`` (T, ndx, ndx), ``Fu`` (T, ndx, nu) and ``Fp`` (T, ndx,
+    np) along it, for the parameters ``params`` (names, in the order of ``Fp``'s columns)."""
+
+    xs: np.ndarray
+    Fx: np.ndarray
+    Fu: np.ndarray
+    Fp: np.ndarray
+    params: tuple
+
+
+def parameter_trajectory_jacobians(dyn, x0, us, params) -> ParameterJacobians:
+    """Roll out from ``x0`` under ``us`` (T, nu), keeping each step's ``Fx``, ``Fu`` and ``Fp`` with
+    respect to the parameters ``params`` (a name or a list of names; ``dyn.step_derivatives(x, u,
+    params=...)``, e.g. :class:`dynamics.Simulator`). Raises ``TypeError`` when ``dyn`` has no parameters."""
+    if not hasattr(dyn, "parameter_size"):
+        raise TypeError(f"{type(dyn).__name__} has no physical parameters (needs parameter_size and "
+                        "step_derivatives(..., params=))")
+    params = (params,) if isinstance(params, str) else tuple(params)
+    npar = dyn.parameter_size(params)
+    us = np.asarray(us, dtype=float)
+    if us.ndim != 2 or us.shape[1] != dyn.nu:
+        raise ValueError(f"controls have shape {us.shape}, expected (T, {dyn.nu})")
+    T = len(us)
+    xs = np.empty((T + 1, dyn.nx))
+    xs[0] = np.asarray(x0, dtype=float)
+    Fx = np.empty((T, dyn.ndx, dyn.ndx))
+    Fu = np.empty((T, dyn.ndx, dyn.nu))
+    Fp = np.empty((T, dyn.ndx, npar))
+    for t in range(T):
+        xs[t + 1], Fx[t], Fu[t], Fp[t] = dyn.step_derivatives(xs[t], us[t], params=params)
+    return ParameterJacobians(xs, Fx, Fu, Fp, params)
+
+
+def parameter_sensitivity(dyn, x0, us, params, *, initial=None, jac: ParameterJacobians | None = None):
+    """``(xs, S)``: the states (T+1, nx) and ``S[t] = d x_t / d z`` (T+1, ndx, np + k), ``z`` the
+    parameters ``params`` (np) followed by ``k`` unknowns of the start state, ``initial = d x_0 / d z_0``
+    (ndx, k) in the tangent space (e.g. the velocity rows of an identity for an unknown initial
+    velocity; None: k = 0). Forward mode, ``S_{t+1} = Fx_t S_t + [Fp_t, 0]`` (module docstring)."""
+    jac = jac or parameter_trajectory_jacobians(dyn, x0, us, params)
+    T, ndx, npar = jac.Fp.shape[0], dyn.ndx, jac.Fp.shape[2]
+    initial = np.zeros((ndx, 0)) if initial is None else np.asarray(initial, dtype=float)
+    if initial.ndim != 2 or initial.shape[0] != ndx:
+        raise ValueError(f"initial (d x_0 / d z_0) has shape {initial.shape}, expected ({ndx}, k)")
+    S = np.zeros((T + 1, ndx, npar + initial.shape[1]))
+    S[0, :, npar:] = initial
+    for t in range(T):
+        S[t + 1] = jac.Fx[t] @ S[t]
+        S[t + 1, :, :npar] += jac.Fp[t]
+    return jac.xs, S
+
+
+def parameter_adjoint_gradient(ocp, us, params, *, x0=None, jac: ParameterJacobians | None = None):
+    """``(cost, dcost/dx_0 (ndx,), dcost/dus (T, nu), dcost/dp (np,))`` of ``ocp``'s cost by one backward
+    sweep (module docstring); the costs do not depend on the parameters."""
+    us = ocp.check_controls(us)
+    x0 = ocp.x0 if x0 is None else np.asarray(x0, dtype=float)
+    jac = jac or parameter_trajectory_jacobians(ocp.dynamics, x0, us, params)
+    T = ocp.horizon
+    term = ocp.terminal_cost.derivatives(jac.xs[-1])
+    p = term.Lx.copy()
+    cost = term.L
+    g_u = np.empty((T, ocp.nu))
+    g_p = np.zeros(jac.Fp.shape[2])
+    for t in range(T - 1, -1, -1):
+        d = ocp.running(t).derivatives(jac.xs[t], us[t])
+        cost += d.L
+        g_u[t] = d.Lu + jac.Fu[t].T @ p
+        g_p += jac.Fp[t].T @ p
+        p = d.Lx + jac.Fx[t].T @ p
+    return float(cost), p, g_u, g_p
 
 
 def forward_sensitivity(dyn, x0, us, jac: TrajectoryJacobians | None = None):

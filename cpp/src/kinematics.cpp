@@ -5,6 +5,7 @@
 #include <Eigen/SVD>
 #include <cmath>
 #include <set>
+#include <vector>
 #include <stdexcept>
 #include <string>
 
@@ -282,6 +283,30 @@ void check_geometry(const CRowRef& J6A, const CRowRef& J6B, const CRowRef& D, co
   expect_shape(fn, "dp", dp.rows(), dp.cols(), nc * 3, nv);
 }
 
+namespace {
+// Contacts between the same two bodies have bitwise equal joint-Jacobian blocks (J6A, J6B rows c*6 ..):
+// the index of the first contact of c's pair (a foot's corners share one group).
+std::vector<Eigen::Index> pair_groups(const CRowRef& J6A, const CRowRef& J6B, Eigen::Index nc) {
+  std::vector<Eigen::Index> first(nc);
+  const Eigen::Index nv = J6A.cols();
+  auto same = [&](const CRowRef& M, Eigen::Index a, Eigen::Index b) {
+    for (int r = 0; r < 6; ++r)
+      for (Eigen::Index k = 0; k < nv; ++k)
+        if (M(a * 6 + r, k) != M(b * 6 + r, k)) return false;
+    return true;
+  };
+  for (Eigen::Index c = 0; c < nc; ++c) {
+    first[c] = c;
+    for (Eigen::Index g = 0; g < c; ++g)
+      if (first[g] == g && same(J6A, c, g) && same(J6B, c, g)) {
+        first[c] = g;
+        break;
+      }
+  }
+  return first;
+}
+}  // namespace
+
 void force_derivative(const CRowRef& J6A, const CRowRef& J6B, const CRowRef& D, const CRowRef& dD,
                       const CRowRef& dp, const CRowRef& points, const CVecRef& lam, const CRowRef& mask,
                       Eigen::Ref<RowMat> out) {
@@ -292,12 +317,22 @@ void force_derivative(const CRowRef& J6A, const CRowRef& J6B, const CRowRef& D, 
                                        std::to_string(nc * r));
   expect_shape(fn, "out", out.rows(), out.cols(), nv, nv);
   out.setZero();
-  Mat6X A(6, nv), B(6, nv), Dm(6, nv), Pm(6, nv), dw(6, nv);
+  // Every term is linear in the contact's wrench (F, p x F) and its derivative dw: contacts between the
+  // same two bodies (equal J6A, J6B) are summed first, and each body pair costs one O(nv^2) pass.
+  const std::vector<Eigen::Index> group = pair_groups(J6A, J6B, nc);
+  std::vector<double> wr(nc * 6, 0.0);
+  std::vector<char> used(nc, 0);
+  std::vector<Mat6X> dws(nc);
   for (Eigen::Index c = 0; c < nc; ++c) {
     bool nz = false;
     for (Eigen::Index j = 0; j < r; ++j)
       if (lam[c * r + j] != 0.0) nz = true;
     if (!nz) continue;
+    const Eigen::Index g = group[c];
+    if (!used[g]) {
+      used[g] = 1;
+      dws[g].setZero(6, nv);
+    }
     const double p0 = points(c, 0), p1 = points(c, 1), p2 = points(c, 2);
     double F0 = 0.0, F1 = 0.0, F2 = 0.0;
     for (Eigen::Index j = 0; j < r; ++j) {
@@ -308,11 +343,10 @@ void force_derivative(const CRowRef& J6A, const CRowRef& J6B, const CRowRef& D, 
     }
     double m0, m1, m2;
     cross(p0, p1, p2, F0, F1, F2, m0, m1, m2);
-    A = J6A.middleRows(c * 6, 6);
-    B = J6B.middleRows(c * 6, 6);
-    add_dJTw(A, F0, F1, F2, m0, m1, m2, mask, 1.0, out, Pm);
-    add_dJTw(B, F0, F1, F2, m0, m1, m2, mask, -1.0, out, Pm);
+    double* w = &wr[g * 6];
+    w[0] += F0; w[1] += F1; w[2] += F2; w[3] += m0; w[4] += m1; w[5] += m2;
     // the wrench moves: dw = (dF, dp x F + p x dF)
+    Mat6X& dw = dws[g];
     for (Eigen::Index k = 0; k < nv; ++k) {
       double g0 = 0.0, g1 = 0.0, g2 = 0.0;
       for (Eigen::Index j = 0; j < r; ++j) {
@@ -324,16 +358,26 @@ void force_derivative(const CRowRef& J6A, const CRowRef& J6B, const CRowRef& D, 
       double h0, h1, h2, i0, i1, i2;
       cross(dp(c * 3 + 0, k), dp(c * 3 + 1, k), dp(c * 3 + 2, k), F0, F1, F2, h0, h1, h2);
       cross(p0, p1, p2, g0, g1, g2, i0, i1, i2);
-      dw(0, k) = g0; dw(1, k) = g1; dw(2, k) = g2;
-      dw(3, k) = h0 + i0; dw(4, k) = h1 + i1; dw(5, k) = h2 + i2;
+      dw(0, k) += g0; dw(1, k) += g1; dw(2, k) += g2;
+      dw(3, k) += h0 + i0; dw(4, k) += h1 + i1; dw(5, k) += h2 + i2;
     }
+  }
+  Mat6X A(6, nv), B(6, nv), Dm(6, nv), Pm(6, nv);
+  for (Eigen::Index g = 0; g < nc; ++g) {
+    if (!used[g]) continue;
+    const double* w = &wr[g * 6];
+    A = J6A.middleRows(g * 6, 6);
+    B = J6B.middleRows(g * 6, 6);
+    add_dJTw(A, w[0], w[1], w[2], w[3], w[4], w[5], mask, 1.0, out, Pm);
+    add_dJTw(B, w[0], w[1], w[2], w[3], w[4], w[5], mask, -1.0, out, Pm);
     Dm = A - B;
+    const Mat6X& dw = dws[g];
     for (Eigen::Index i = 0; i < nv; ++i) {
       const double* a = Dm.col(i).data();
       for (Eigen::Index k = 0; k < nv; ++k) {
-        const double* w = dw.col(k).data();
+        const double* wk = dw.col(k).data();
         double s = 0.0;
-        for (int rr = 0; rr < 6; ++rr) s += a[rr] * w[rr];
+        for (int rr = 0; rr < 6; ++rr) s += a[rr] * wk[rr];
         out(i, k) += s;
       }
     }
@@ -348,17 +392,25 @@ void velocity_derivative(const CRowRef& J6A, const CRowRef& J6B, const CRowRef& 
   const Eigen::Index nc = points.rows(), nv = mask.rows(), r = D.cols();
   expect(v.size() == nv, fn, "v has " + std::to_string(v.size()) + " entries, expected nv = " + std::to_string(nv));
   expect_shape(fn, "out", out.rows(), out.cols(), nc * r, nv);
-  Mat6X A(6, nv), B(6, nv), Dm(6, nv), dA(6, nv), dB(6, nv);
+  // d(J6 v)/dq of the two bodies (and the relative twist V) depend on the body pair only: computed once
+  // per pair (the same values, reused), as for force_derivative.
+  const std::vector<Eigen::Index> group = pair_groups(J6A, J6B, nc);
+  Mat6X A(6, nv), B(6, nv), Dm(6, nv), dA(6, nv), dB(6, nv), dR(6, nv);
+  double V[6];
   for (Eigen::Index c = 0; c < nc; ++c) {
-    A = J6A.middleRows(c * 6, 6);
-    B = J6B.middleRows(c * 6, 6);
-    dJv(A, v, mask, dA);
-    dJv(B, v, mask, dB);
+    if (c == 0 || group[c] != group[c - 1]) {  // a new pair, or back to an earlier one
+      const Eigen::Index g = group[c];
+      A = J6A.middleRows(g * 6, 6);
+      B = J6B.middleRows(g * 6, 6);
+      dJv(A, v, mask, dA);
+      dJv(B, v, mask, dB);
+      dR = dA - dB;
+      Dm = A - B;
+      for (int rr = 0; rr < 6; ++rr) V[rr] = 0.0;
+      for (int rr = 0; rr < 6; ++rr)
+        for (Eigen::Index i = 0; i < nv; ++i) V[rr] += Dm(rr, i) * v[i];
+    }
     const double p0 = points(c, 0), p1 = points(c, 1), p2 = points(c, 2);
-    Dm = A - B;
-    double V[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
-    for (int rr = 0; rr < 6; ++rr)
-      for (Eigen::Index i = 0; i < nv; ++i) V[rr] += Dm(rr, i) * v[i];
     double x0, x1, x2;
     cross(V[3], V[4], V[5], p0, p1, p2, x0, x1, x2);
     const double vr0 = V[0] + x0, vr1 = V[1] + x1, vr2 = V[2] + x2;
@@ -369,8 +421,7 @@ void velocity_derivative(const CRowRef& J6A, const CRowRef& J6B, const CRowRef& 
       cross(d0, d1, d2, V[3], V[4], V[5], q0, q1, q2);
       const Eigen::Index row = (c * r + j) * 3;
       for (Eigen::Index k = 0; k < nv; ++k) {
-        double s = (d0 * (dA(0, k) - dB(0, k)) + d1 * (dA(1, k) - dB(1, k)) + d2 * (dA(2, k) - dB(2, k)) +
-                    pd0 * (dA(3, k) - dB(3, k)) + pd1 * (dA(4, k) - dB(4, k)) + pd2 * (dA(5, k) - dB(5, k)));
+        double s = (d0 * dR(0, k) + d1 * dR(1, k) + d2 * dR(2, k) + pd0 * dR(3, k) + pd1 * dR(4, k) + pd2 * dR(5, k));
         s += vr0 * dD(row, k) + vr1 * dD(row + 1, k) + vr2 * dD(row + 2, k);
         s += q0 * dp(c * 3 + 0, k) + q1 * dp(c * 3 + 1, k) + q2 * dp(c * 3 + 2, k);
         out(c * r + j, k) = s;
@@ -405,57 +456,6 @@ RowMat fixed_impulse_velocity_derivative(const CRowRef& J, const CRowRef& G, con
   return dc;
 }
 
-RowMat lstsq(const CRowRef& A, const CRowRef& B, double rcond) {
-  expect(A.rows() == B.rows(), "lstsq", "A has " + std::to_string(A.rows()) + " rows and B " +
-                                            std::to_string(B.rows()));
-  const Eigen::Index k = A.rows(), z = A.cols();
-  RowMat X = RowMat::Zero(z, B.cols());
-  if (k == 0 || z == 0) return X;
-  if (k >= z) {
-    // Fast path, when A certainly has full column rank under the cutoff: A P = Q R, and
-    // s_min(A) >= 1 / |R^-1|_F, s_max(A) <= |R|_F; if 1 / |R^-1|_F > 4 rcond |R|_F every singular
-    // value passes the cutoff (a margin of 4 over the bounds' round-off), and the least-squares
-    // solution is unique: R^-1 Q^T B, permuted. Otherwise (rank-deficient or near the cutoff) the SVD.
-    Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(A);
-    const Eigen::MatrixXd R = qr.matrixQR().topLeftCorner(z, z).triangularView<Eigen::Upper>();
-    if ((R.diagonal().array() != 0.0).all()) {
-      Eigen::MatrixXd Rinv = Eigen::MatrixXd::Identity(z, z);
-      R.triangularView<Eigen::Upper>().solveInPlace(Rinv);
-      if (1.0 / Rinv.norm() > 4.0 * rcond * R.norm()) {
-        Eigen::MatrixXd c = B;
-        c.applyOnTheLeft(qr.householderQ().adjoint());
-        Eigen::MatrixXd y = c.topRows(z);
-        R.triangularView<Eigen::Upper>().solveInPlace(y);
-        X = qr.colsPermutation() * y;
-        return X;
-      }
-    }
-  }
-  Eigen::BDCSVD<Eigen::MatrixXd> svd(A, Eigen::ComputeThinU | Eigen::ComputeThinV);
-  const Eigen::VectorXd& s = svd.singularValues();
-  const double cut = rcond * s[0];  // singular values are sorted, largest first
-  Eigen::Index rank = 0;
-  while (rank < s.size() && s[rank] > cut) ++rank;
-  if (rank == 0) return X;
-  // x = V_k diag(1/s_k) U_k^T B
-  Eigen::MatrixXd UtB = svd.matrixU().leftCols(rank).transpose() * B;
-  UtB = s.head(rank).cwiseInverse().asDiagonal() * UtB;
-  X.noalias() = svd.matrixV().leftCols(rank) * UtB;
-  return X;
-}
-
-RowMat solve(const CRowRef& A, const CRowRef& B) {
-  expect(A.rows() == A.cols(), "solve", "A has shape " + shape_str(A.rows(), A.cols()) + ", expected square");
-  expect(A.rows() == B.rows(), "solve", "A has " + std::to_string(A.rows()) + " rows and B " +
-                                            std::to_string(B.rows()));
-  if (A.rows() == 0) return RowMat(0, B.cols());
-  Eigen::PartialPivLU<Eigen::MatrixXd> lu(A);
-  const auto& U = lu.matrixLU();
-  for (Eigen::Index i = 0; i < U.rows(); ++i)
-    if (U(i, i) == 0.0) throw std::domain_error("Matrix is singular to machine precision.");
-  return lu.solve(B);
-}
-
 namespace {
 void check_reduced(const CRowRef& E, const CRowRef& Fc, const CRowRef& Fphi, const CRowRef& dc, const CRowRef& dphi,
                    const char* fn) {
@@ -471,12 +471,17 @@ void check_reduced(const CRowRef& E, const CRowRef& Fc, const CRowRef& Fphi, con
 }  // namespace
 
 RowMat solve_reduced(const CRowRef& E, const CRowRef& Fc, const CRowRef& Fphi, const CRowRef& dc,
-                     const CRowRef& dphi, bool regular) {
+                     const CRowRef& dphi, bool regular, bool symmetric) {
   check_reduced(E, Fc, Fphi, dc, dphi, "solve_reduced");
   RowMat rhs = Fc * dc;
   if (Fphi.rows()) rhs += Fphi * dphi;
   rhs = -rhs;
   if (regular) return solve(E, rhs);
+  if (symmetric && E.rows() == E.cols()) {
+    RowMat X(E.rows(), rhs.cols());
+    sym_lstsq(E, rhs, RANK_RTOL, X);
+    return X;
+  }
   return lstsq(E, rhs, RANK_RTOL);
 }
 
@@ -498,12 +503,12 @@ void check_mapping(const CRowRef& E, const CRowRef& Fc, const CRowRef& P, const 
 
 RowMat implicit_velocity(const CRowRef& E, const CRowRef& Fc, const CRowRef& Fphi, const CRowRef& dc,
                          const CRowRef& dphi, bool regular, const CRowRef& P, const CIdxRef& unknowns,
-                         const CRowRef& MJt, const CRowRef& G) {
+                         const CRowRef& MJt, const CRowRef& G, bool symmetric) {
   static const char* fn = "implicit_velocity";
   check_mapping(E, Fc, P, unknowns, fn);
   expect_shape(fn, "MJt", MJt.rows(), MJt.cols(), G.rows(), Fc.cols());
   expect_shape(fn, "G", G.rows(), G.cols(), MJt.rows(), dc.cols());
-  const RowMat dz = solve_reduced(E, Fc, Fphi, dc, dphi, regular);
+  const RowMat dz = solve_reduced(E, Fc, Fphi, dc, dphi, regular, symmetric);
   RowMat W;
   if (P.cols()) {
     W = MJt * P;
@@ -517,12 +522,13 @@ RowMat implicit_velocity(const CRowRef& E, const CRowRef& Fc, const CRowRef& Fph
 }
 
 RowMat lambda_jacobian(const CRowRef& E, const CRowRef& Fc, const CRowRef& Fphi, const CRowRef& dc,
-                       const CRowRef& dphi, bool regular, const CRowRef& P, const CIdxRef& unknowns) {
+                       const CRowRef& dphi, bool regular, const CRowRef& P, const CIdxRef& unknowns,
+                       bool symmetric) {
   static const char* fn = "lambda_jacobian";
   check_mapping(E, Fc, P, unknowns, fn);
   RowMat out = RowMat::Zero(Fc.cols(), dc.cols());
   if (E.rows() == 0) return out;
-  const RowMat dz = solve_reduced(E, Fc, Fphi, dc, dphi, regular);
+  const RowMat dz = solve_reduced(E, Fc, Fphi, dc, dphi, regular, symmetric);
   if (P.cols()) return P * dz;
   for (Eigen::Index a = 0; a < unknowns.size(); ++a) out.row(unknowns[a]) = dz.row(a);
   return out;
@@ -573,7 +579,6 @@ RowMat correction_jacobian(const CRowRef& A, const CRowRef& W, const CRowRef& Jd
 namespace {
 using ArrD = nb::ndarray<const double, nb::c_contig, nb::device::cpu>;
 using ArrI = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
-using ArrOut = nb::ndarray<nb::numpy, double>;
 using Map = Eigen::Map<const RowMat>;
 using IMap = Eigen::Map<const IdxVec>;
 
@@ -605,14 +610,6 @@ Map rows_of(const ArrD& a, const char* fn, const char* name, std::initializer_li
 }
 
 IMap idx_of(const ArrI& a) { return IMap(a.is_valid() ? a.data() : nullptr, a.is_valid() ? a.shape(0) : 0); }
-
-// A matrix moved to the heap and shown to numpy with ``shape`` (its size, C order), owned by numpy.
-ArrOut to_numpy(RowMat&& m, std::initializer_list<size_t> shape) {
-  auto* p = new RowMat(std::move(m));
-  nb::capsule owner(p, [](void* q) noexcept { delete static_cast<RowMat*>(q); });
-  static double empty = 0.0;
-  return ArrOut(p->size() ? p->data() : &empty, shape.size(), shape.begin(), owner);
-}
 
 CVecRef vec(const Map& m) { return CVecRef(Eigen::Map<const Eigen::VectorXd>(m.data(), m.rows() * m.cols())); }
 }  // namespace
@@ -733,33 +730,35 @@ void bind_kinematics(nb::module_& m) {
   m.def(
       "implicit_velocity",
       [](const ArrD& E, const ArrD& Fc, const ArrD& Fphi, const ArrD& dc, const ArrD& dphi, bool regular,
-         const ArrD& P, const ArrI& unknowns, const ArrD& MJt, const ArrD& G) {
+         const ArrD& P, const ArrI& unknowns, const ArrD& MJt, const ArrD& G, bool symmetric) {
         static const char* fn = "implicit_velocity";
         RowMat out = implicit_velocity(rows_of(E, fn, "E", {-1, -1}), rows_of(Fc, fn, "Fc", {-1, -1}),
                                        rows_of(Fphi, fn, "Fphi", {-1, -1}), rows_of(dc, fn, "dc", {-1, -1}),
                                        rows_of(dphi, fn, "dphi", {-1, -1}), regular, rows_of(P, fn, "P", {-1, -1}),
                                        idx_of(unknowns), rows_of(MJt, fn, "MJt", {-1, -1}),
-                                       rows_of(G, fn, "G", {-1, -1}));
+                                       rows_of(G, fn, "G", {-1, -1}), symmetric);
         const size_t a = out.rows(), b = out.cols();
         return to_numpy(std::move(out), {a, b});
       },
       nb::arg("E"), nb::arg("Fc"), nb::arg("Fphi").none(), nb::arg("dc"), nb::arg("dphi").none(), nb::arg("regular"),
-      nb::arg("P").none(), nb::arg("unknowns"), nb::arg("MJt"), nb::arg("G"),
-      "G + MJt dlambda/dtheta: contact/adapter.py _implicit_velocity (Fphi/dphi/P may be None)");
+      nb::arg("P").none(), nb::arg("unknowns"), nb::arg("MJt"), nb::arg("G"), nb::arg("symmetric") = false,
+      "G + MJt dlambda/dtheta: contact/adapter.py _implicit_velocity (Fphi/dphi/P may be None; symmetric: E is, "
+      "the least squares may use sym_lstsq)");
   m.def(
       "lambda_jacobian",
       [](const ArrD& E, const ArrD& Fc, const ArrD& Fphi, const ArrD& dc, const ArrD& dphi, bool regular,
-         const ArrD& P, const ArrI& unknowns) {
+         const ArrD& P, const ArrI& unknowns, bool symmetric) {
         static const char* fn = "lambda_jacobian";
         RowMat out = lambda_jacobian(rows_of(E, fn, "E", {-1, -1}), rows_of(Fc, fn, "Fc", {-1, -1}),
                                      rows_of(Fphi, fn, "Fphi", {-1, -1}), rows_of(dc, fn, "dc", {-1, -1}),
                                      rows_of(dphi, fn, "dphi", {-1, -1}), regular, rows_of(P, fn, "P", {-1, -1}),
-                                     idx_of(unknowns));
+                                     idx_of(unknowns), symmetric);
         const size_t a = out.rows(), b = out.cols();
         return to_numpy(std::move(out), {a, b});
       },
       nb::arg("E"), nb::arg("Fc"), nb::arg("Fphi").none(), nb::arg("dc"), nb::arg("dphi").none(), nb::arg("regular"),
-      nb::arg("P").none(), nb::arg("unknowns"), "dlambda/dtheta: contact/adapter.py lambda_jacobian");
+      nb::arg("P").none(), nb::arg("unknowns"), nb::arg("symmetric") = false,
+      "dlambda/dtheta: contact/adapter.py lambda_jacobian (symmetric: E is, the least squares may use sym_lstsq)");
 }
 
 }  // namespace contactraj

@@ -15,16 +15,9 @@
 #include <cstdint>
 #include <pinocchio/multibody.hpp>
 
+#include "linalg.hpp"  // RowMat, RANK_RTOL, lstsq, solve
+
 namespace contactraj {
-
-using RowMat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using CRowRef = Eigen::Ref<const RowMat>;
-using CVecRef = Eigen::Ref<const Eigen::VectorXd>;
-using IdxVec = Eigen::Matrix<int64_t, Eigen::Dynamic, 1>;
-using CIdxRef = Eigen::Ref<const IdxVec>;
-
-//: Relative rank cutoff of the least-squares solves (contact/adapter.py RANK_RTOL).
-constexpr double RANK_RTOL = 1e-10;
 
 // ``mask`` (nv, nv): dof k's joint supports dof i's joint; ``support`` (njoints, nv): dof k's joint
 // supports joint j (row 0, the world, is 0). As contact/kinematics.py support_masks.
@@ -67,32 +60,22 @@ void check_geometry(const CRowRef& J6A, const CRowRef& J6B, const CRowRef& D, co
 RowMat fixed_impulse_velocity_derivative(const CRowRef& J, const CRowRef& G, const CIdxRef& rows,
                                          const CVecRef& slope, const CRowRef& dJv);
 
-// numpy.linalg.lstsq(A, B, rcond)[0]: the minimum-norm least-squares solution, singular values
-// ``s <= rcond * s_max`` treated as zero (LAPACK gelsd's rule). Method (not gelsd's): where a
-// column-pivoted QR (A P = Q R) certifies that every singular value passes the cutoff
-// (1 / |R^-1|_F > 4 rcond |R|_F, bounds on s_min and s_max) the unique solution R^-1 Q^T B; otherwise
-// Eigen's BDCSVD (one-sided Jacobi below 16 columns) with the cutoff applied as numpy does. Eigen's
-// SVD of a 12 x 12 matrix takes ~60 us, the QR ~12 us. Same solution up to round-off (cond(A) eps).
-RowMat lstsq(const CRowRef& A, const CRowRef& B, double rcond);
-
-// numpy.linalg.solve(A, B): LU with partial pivoting (LAPACK gesv's method); throws
-// std::domain_error when a pivot is exactly zero (gesv's "singular matrix").
-RowMat solve(const CRowRef& A, const CRowRef& B);
-
 // contact/adapter.py _solve_reduced: dz (z, ncols) of E dz = -(Fc dc + Fphi dphi); ``Fphi`` with no
-// rows: no distance term; ``regular``: plain solve, else least squares with RANK_RTOL.
+// rows: no distance term; ``regular``: plain solve, else least squares with RANK_RTOL (``symmetric``:
+// E is symmetric, sym_lstsq; else lstsq).
 RowMat solve_reduced(const CRowRef& E, const CRowRef& Fc, const CRowRef& Fphi, const CRowRef& dc,
-                     const CRowRef& dphi, bool regular);
+                     const CRowRef& dphi, bool regular, bool symmetric = false);
 
 // contact/adapter.py _implicit_velocity: G + MJt dlambda, dlambda = P dz (``P`` with no columns:
 // dlambda[unknowns] = dz).
 RowMat implicit_velocity(const CRowRef& E, const CRowRef& Fc, const CRowRef& Fphi, const CRowRef& dc,
                          const CRowRef& dphi, bool regular, const CRowRef& P, const CIdxRef& unknowns,
-                         const CRowRef& MJt, const CRowRef& G);
+                         const CRowRef& MJt, const CRowRef& G, bool symmetric = false);
 
 // contact/adapter.py lambda_jacobian's solve and mapping: (m, ncols) dlambda from dz (m = Fc.cols()).
 RowMat lambda_jacobian(const CRowRef& E, const CRowRef& Fc, const CRowRef& Fphi, const CRowRef& dc,
-                       const CRowRef& dphi, bool regular, const CRowRef& P, const CIdxRef& unknowns);
+                       const CRowRef& dphi, bool regular, const CRowRef& P, const CIdxRef& unknowns,
+                       bool symmetric = false);
 
 // dynamics/contact_step.py ContactModel._correction: the position correction of the deep rows ``rows``
 // of J with distances ``phi_deep``: W = MJt[:, rows], A = J[rows] W, e = erp (-phi_deep - slop),

@@ -488,10 +488,7 @@ VectorXd min_norm(const MatrixXd& K, const VectorXd& r) {
 VectorXd solve_small(const MatrixXd& K, const VectorXd& r) {
   Eigen::PartialPivLU<MatrixXd> lu(K);
   const MatrixXd& f = lu.matrixLU();
-  bool singular = false;  // dgetrf's info > 0: an exactly zero pivot
-  for (Eigen::Index i = 0; i < f.rows(); ++i)
-    if (f(i, i) == 0.0) singular = true;
-  if (!singular) {
+  if (!zero_pivot(f)) {  // dgetrf's info > 0: an exactly zero pivot
     double anorm1 = 0.0;  // dlange("1", K)
     for (Eigen::Index j = 0; j < K.cols(); ++j) {
       double s = 0.0;
@@ -623,7 +620,6 @@ LemkeResult lemke(const MatrixXd& M, const VectorXd& q, int max_iter) {
     return out;
   }
   // tableau [B^-1 | -B^-1 M | -B^-1 e | B^-1 q]; columns: w (0..N-1), z (N..2N-1), z0, rhs
-  using RowMat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   const Eigen::Index Z0 = 2 * N, W = 2 * N + 2, RHS = 2 * N + 1;
   RowMat T = RowMat::Zero(N, W);
   for (Eigen::Index i = 0; i < N; ++i) {
@@ -907,7 +903,6 @@ namespace contactraj {
 namespace nb = nanobind;
 void bind_lcp(nb::module_& m);
 namespace {
-using RowMat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using lcp::VectorXl;
 template <class T>
 using In = nb::DRef<const T>;

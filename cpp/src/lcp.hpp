@@ -21,6 +21,8 @@
 #include <optional>
 #include <vector>
 
+#include "linalg.hpp"
+
 namespace contactraj {
 namespace lcp {
 
@@ -34,7 +36,7 @@ enum Mode : std::int64_t { SEPARATING = 0, CLAMPING = 1, TIED = 2, BOUNDED = 3 }
 
 // Tolerances of contact/lcp.py (same names without the underscore).
 constexpr double RCOND_LU = 1e-8;
-constexpr double RANK_RTOL = 1e-10;
+using ::contactraj::RANK_RTOL;  // linalg.hpp
 constexpr double NOISE_RTOL = 1e3 * 2.220446049250313e-16;
 constexpr double ROUNDING = 1e-12;
 constexpr double CLASSIFY_TOL = 1e-8;

@@ -215,17 +215,18 @@ class FusedLCP {
     if (q.size() != M.nq || v.size() != nv || tau.size() != nv || v_next.size() != nv)
       throw std::invalid_argument("FusedLCP.jacobian: q, v, tau or v_next has the wrong size");
     const Eigen::VectorXd& lam = st.solution.x;
-    Eigen::VectorXd tau_total = tau + st.J.transpose() * lam / dt;
-    pinocchio::computeABADerivatives(M, D, q, v, tau_total);
+    tau_total_ = tau + st.J.transpose() * lam / dt;
+    pinocchio::computeABADerivatives(M, D, q, v, tau_total_);
     symmetrize_upper(D.Minv);
-    const RowMat minv = D.Minv;
-    RowMat G(nv, 2 * nv + nu);
+    const auto& minv = D.Minv;
+    RowMat& G = G_;
+    G.resize(nv, 2 * nv + nu);
     G.leftCols(nv) = D.ddq_dq * dt;
     const int64_t mc = st.m_contact();
     if (nc_geo(st)) {
-      RowMat fd(nv, nv);
-      force_derivative(st.geo.J6A, st.geo.J6B, st.geo.D, st.geo.dD, st.geo.dp, points(st), lam.head(mc), mask_, fd);
-      G.leftCols(nv) += minv * fd;
+      fd_.resize(nv, nv);
+      force_derivative(st.geo.J6A, st.geo.J6B, st.geo.D, st.geo.dD, st.geo.dp, points(st), lam.head(mc), mask_, fd_);
+      G.leftCols(nv).noalias() += minv * fd_;
     }
     G.middleCols(nv, nv) = D.ddq_dv * dt;
     G.middleCols(nv, nv) += RowMat::Identity(nv, nv);
@@ -238,26 +239,50 @@ class FusedLCP {
       const int64_t i = damp_dofs[a];
       G.col(nv + i) -= (dt * minv.col(i)) * damping[i];
     }
-    // ContactModel.velocity_jacobian
+    // ContactModel.velocity_jacobian: the LCP's linearization keeps the clamping rows C (Fc = I[C]) and
+    // solves K dz = -dc[C] (K = A[C, C], or A[C, :] P when some friction row is bounded), dlambda = P dz or
+    // dlambda[C] = dz; dv+ = G + MJt dlambda.
     lcp::Reduced red = lcp::linearize(st.problem, st.solution.modes, st.solution.signs);
-    const int64_t n = st.problem.n(), k = red.C.size();
+    const int64_t k = red.C.size(), ncols = G.cols();
     if (k == 0) {
       dv_dx = G.leftCols(2 * nv);
       dv_du = G.rightCols(nu);
       return;
     }
-    RowMat dJv(mc, nv);
-    if (mc) velocity_derivative(st.geo.J6A, st.geo.J6B, st.geo.D, st.geo.dD, st.geo.dp, points(st), v_next, mask_, dJv);
-    const Eigen::VectorXd slope = st.bias_slope / dt;
-    const RowMat dc = fixed_impulse_velocity_derivative(st.J, G, st.normal_rows, slope, dJv);
-    RowMat Fc = RowMat::Zero(k, n);
-    for (int64_t a = 0; a < k; ++a) Fc(a, red.C[a]) = 1.0;
-    const RowMat E = red.K;
-    const RowMat P = red.bounded ? RowMat(red.P) : RowMat(0, 0);
-    const RowMat none(0, 0);
-    const RowMat full = implicit_velocity(E, Fc, none, dc, none, false, P, red.C, st.MJt, G);
-    dv_dx = full.leftCols(2 * nv);
-    dv_du = full.rightCols(nu);
+    dJv_.resize(mc, nv);
+    if (mc) velocity_derivative(st.geo.J6A, st.geo.J6B, st.geo.D, st.geo.dD, st.geo.dp, points(st), v_next, mask_, dJv_);
+    // rhs = -dc[C], dc = fixed_impulse_velocity_derivative(J, G, normal_rows, slope, dJv) on the rows C only
+    // (the same operations, element by element)
+    JC_.resize(k, nv);
+    for (int64_t a = 0; a < k; ++a) JC_.row(a) = st.J.row(red.C[a]);
+    RowMat& rhs = rhs_;
+    rhs.resize(k, ncols);
+    rhs.noalias() = JC_ * G;
+    pos_.assign(st.J.rows(), -1);
+    for (int64_t a = 0; a < k; ++a) pos_[red.C[a]] = a;
+    for (int64_t a = 0; a < st.normal_rows.size(); ++a) {
+      const int64_t row = pos_[st.normal_rows[a]];
+      if (row < 0) continue;
+      const double s = st.bias_slope[a] / dt;
+      for (int64_t j = 0; j < nv; ++j) rhs(row, j) += s * JC_(row, j);
+    }
+    for (int64_t i = 0; i < mc; ++i)
+      if (pos_[i] >= 0)
+        for (int64_t j = 0; j < nv; ++j) rhs(pos_[i], j) += dJv_(i, j);
+    rhs = -rhs;
+    dz_.resize(k, ncols);
+    if (red.bounded) {
+      dz_ = lstsq(red.K, rhs, RANK_RTOL);
+      W_.noalias() = st.MJt * red.P;
+    } else {  // K = J_C M^-1 J_C^T, symmetric positive semidefinite
+      sym_lstsq(red.K, rhs, RANK_RTOL, dz_);
+      W_.resize(nv, k);
+      for (int64_t a = 0; a < k; ++a) W_.col(a) = st.MJt.col(red.C[a]);
+    }
+    dv_dx = G.leftCols(2 * nv);
+    dv_dx.noalias() += W_ * dz_.leftCols(2 * nv);
+    dv_du = G.rightCols(nu);
+    dv_du.noalias() += W_ * dz_.rightCols(nu);
   }
 
  private:
@@ -273,6 +298,10 @@ class FusedLCP {
   double friction_, margin_, slop_, erp_;
   bool velocity_recovery_;
   std::vector<Limit> limits_;
+  // workspaces of jacobian() (kept between calls: no allocation per step once the sizes repeat)
+  Eigen::VectorXd tau_total_;
+  RowMat G_, fd_, dJv_, JC_, rhs_, dz_, W_;
+  std::vector<int64_t> pos_;
 };
 
 }  // namespace

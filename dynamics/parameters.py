@@ -1,0 +1,628 @@
+"""Physical parameters of a :class:`~dynamics.Simulator` by name, and one step's exact derivative w.r.t. them.
+
+Names (``sim.parameter_names()``), each a block of a flat parameter vector ``p``:
+
+=====================  ====  ===============================================================================
+name                   size  value
+=====================  ====  ===============================================================================
+``friction``           1     the Coulomb coefficient ``mu`` of every contact (present when the system has contact)
+``mass:<link>``        1     the mass (kg) of the body joint ``j`` carries
+``com:<link>``         3     its centre of mass ``c`` (m) in the joint frame
+``inertia:<link>``     6     its rotational inertia about the centre of mass, ``I_C``, in Pinocchio's order
+                             ``(xx, xy, yy, xz, yz, zz)`` (kg m^2)
+``placement:<joint>``  6     a tangent increment ``delta = (linear, angular)`` of the joint's placement in its
+                             parent: ``M' = M exp6(delta)``; its value is always 0 (an increment from the
+                             simulator's own placement), ``with_parameters`` applies it
+=====================  ====  ===============================================================================
+
+``<link>`` is the body a joint carries as Pinocchio stores it (fixed links merged in), named by the first
+body frame of the joint (the joint's name if it has none). Mass, COM and inertia are independent: changing
+the mass keeps ``c`` and ``I_C``. Planar systems (``planar=True``) accept only in-plane placement
+increments (``with_parameters`` checks the model stays planar).
+
+The step's derivative ``Fp = d x+ / d p`` (ndx, sum of sizes), chained as the state Jacobians are
+(:mod:`dynamics.contact_step`), with a new right-hand-side block of columns:
+
+1. At fixed contact impulses, the step's velocity is ``v+ = v + dt a`` with ``a = ABA(q, v, tau + J^T lambda /
+   dt)`` on the step's model (its armature carries the implicit damping ``dt D``, which does not depend on
+   ``p``). ``RNEA(q, v, a) = tau + J^T lambda / dt`` gives ``G = dv+/dp = -dt M^-1 (dRNEA/dp - d(J^T lambda)/dp /
+   dt)``.
+
+   * inertial kinds: ``RNEA = Y(q, v, a) pi`` with ``Y`` Pinocchio's ``computeJointTorqueRegressor`` and ``pi``
+     the 10 dynamic parameters ``(m, m c, I_O)`` of each body (``I_O = I_C + m (|c|^2 I - c c^T)``), so
+     ``dRNEA/dp = Y_j dpi_j/dp`` (closed form of ``dpi/d(m, c, I_C)``); ``J`` does not depend on them;
+   * placements: an *augmented model*, built once per set of placement joints, has a free-flyer joint
+     inserted in front of each such joint at the joint's placement (the joint itself then at identity). At
+     the identity configuration of the inserted joints the augmented model is the system itself, and a
+     tangent increment ``delta`` of an inserted joint's configuration is ``M exp6(delta)``. So the
+     derivatives with respect to ``delta`` are Pinocchio's derivatives with respect to the inserted joints'
+     configuration (zero velocity and acceleration on them): ``computeRNEADerivatives`` for ``dRNEA/ddelta``
+     (no inversion of the augmented mass matrix, whose inserted rows may be singular), and the contact
+     kinematics of :mod:`contact.kinematics` on the augmented model for ``d(J^T lambda)/ddelta``,
+     ``d(J w)/ddelta`` and ``dphi/ddelta = J_n`` (contact points, normals and distances move with the
+     bodies the placement carries; the contacts found at ``q`` are mapped onto the augmented joints,
+     detection is not run again);
+   * friction: no fixed-impulse term.
+
+2. The contact problem is linearized by its adapter at the solution (the same linearization as the
+   state Jacobians use). Its right-hand side: ``dc = J G + d(J w)/dp|_{w = v+} + bias'(phi) dphi/dp / dt``
+   (the last two for placements). Friction enters the bounds: for the boxed LCP a bounded friction row
+   is ``lambda_i = s_i mu lambda_n``, so at fixed reduced unknowns ``dlambda_i/dmu = s_i lambda_n`` (``e``;
+   ``c`` moves by ``A e``); for the NCP the sliding rows ``lambda_T + mu lambda_n c_T/|c_T| = 0`` (and the
+   saturated ``lambda_T - mu lambda_n d = 0``) have the explicit partial ``dF/dmu``. Then::
+
+       E dz = -(F_c (dc + A e) + dF/dp),   dlambda = e + P dz,   dv+ = G + M^-1 J^T dlambda
+
+   (least squares with the contact step's rank cutoff ``RANK_RTOL``, as in :func:`contact.lambda_jacobian`).
+
+3. The position correction ``dq_c = M^-1 J_d^T lambda_c``, ``J_d dq_c = erp (-phi_d - slop)`` is
+   differentiated as :meth:`~dynamics.contact_step.ContactModel.correction_jacobian` does for ``q``:
+   ``D = -M^-1 (dRNEA_0(q, 0, dq_c)/dp - d(J_d^T lambda_c)/dp)`` (gravity-free), ``A dlambda_c = -erp dphi_d/dp -
+   d(J_d w)/dp|_{w = dq_c} - J_d D``, ``d dq_c = D + W dlambda_c``.
+
+4. ``q+ = q (+) (dt v+ + dq_c)``: ``dq+/dp = dIntegrate_ARG1 (dt dv+/dp + d dq_c/dp)``.
+
+Paths: ``x+``, ``Fx`` and ``Fu`` are those of ``step_derivatives`` without ``params`` (the fused C++ core
+where it runs, bit for bit); ``Fp`` and the impulse Jacobians are computed in Python from the step's contact
+state (the reference path's objects, made from the core's state when the core solved). The relaxed
+contact model is not covered yet (NotImplementedError).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pinocchio as pin
+
+from contact import lambda_jacobian
+from contact.adapter import RANK_RTOL
+from contact.detection import Contacts
+from contact.kinematics import ContactKinematics
+
+#: Pinocchio's order of the 6 entries of a symmetric 3x3 inertia: xx, xy, yy, xz, yz, zz.
+SYM = ((0, 0), (0, 1), (1, 1), (0, 2), (1, 2), (2, 2))
+KINDS = {"friction": 1, "mass": 1, "com": 3, "inertia": 6, "placement": 6}
+
+
+@dataclass(frozen=True)
+class Block:
+    """One named parameter: ``kind`` (a key of :data:`KINDS`), the joint id it belongs to (0 for friction),
+    its ``size`` and ``offset`` in the flat vector."""
+
+    name: str
+    kind: str
+    joint: int
+    size: int
+    offset: int
+
+
+@dataclass
+class StepImpulses:
+    """The contact impulses of one step and their Jacobians (``step_derivatives(..., impulses=True)``).
+
+    ``lam`` (m,) impulses (N s) in the contact frames, rows as in ``sim.contacts``: ``nc`` contacts of
+    ``rows`` rows each (normal first, then the tangents), then one row per active joint limit; ``dlam_dx``
+    (m, ndx), ``dlam_du`` (m, nu) and ``dlam_dp`` (m, np; None without ``params``). Empty (m = 0) when
+    nothing is in contact."""
+
+    lam: np.ndarray
+    dlam_dx: np.ndarray
+    dlam_du: np.ndarray
+    dlam_dp: np.ndarray | None
+    nc: int
+    rows: int
+
+
+def vec6(S: np.ndarray) -> np.ndarray:
+    """The 6 entries of a symmetric 3x3 matrix in Pinocchio's order (:data:`SYM`)."""
+    return np.array([S[i, j] for i, j in SYM])
+
+
+def mat6(w) -> np.ndarray:
+    """The symmetric 3x3 matrix of 6 entries in Pinocchio's order."""
+    S = np.empty((3, 3))
+    for k, (i, j) in enumerate(SYM):
+        S[i, j] = S[j, i] = w[k]
+    return S
+
+
+def link_name(model: pin.Model, j: int) -> str:
+    """The name of the body joint ``j`` carries: its first body frame, else the joint's name."""
+    for f in model.frames:
+        if f.parentJoint == j and f.type == pin.FrameType.BODY:
+            return f.name
+    return model.names[j]
+
+
+def names(sim) -> list[str]:
+    """Every parameter name of ``sim`` (module docstring), friction first, then per joint."""
+    m = sim.model
+    out = ["friction"] if sim.contact_model is not None else []
+    for j in range(1, m.njoints):
+        link = link_name(m, j)
+        out += [f"mass:{link}", f"com:{link}", f"inertia:{link}"]
+    out += [f"placement:{m.names[j]}" for j in range(1, m.njoints)]
+    return out
+
+
+def _table(sim) -> dict:
+    """name -> (kind, joint id), cached on the simulator (its model never changes)."""
+    t = getattr(sim, "_parameter_table", None)
+    if t is None:
+        m = sim.model
+        t = {"friction": ("friction", 0)} if sim.contact_model is not None else {}
+        for j in range(1, m.njoints):
+            link = link_name(m, j)
+            for kind in ("mass", "com", "inertia"):
+                t.setdefault(f"{kind}:{link}", (kind, j))
+        for j in range(1, m.njoints):
+            t.setdefault(f"placement:{m.names[j]}", ("placement", j))
+        sim._parameter_table = t
+    return t
+
+
+def resolve(sim, params) -> list[Block]:
+    """The blocks of ``params`` (a name or a sequence of names), in the order given; ValueError on an unknown
+    or repeated name."""
+    if isinstance(params, str):
+        params = [params]
+    cache = sim.__dict__.setdefault("_parameter_blocks", {})
+    try:
+        key = tuple(params)
+        if key in cache:
+            return cache[key]
+    except TypeError:  # unhashable entries: the checks below name them
+        key = None
+    table = _table(sim)
+    out, off, seen = [], 0, set()
+    for name in params:
+        if not isinstance(name, str) or name not in table:
+            kinds = sorted({n.split(":")[0] for n in table})
+            raise ValueError(f"unknown parameter {name!r} for {sim.name}; kinds present: {kinds}; "
+                             f"names: sim.parameter_names() (e.g. {list(table)[:4]})")
+        if name in seen:
+            raise ValueError(f"parameter {name!r} is listed twice")
+        seen.add(name)
+        kind, j = table[name]
+        out.append(Block(name, kind, j, KINDS[kind], off))
+        off += KINDS[kind]
+    if key is not None:
+        cache[key] = out
+    return out
+
+
+def size(sim, params) -> int:
+    """The total size of the parameters ``params``."""
+    return sum(b.size for b in resolve(sim, params))
+
+
+def get(sim, params) -> np.ndarray:
+    """The values of ``params``, concatenated (placements: zeros, see the module docstring)."""
+    blocks = resolve(sim, params)
+    out = np.zeros(sum(b.size for b in blocks))
+    for b in blocks:
+        sl = slice(b.offset, b.offset + b.size)
+        if b.kind == "friction":
+            out[sl] = sim.friction
+        elif b.kind == "placement":
+            out[sl] = 0.0
+        else:
+            I = sim.model.inertias[b.joint]
+            out[sl] = {"mass": lambda: [I.mass], "com": lambda: np.asarray(I.lever),
+                       "inertia": lambda: vec6(np.asarray(I.inertia))}[b.kind]()
+    return out
+
+
+def _check_inertia(name, Ic):
+    from .simulator import INERTIA_RTOL
+
+    w = np.linalg.eigvalsh(Ic)
+    scale = max(float(np.abs(w).max()), 1e-300)
+    if w[0] <= 0.0:
+        raise ValueError(f"parameter {name!r}: the inertia {vec6(Ic).tolist()} (xx, xy, yy, xz, yz, zz) is not "
+                         f"positive definite (principal moments {w.tolist()} kg m^2)")
+    if w[2] > (w[0] + w[1]) * (1 + INERTIA_RTOL) + INERTIA_RTOL * scale:
+        raise ValueError(f"parameter {name!r}: the principal moments {w.tolist()} (kg m^2) violate the triangle "
+                         f"inequality ({w[2]:.6g} > {w[0]:.6g} + {w[1]:.6g}): no mass distribution has them")
+
+
+def with_values(sim, params, values):
+    """A new simulator with ``params`` set to ``values`` (the original unchanged); ValueError naming the
+    parameter on a wrong size, a non-finite value, a mass <= 0, a negative friction, or an inertia that is
+    not positive definite or breaks the triangle inequality."""
+    blocks = resolve(sim, params)
+    n = sum(b.size for b in blocks)
+    values = np.asarray(values, dtype=float)
+    if values.ndim == 0 and n == 1:
+        values = values.reshape(1)
+    if values.shape != (n,):
+        raise ValueError(f"values have shape {values.shape}, expected ({n},) for parameters "
+                         f"{[(b.name, b.size) for b in blocks]}")
+    model = sim.model.copy()
+    friction = sim.friction
+    body = {}
+    for b in blocks:
+        val = values[b.offset:b.offset + b.size]
+        if not np.isfinite(val).all():
+            raise ValueError(f"parameter {b.name!r} has non-finite values {val.tolist()}")
+        if b.kind == "friction":
+            if val[0] < 0:
+                raise ValueError(f"parameter 'friction' must be >= 0, got {val[0]!r}")
+            friction = float(val[0])
+        elif b.kind == "placement":
+            model.jointPlacements[b.joint] = model.jointPlacements[b.joint] * pin.exp6(pin.Motion(val))
+        else:
+            if b.kind == "mass" and not val[0] > 0:
+                raise ValueError(f"parameter {b.name!r}: a mass must be > 0 kg, got {val[0]!r}")
+            body.setdefault(b.joint, {})[b.kind] = val
+    for j, kinds in body.items():
+        I = model.inertias[j]
+        m = float(kinds["mass"][0]) if "mass" in kinds else float(I.mass)
+        c = np.array(kinds["com"]) if "com" in kinds else np.asarray(I.lever).copy()
+        Ic = mat6(kinds["inertia"]) if "inertia" in kinds else np.asarray(I.inertia).copy()
+        if "inertia" in kinds:
+            _check_inertia(f"inertia:{link_name(model, j)}", Ic)
+        model.inertias[j] = pin.Inertia(m, c, Ic)
+    from .simulator import Simulator
+
+    opts = dict(sim._options, friction=friction)
+    new = Simulator(model, geometry=sim.geometry, **opts)
+    new.mjcf = sim.mjcf
+    return new
+
+
+# -- derivatives --------------------------------------------------------------------------------------
+def dynamic_parameter_jacobian(I: pin.Inertia, kind: str) -> np.ndarray:
+    """``d pi / d p`` (10, size) of Pinocchio's dynamic parameters ``pi = (m, m c, I_O)`` (``I_O = I_C + m
+    (|c|^2 I - c c^T)``, order of :data:`SYM`) with respect to a ``mass``, ``com`` or ``inertia`` block."""
+    m, c = float(I.mass), np.asarray(I.lever)
+    if kind == "mass":
+        out = np.zeros((10, 1))
+        out[0, 0] = 1.0
+        out[1:4, 0] = c
+        out[4:, 0] = vec6(c @ c * np.eye(3) - np.outer(c, c))
+        return out
+    if kind == "com":
+        out = np.zeros((10, 3))
+        out[1:4] = m * np.eye(3)
+        for k in range(3):
+            e = np.zeros(3)
+            e[k] = 1.0
+            out[4:, k] = m * vec6(2 * c[k] * np.eye(3) - np.outer(e, c) - np.outer(c, e))
+        return out
+    out = np.zeros((10, 6))
+    out[4:] = np.eye(6)
+    return out
+
+
+class _Augmented:
+    """The system with a free-flyer joint inserted in front of each joint of ``joints`` (module docstring,
+    item 1): its model (and a gravity-free copy), data, contact kinematics, and the index maps."""
+
+    def __init__(self, sim, joints):
+        model = sim._step_model
+        aug = pin.Model()
+        aug.name = model.name
+        aug.gravity = model.gravity
+        idmap = {0: 0}
+        ff = {}
+        for j in range(1, model.njoints):
+            parent = idmap[model.parents[j]]
+            place = model.jointPlacements[j]
+            if j in joints:
+                f = aug.addJoint(parent, pin.JointModelFreeFlyer(), place, f"{model.names[j]}__placement")
+                ff[j] = f
+                parent, place = f, pin.SE3.Identity()
+            nj = aug.addJoint(parent, model.joints[j], place, model.names[j])
+            aug.appendBodyToJoint(nj, model.inertias[j], pin.SE3.Identity())
+            idmap[j] = nj
+        self.idmap = np.zeros(model.njoints, dtype=np.intp)
+        for j, nj in idmap.items():
+            self.idmap[j] = nj
+        dofs, qidx = [], []
+        for j in range(1, model.njoints):
+            a, o = aug.joints[idmap[j]], model.joints[j]
+            dofs += list(range(a.idx_v, a.idx_v + o.nv))
+            qidx += list(range(a.idx_q, a.idx_q + o.nq))
+        self.dofs = np.asarray(dofs, dtype=np.intp)  # aug velocity index of each original dof
+        self.qidx = np.asarray(qidx, dtype=np.intp)
+        self.cols = {j: np.arange(aug.joints[f].idx_v, aug.joints[f].idx_v + 6) for j, f in ff.items()}
+        arm = np.zeros(aug.nv)
+        arm[self.dofs] = np.asarray(model.armature, dtype=float)
+        aug.armature = arm
+        self.model = aug
+        self.data = aug.createData()
+        self.model0 = aug.copy()
+        self.model0.gravity = pin.Motion.Zero()
+        self.data0 = self.model0.createData()
+        self.q0 = pin.neutral(aug)
+        self.kin = ContactKinematics(aug, planar=sim.contact_model.kin.planar) if sim.contact_model else None
+
+    def q(self, q):
+        out = self.q0.copy()
+        out[self.qidx] = q
+        return out
+
+    def v(self, v):
+        out = np.zeros(self.model.nv)
+        out[self.dofs] = v
+        return out
+
+    def geometry(self, q, contacts: Contacts):
+        """The contact geometry of ``contacts`` (found at ``q`` on the system) on the augmented model."""
+        mp = self.idmap
+        c = Contacts(contacts.points, contacts.normals, contacts.phi, mp[contacts.body_a], mp[contacts.body_b],
+                     mp[contacts.normal_body], mp[contacts.point_body], contacts.radius, contacts.pair,
+                     contacts.axis)
+        pin.computeJointJacobians(self.model, self.data, self.q(q))
+        return self.kin.geometry(self.data, c)
+
+
+class _Workspace:
+    """What the parameter derivatives keep between calls on one simulator: data, the gravity-free copy of
+    the step's model, the augmented models by placement-joint set."""
+
+    def __init__(self, sim):
+        self.data = sim._step_model.createData()
+        self.model0 = sim._step_model.copy()
+        self.model0.gravity = pin.Motion.Zero()
+        self.data0 = self.model0.createData()
+        self.augmented = {}
+        self.chains = {}
+
+    def chain(self, sim, blocks):
+        """``d pi / d p`` (10 (njoints - 1), npar) of every body's dynamic parameters for the inertial blocks of
+        ``blocks`` (zero columns elsewhere), or None when there is none; made once per parameter list."""
+        key = tuple(b.name for b in blocks)
+        if key not in self.chains:
+            inertial = [b for b in blocks if b.kind in ("mass", "com", "inertia")]
+            C = None
+            if inertial:
+                C = np.zeros((10 * (sim.model.njoints - 1), sum(b.size for b in blocks)))
+                for b in inertial:
+                    C[10 * (b.joint - 1):10 * b.joint, b.offset:b.offset + b.size] = dynamic_parameter_jacobian(
+                        sim.model.inertias[b.joint], b.kind)
+            self.chains[key] = C
+        return self.chains[key]
+
+    def aug(self, sim, joints) -> _Augmented:
+        key = tuple(sorted(joints))
+        if key not in self.augmented:
+            self.augmented[key] = _Augmented(sim, set(key))
+        return self.augmented[key]
+
+
+def _workspace(sim) -> _Workspace:
+    ws = getattr(sim, "_parameter_workspace", None)
+    if ws is None:
+        ws = sim._parameter_workspace = _Workspace(sim)
+    return ws
+
+
+def _rnea_derivative(sim, ws, blocks, npar, q, v, a, model, data, aug_model, aug_data, aug, fext_derivative):
+    """``dRNEA(q, v, a)/dp - dF/dp`` (nv, npar) on ``model`` (the step's, or its gravity-free copy), where
+    ``F = RNEA(q, v, a)`` is the generalized force of the contact impulses (``J^T lambda / dt`` in the step,
+    ``J_d^T lambda_c`` in the correction); ``fext_derivative() -> (nv_aug, nv_aug)`` gives ``dF/dq_aug`` (or
+    None without contact)."""
+    nv = sim.nv
+    chain = ws.chain(sim, blocks)
+    if chain is not None:
+        Y = np.asarray(pin.computeJointTorqueRegressor(model, data, q, v, a)).reshape(nv, -1)  # 1-D when nv = 1
+        R = Y @ chain
+    else:
+        R = np.zeros((nv, npar))
+    if aug is not None:
+        dtau_dq, _, _ = pin.computeRNEADerivatives(aug_model, aug_data, aug.q(q), aug.v(v), aug.v(a))
+        dtau_dq = dtau_dq[aug.dofs]
+        F = fext_derivative()
+        for b in blocks:
+            if b.kind == "placement":
+                cols = aug.cols[b.joint]
+                R[:, b.offset:b.offset + 6] = dtau_dq[:, cols] - (0.0 if F is None else F[aug.dofs][:, cols])
+    return R
+
+
+def _placement_columns(blocks, aug, M: np.ndarray) -> np.ndarray:
+    """The placement columns of an (rows, nv_aug) matrix ``M`` laid out as the parameter vector."""
+    out = np.zeros((M.shape[0], sum(b.size for b in blocks)))
+    for b in blocks:
+        if b.kind == "placement":
+            out[:, b.offset:b.offset + 6] = M[:, aug.cols[b.joint]]
+    return out
+
+
+def _friction_terms(state, blocks, npar):
+    """``(e, dF)``: the explicit impulse derivative ``e`` (m, npar) of the LCP's bounded rows and the
+    explicit residual derivative ``dF`` (m, npar, on all rows; the reduced rows are taken later) of the
+    NCP's sliding/saturated rows with respect to ``friction``."""
+    m = len(state.lam)
+    e = np.zeros((m, npar))
+    dF = np.zeros((m, npar))
+    fb = [b for b in blocks if b.kind == "friction"]
+    if not fb:
+        return e, dF
+    k = fb[0].offset
+    sol, prob = state.solution, state.problem
+    name = getattr(state.adapter, "name", "")
+    lam = state.lam
+    if name == "lcp":
+        mu = prob.mu
+        bounded = (np.asarray(sol.modes) == 3) & (mu > 0)
+        e[bounded, k] = lam[bounded] / mu[bounded]
+    elif name == "ncp":
+        c = prob.G @ lam + prob.b
+        for g, (s, n) in enumerate(zip(prob.start, prob.size)):
+            md = int(sol.modes[g])
+            if n < 2 or md not in (2, 3):
+                continue
+            ln = lam[s]
+            if md == 2:
+                ct = c[s + 1:s + n]
+                nrm = max(float(np.linalg.norm(ct)), 1e-300)
+                dF[s + 1:s + n, k] = ln * ct / nrm
+            else:
+                dF[s + 1:s + n, k] = -ln * sol.dirs[g, :n - 1]
+    else:
+        raise NotImplementedError(f"parameter derivatives under the {name!r} contact model are not implemented "
+                                  "(LCP and NCP are)")
+    return e, dF
+
+
+def _implicit(lin, dc, e, dF, A):
+    """``dlambda`` (m, ncols): ``E dz = -(Fc (dc + A e) + dF[rows]); dlambda = e + P dz`` (module docstring), by
+    :func:`contact.lambda_jacobian` (the compiled core where available): ``A e`` joins ``dc``, and ``dF``
+    rides on its distance slot (``F_phi`` the selection of the reduced rows, ``dphi = dF``)."""
+    if lin.E.shape[0] == 0:
+        return e.copy()
+    rhs_dc = dc + A @ e if e.any() else dc
+    if dF.any():
+        if lin.P is not None or lin.Fphi is not None:
+            raise NotImplementedError("an explicit residual derivative with a reduced map P or a distance term")
+        sel = np.zeros((len(lin.unknowns), dc.shape[0]))
+        sel[np.arange(len(lin.unknowns)), lin.unknowns] = 1.0
+        lin = replace(lin, Fphi=sel)
+        return e + lambda_jacobian(lin, rhs_dc, dF)
+    return e + lambda_jacobian(lin, rhs_dc, None)
+
+
+def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
+    """``Simulator.step_derivatives`` with ``params`` and/or ``impulses`` (module docstring)."""
+    x, u = sim._check_x(x), sim._check_u(u)
+    blocks = [] if params is None else resolve(sim, params)
+    npar = sum(b.size for b in blocks)
+    if blocks and sim.contact_model is not None and sim.smoothing > 0:
+        raise NotImplementedError(f"parameter derivatives under relaxed contact (smoothing = {sim.smoothing:g}) are "
+                                  "not implemented yet (hard LCP and NCP contact are)")
+    if (sim.contact_model is not None and sim.contact_model.restitution is not None
+            and any(b.kind == "placement" for b in blocks)):
+        # the impact rows' target e J_n(q) v moves with the placements: a term not chained yet
+        raise NotImplementedError("placement derivatives with restitution (e > 0) are not implemented yet "
+                                  "(friction, mass, COM and inertia are: the impact target does not depend on them)")
+    d = data or sim._data
+    nq, nv, ndx, dt = sim.nq, sim.nv, sim.ndx, sim.dt
+    out = np.empty(sim.nx)
+    Fx = np.empty((ndx, ndx))
+    Fu = np.empty((ndx, sim.nu))
+    sim._step_derivatives(x, u, d, out, Fx, Fu, adjoint)
+    state = d.contact if sim.contact_model is not None else None
+    if state is not None and blocks and getattr(state.adapter, "name", "") not in ("lcp", "ncp"):
+        raise NotImplementedError(f"parameter derivatives under the {sim.contact!r} contact model are not "
+                                  "implemented (LCP and NCP are)")
+    q, v = x[:nq], x[nq:]
+    v_next = out[nq:]
+    tau = np.array(sim._tau(u, d, q, v), dtype=float)
+    ws = _workspace(sim)
+    model, pdata = sim._step_model, ws.data
+    placements = [b.joint for b in blocks if b.kind == "placement"]
+    aug = ws.aug(sim, placements) if placements else None
+    cm = sim.contact_model
+    geo_aug = None
+    if state is not None and aug is not None and state.m_contact:
+        geo_aug = aug.geometry(q, state.geo.contacts)
+    lam_c = None if state is None else state.lam[:state.m_contact]
+
+    Fp = None
+    if blocks:
+        if state is None:
+            tau_total = tau
+            Minv = np.array(pin.computeMinverse(model, pdata, q)).reshape(nv, nv)
+        else:
+            tau_total = tau + state.J.T @ state.lam / dt
+            Minv = state.Minv
+        a = pin.aba(model, pdata, q, v, tau_total).copy()
+
+        def fext():  # d(J^T lambda / dt)/dq_aug: the impulses enter RNEA as forces lambda / dt
+            return None if geo_aug is None else aug.kin.force_derivative(geo_aug, lam_c) / dt
+
+        R = _rnea_derivative(sim, ws, blocks, npar, q, v, a, model, pdata,
+                             None if aug is None else aug.model, None if aug is None else aug.data, aug, fext)
+        G = -dt * (Minv @ R)
+        if state is None:
+            dv = G
+        else:
+            J = state.J
+            dc = J @ G
+            if geo_aug is not None:
+                mc = state.m_contact
+                dc[:mc] += _placement_columns(blocks, aug, aug.kin.velocity_derivative(geo_aug, aug.v(v_next)))
+                on = state.normal_rows < mc
+                nrows, slope = state.normal_rows[on], np.asarray(state.bias_slope)[on]
+                dc[nrows] += slope[:, None] / dt * _placement_columns(blocks, aug, geo_aug.J[nrows])
+            e, dF = _friction_terms(state, blocks, npar)
+            lin = state.adapter.linearize(state.problem, state.solution)
+            A = state.problem.A if hasattr(state.problem, "A") else state.problem.G
+            dlam_p = _implicit(lin, dc, e, dF, A)
+            dv = G + state.MJt @ dlam_p
+        Fp = np.empty((ndx, npar))
+        Fp[nv:] = dv
+        dqp = dt * dv
+        corr = None if state is None else state.correction
+        if corr is not None:
+            dqp = dqp + _correction_derivative(sim, ws, blocks, npar, q, state, corr, aug, geo_aug)
+        dq = v_next * dt if corr is None else v_next * dt + corr.dq
+        if sim._euclidean:
+            Fp[:nv] = dqp
+        else:
+            Fp[:nv] = pin.dIntegrate(sim.model, q, dq, pin.ArgumentPosition.ARG1) @ dqp
+
+    result = (out, Fx, Fu) if Fp is None else (out, Fx, Fu, Fp)
+    if impulses:
+        result = result + (_impulses(sim, d, q, v, tau, v_next, state, blocks, dlam_p if (blocks and state is not None)
+                                     else None, npar),)
+    return result
+
+
+def _correction_derivative(sim, ws, blocks, npar, q, state, corr, aug, geo_aug):
+    """``d dq_c/dp`` (nv, npar) of the position correction (module docstring, item 3)."""
+    nv = sim.nv
+    mc = state.m_contact
+    rows = corr.rows
+    Jd = state.J[rows]
+    on_contacts = rows < mc
+    lam_full = np.zeros(mc)
+    lam_full[rows[on_contacts]] = corr.lam[on_contacts]
+
+    def fext():
+        return None if geo_aug is None else aug.kin.force_derivative(geo_aug, lam_full)
+
+    R0 = _rnea_derivative(sim, ws, blocks, npar, q, np.zeros(nv), corr.dq, ws.model0, ws.data0,
+                          None if aug is None else aug.model0, None if aug is None else aug.data0, aug, fext)
+    D = -(state.Minv @ R0)
+    rhs = -(Jd @ D)
+    if geo_aug is not None:
+        K = aug.kin.velocity_derivative(geo_aug, aug.v(corr.dq))
+        cm = sim.contact_model
+        crow = rows[on_contacts]
+        rhs[on_contacts] -= _placement_columns(blocks, aug, K[crow])
+        # de = -erp dphi_d/dp on the deep contact normal rows (phi moves as J_n)
+        rhs[on_contacts] -= cm.erp * _placement_columns(blocks, aug, geo_aug.J[crow])
+    dlam = np.linalg.lstsq(corr.A, rhs, rcond=RANK_RTOL)[0]
+    return D + corr.W @ dlam
+
+
+def _impulses(sim, d, q, v, tau, v_next, state, blocks, dlam_p, npar) -> StepImpulses:
+    """The impulses and their Jacobians (the state/control columns by the reference path's ``G``)."""
+    nv, dt, ndx, nu = sim.nv, sim.dt, sim.ndx, sim.nu
+    cm = sim.contact_model
+    rows = cm.rows if cm is not None else 0
+    if state is None:
+        z = np.zeros(0)
+        return StepImpulses(z, np.zeros((0, ndx)), np.zeros((0, nu)), np.zeros((0, npar)) if blocks else None, 0,
+                            rows)
+    tau_total = tau + state.J.T @ state.lam / dt
+    ddq_dq, ddq_dv, minv = pin.computeABADerivatives(sim._step_model, _workspace(sim).data, q, v, tau_total)
+    G = np.empty((nv, ndx + nu))
+    G[:, :nv] = dt * ddq_dq
+    if state.geo is not None:
+        G[:, :nv] += minv @ cm.kin.force_derivative(state.geo, state.lam[:state.m_contact])
+    G[:, nv:2 * nv] = dt * ddq_dv + np.eye(nv)
+    G[:, 2 * nv:] = dt * minv[:, sim.actuated_dofs]
+    if sim._passive:
+        sim._add_passive_jacobian(G, minv)
+    lin, dc, dphi = cm._linearized(state, G, v_next, dt)
+    dlam = lambda_jacobian(lin, dc, dphi)
+    nc = state.m_contact // rows if rows else 0
+    return StepImpulses(state.lam.copy(), dlam[:, :ndx].copy(), dlam[:, ndx:].copy(),
+                        None if dlam_p is None else dlam_p.copy(), nc, rows)

@@ -1,0 +1,166 @@
+"""Trajectory sensitivities with respect to physical parameters (issue 14, second part).
+
+``d x_t / d p`` chained from the step's ``Fx`` and ``Fp`` (:func:`trajopt.sensitivity.parameter_sensitivity`)
+against central differences of whole rollouts through ``with_parameters`` (a new system per evaluation), on
+short rollouts through free flight and contact (a tilted, spinning cube that lands on a corner and slides on
+an edge; an arm at a joint limit), under LCP and NCP; the adjoint gradient against forward mode.
+
+Tolerance: ``|S - FD| <= 1e-5 max(1, |FD|)`` per parameter block over the compared knots (central differences
+with step 1e-6 of rollouts that go through contact, each re-solved cold).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from problems.inverse import cube_simulator
+from trajopt.sensitivity import (parameter_adjoint_gradient, parameter_sensitivity, parameter_trajectory_jacobians)
+
+RTOL = 1e-5
+
+
+def steps(sim, names, h):
+    """The central-difference step of each parameter entry: ``h``, and ``h / 10`` on inertias (entries of
+    ~1e-2 kg m^2, whose second derivatives make a step of 1e-6 already truncate at ~1e-4 relative)."""
+    return np.concatenate([np.full(sim.parameter_size(n), h / 10 if n.startswith("inertia:") else h) for n in names])
+
+
+def rollout_fd(sim, x0, us, names, knots, *, h=1e-6, initial_rows=()):
+    """Central differences of ``x_t`` (t in ``knots``) w.r.t. ``names`` (through ``with_parameters``) and the
+    tangent coordinates ``initial_rows`` of ``x0``: (len(knots), ndx, np + k)."""
+    p0 = sim.get_parameters(names)
+    hs = steps(sim, names, h)
+    cols = []
+    for k in range(p0.size):
+        e = np.zeros(p0.size)
+        e[k] = hs[k]
+        xp = sim.with_parameters(names, p0 + e).rollout(x0, us)
+        xm = sim.with_parameters(names, p0 - e).rollout(x0, us)
+        cols.append([sim.state_difference(xm[t], xp[t]) / (2 * hs[k]) for t in knots])
+    for i in initial_rows:
+        dx = np.zeros(sim.ndx)
+        dx[i] = h
+        xp = sim.rollout(sim.state_integrate(x0, dx), us)
+        xm = sim.rollout(sim.state_integrate(x0, -dx), us)
+        cols.append([sim.state_difference(xm[t], xp[t]) / (2 * h) for t in knots])
+    return np.array(cols).transpose(1, 2, 0)
+
+
+def assert_close(S, F, blocks):
+    """Per block of columns ``(name, start, stop)``: ``|S - F| <= RTOL max(1, |F|)``."""
+    for name, a, b in blocks:
+        err = np.abs(S[..., a:b] - F[..., a:b]).max()
+        scale = max(1.0, np.abs(F[..., a:b]).max())
+        assert err <= RTOL * scale, f"{name}: |S - FD| = {err:.3g}, |FD| = {scale:.3g}"
+
+
+def blocks_of(sim, names, extra=0):
+    out, off = [], 0
+    for n in names:
+        s = sim.parameter_size(n)
+        out.append((n, off, off + s))
+        off += s
+    if extra:
+        out.append(("x0", off, off + extra))
+    return out
+
+
+def tumbling_cube_start(sim):
+    """A cube tilted 0.3 rad about x and 0.2 about y, 1 cm above the ground, thrown sideways with spin: it
+    lands on a corner within ~40 ms and then slides on an edge/corner."""
+    q = sim.neutral_state()[:sim.nq]
+    R = pin.rpy.rpyToMatrix(0.3, 0.2, 0.0)
+    q[3:7] = pin.Quaternion(R).coeffs()
+    corners = np.array([[sx, sy, sz] for sx in (-.1, .1) for sy in (-.1, .1) for sz in (-.1, .1)]) @ R.T
+    q[2] = 0.01 - corners[:, 2].min()
+    return np.r_[q, 1.0, 0.3, -0.2, 0.5, -1.0, 2.0]
+
+
+@pytest.mark.parametrize("contact", ["lcp", "ncp"])
+def test_cube_tumbling_and_sliding_matches_central_differences(contact):
+    sim = cube_simulator(contact=contact, friction=0.5)
+    x0 = tumbling_cube_start(sim)
+    T = 100  # NCP: a corner, then an edge (after ~110 steps the cube lies flat, statically indeterminate)
+    us = np.zeros((T, 0))
+    names = ["friction", "mass:root_body1", "com:root_body1", "inertia:root_body1"]
+    E = np.zeros((sim.ndx, sim.nv))
+    E[sim.nv:] = np.eye(sim.nv)  # the initial twist as extra unknowns
+    xs, S = parameter_sensitivity(sim, x0, us, names, initial=E)
+    assert S.shape == (T + 1, sim.ndx, sim.parameter_size(names) + sim.nv)
+    assert np.abs(S[0, :, :-sim.nv]).max() == 0.0 and np.array_equal(S[0, :, -sim.nv:], E)
+    np.testing.assert_array_equal(xs, sim.rollout(x0, us))
+    # the rollout went through free flight and contact
+    sim.step(xs[5], us[5])
+    assert len(sim.contacts) == 0
+    sim.step(xs[T - 1], us[T - 1])
+    assert len(sim.contacts) > 0
+    knots = [10, 50, T]
+    F = rollout_fd(sim, x0, us, names, knots, initial_rows=range(sim.nv, sim.ndx))
+    assert_close(S[knots], F, blocks_of(sim, names, sim.nv))
+    assert np.abs(S[T, :, 0]).max() > 1e-3  # friction matters: the cube slid
+
+
+@pytest.mark.parametrize("contact", ["lcp", "ncp"])
+def test_arm_at_a_joint_limit_with_placements(contact):
+    from .test_parameters import arm_simulator
+
+    sim = arm_simulator(contact)
+    x0 = np.array([0.7, 0.0, 0.4, -0.3])  # j2 at its lower limit, moving into it
+    rng = np.random.default_rng(3)
+    us = rng.uniform(-2.0, 2.0, (60, 2))
+    names = ["mass:j1_body1", "com:j2_body2", "inertia:j2_body2", "placement:j2"]
+    xs, S = parameter_sensitivity(sim, x0, us, names)
+    sim.step(xs[0], us[0])
+    assert len(sim.contacts.limit_impulses)  # the limit stops the second link at first
+    knots = [20, 60]
+    F = rollout_fd(sim, x0, us, names, knots)
+    assert_close(S[knots], F, blocks_of(sim, names))
+
+
+def test_adjoint_equals_forward_mode():
+    """The adjoint gradient of a catapult cost (the box resting on the floor, pushed by the arm) w.r.t.
+    friction, a mass and a COM equals the forward chain, and central differences."""
+    import problems
+
+    ocp = problems.load("catapult", horizon=30)
+    ocp.x0 = ocp.x0.copy()
+    ocp.x0[:5] = (1.0, -0.525, np.deg2rad(45), np.deg2rad(30), np.deg2rad(45))
+    us = np.random.default_rng(0).uniform(-20, 20, (30, ocp.nu))
+    sim = ocp.dynamics
+    names = ["friction", "mass:projectile_body1", "com:arm2_body3"]
+    jac = parameter_trajectory_jacobians(sim, ocp.x0, us, names)
+    cost, g_x0, g_u, g_p = parameter_adjoint_gradient(ocp, us, names, jac=jac)
+    xs, S = parameter_sensitivity(sim, ocp.x0, us, names, jac=jac)
+    Lx = ocp.terminal_cost.derivatives(xs[-1]).Lx
+    np.testing.assert_allclose(g_p, S[-1].T @ Lx, rtol=1e-10, atol=1e-12)
+    assert abs(cost - ocp.cost(ocp.rollout(us), us)) < 1e-12
+    p0, h = sim.get_parameters(names), 1e-6
+    for k in (0, 1, 3):
+        e = np.zeros(p0.size)
+        e[k] = h
+        costs = []
+        for s in (1, -1):
+            xs_k = sim.with_parameters(names, p0 + s * e).rollout(ocp.x0, us)
+            costs.append(ocp.cost(xs_k, us))
+        fd = (costs[0] - costs[1]) / (2 * h)
+        assert abs(fd - g_p[k]) <= 1e-6 * max(1.0, abs(fd)), (k, fd, g_p[k])
+    assert np.abs(g_p).max() > 0
+
+
+def test_bad_input():
+    sim = cube_simulator()
+    x0 = sim.neutral_state()
+    with pytest.raises(ValueError, match="unknown parameter 'mass:nothing'"):
+        parameter_sensitivity(sim, x0, np.zeros((3, 0)), ["mass:nothing"])
+    with pytest.raises(ValueError, match="controls have shape"):
+        parameter_sensitivity(sim, x0, np.zeros((3, 2)), ["friction"])
+    with pytest.raises(ValueError, match="initial"):
+        parameter_sensitivity(sim, x0, np.zeros((3, 0)), ["friction"], initial=np.eye(3))
+
+    class NoParameters:
+        nx = ndx = nu = 1
+
+    with pytest.raises(TypeError, match="no physical parameters"):
+        parameter_trajectory_jacobians(NoParameters(), np.zeros(1), np.zeros((2, 1)), ["friction"])

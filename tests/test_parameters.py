@@ -1,0 +1,300 @@
+"""Physical parameters by name and the exact parameter Jacobian of one step (issue 14, first part).
+
+``Fp`` is checked against central differences through ``with_parameters`` (:func:`trajopt.numdiff.
+parameter_jacobian_fd`, step 1e-6) for every parameter kind, in free motion, sticking, sliding, deep
+penetration (the position correction) and at a joint limit with implicit damping, on a free-flyer, under LCP
+and NCP; then closed forms (a sliding cube's distance against friction and mass, a pendulum's acceleration
+against its mass, COM and inertia) and bad inputs.
+
+Tolerance: per parameter block, ``|Fp - FD| <= rtol * max(1, |FD|)`` with ``rtol = 1e-6`` (central
+differences of unit-scale steps are good to ~1e-9; the contact solves, re-run cold on each perturbed
+system, add their own tolerance); flat patches (a box resting on four coplanar corners, a statically
+indeterminate contact) get ``1e-5``, where the state Jacobians' own finite-difference error is of the
+same size (``Fx`` of the resting cube: 6e-4 on entries of 1e3).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dynamics import ModelBuilder, Simulator
+from problems.cartpole import pendulum_simulator
+from problems.inverse import cube_simulator
+from trajopt.numdiff import parameter_jacobian_fd
+
+G = 9.81
+
+
+def assert_blocks(sim, Fp, F, names, rtol):
+    off = 0
+    for n in names:
+        s = sim.parameter_size(n)
+        a, b = Fp[:, off:off + s], F[:, off:off + s]
+        err = np.abs(a - b).max()
+        assert err <= rtol * max(1.0, np.abs(b).max()), f"{n}: |Fp - FD| = {err:.3g}, |FD| = {np.abs(b).max():.3g}"
+        off += s
+    assert off == Fp.shape[1] == F.shape[1]
+
+
+def check_fd(sim, x, u, names=None, rtol=1e-6):
+    names = sim.parameter_names() if names is None else names
+    xn, Fx, Fu, Fp = sim.step_derivatives(x, u, params=names)
+    assert Fp.shape == (sim.ndx, sim.parameter_size(names))
+    # x+, Fx, Fu are those of the call without params, bit for bit
+    xn0, Fx0, Fu0 = sim.step_derivatives(x, u)
+    assert np.array_equal(xn, xn0) and np.array_equal(Fx, Fx0) and np.array_equal(Fu, Fu0)
+    F = parameter_jacobian_fd(sim, x, u, names)
+    assert_blocks(sim, Fp, F, names, rtol)
+    return Fp, F
+
+
+def cube_state(z, v=(0.0, 0.0, 0.0), w=(0.0, 0.0, 0.0)):
+    return np.r_[0.0, 0.0, z, 0.0, 0.0, 0.0, 1.0, v, w]
+
+
+NONE = np.zeros(0)
+
+
+@pytest.fixture(scope="module", params=["lcp", "ncp"])
+def cube(request):
+    return cube_simulator(contact=request.param, friction=0.5)
+
+
+def test_names_sizes_values(cube):
+    names = cube.parameter_names()
+    assert names == ["friction", "mass:root_body1", "com:root_body1", "inertia:root_body1", "placement:root"]
+    assert cube.parameter_size(names) == 1 + 1 + 3 + 6 + 6
+    p = cube.get_parameters(names)
+    # 1 kg, 0.2 m cube: I = m a^2 / 6 on the diagonal (xx, xy, yy, xz, yz, zz)
+    i = 0.2 ** 2 / 6
+    np.testing.assert_allclose(p, [0.5, 1.0, 0, 0, 0, i, 0, i, 0, 0, i, 0, 0, 0, 0, 0, 0], atol=1e-15)
+    new = cube.with_parameters(["mass:root_body1", "friction"], [2.0, 0.3])
+    assert new.get_parameters(["mass:root_body1", "friction"]).tolist() == [2.0, 0.3]
+    assert cube.get_parameters(["mass:root_body1", "friction"]).tolist() == [1.0, 0.5]  # original unchanged
+    # inertia about the COM is kept when the mass changes
+    np.testing.assert_array_equal(new.get_parameters("inertia:root_body1"), cube.get_parameters("inertia:root_body1"))
+
+
+@pytest.mark.parametrize("case", ["sliding", "sticking", "free", "deep"])
+def test_cube_fd(cube, case):
+    x = {"sliding": cube_state(0.1 - 2e-5, v=(1.0, 0.3, 0.0)),
+         "sticking": cube_state(0.1 - 2e-5),
+         "free": cube_state(0.5, v=(1.0, 0.0, -0.5), w=(1.0, 0.5, -0.3)),
+         # 3 mm deep: the position correction acts (phi < -slop)
+         "deep": cube_state(0.1 - 3e-3, v=(0.5, 0.0, 0.0))}[case]
+    check_fd(cube, x, NONE, rtol=1e-6 if case == "free" else 1e-5)
+    if case == "deep":
+        assert cube._data.contact.correction is not None
+
+
+def test_tilted_cube_sliding_on_an_edge(cube):
+    """Two contacts (an edge), not a flat patch: the tight tolerance."""
+    q = cube_state(0.0)[:7]
+    import pinocchio as pin
+
+    R = pin.rpy.rpyToMatrix(0.3, 0.0, 0.0)
+    q[3:7] = pin.Quaternion(R).coeffs()
+    h = 0.1 * (np.cos(0.3) + np.sin(0.3))  # lowest corner on the ground
+    q[2] = h - 2e-5
+    x = np.r_[q, 1.0, 0.2, 0.0, 0.0, 0.0, 0.0]
+    cube.step(x, NONE)
+    assert len(cube.contacts) == 2
+    check_fd(cube, x, NONE, rtol=1e-6)
+
+
+def arm_simulator(contact):
+    """Two revolute links (y axis) with position limits and implicit joint damping, the second pressed
+    against its lower limit by gravity; the tip sphere over the ground."""
+    b = ModelBuilder("arm")
+    j1 = b.add_joint("revolute", name="j1", axis="y", lower=-2.0, upper=2.0, effort=50.0)
+    b.add_body(j1, mass=1.2, box=(0.05, 0.05, 0.4), offset=(0, 0, -0.2))
+    j2 = b.add_joint("revolute", name="j2", parent=j1, axis="y", placement=(0, 0, -0.4), lower=0.0, upper=1.5,
+                     effort=50.0)
+    b.add_body(j2, mass=0.8, box=(0.04, 0.04, 0.3), offset=(0, 0, -0.15))
+    model, geom = b.build()
+    return Simulator(model, geometry=geom, dt=1e-3, contact=contact, joint_damping=[0.3, 0.5])
+
+
+@pytest.mark.parametrize("contact", ["lcp", "ncp"])
+def test_joint_limit_with_damping(contact):
+    sim = arm_simulator(contact)
+    x = np.array([0.7, 0.0, 0.4, -0.3])  # j2 at its lower limit, moving into it
+    sim.step(x, np.zeros(2))
+    assert len(sim.contacts.limit_impulses) and sim.contacts.limit_impulses.max() > 0
+    check_fd(sim, x, np.array([0.5, -0.2]))
+
+
+def test_free_motion_arm():
+    sim = arm_simulator("lcp")
+    check_fd(sim, np.array([0.3, 0.8, 1.0, -2.0]), np.array([0.5, -0.2]))
+
+
+@pytest.mark.parametrize("contact", ["lcp", "ncp"])
+def test_ur5_box_pressing(contact):
+    from problems.legged import ur5_box_bench, ur5_box_press_state, ur5_box_simulator
+
+    sim = ur5_box_simulator(contact=contact)
+    x = ur5_box_press_state(sim)
+    u, _ = ur5_box_bench(sim, x)
+    check_fd(sim, x, u, rtol=1e-5)  # the box rests flat on its four corners
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("contact", ["lcp", "ncp"])
+def test_go1_standing(contact):
+    from problems.legged import go1_standing_simulator, go1_standing_state
+
+    sim = go1_standing_simulator(contact=contact)
+    x = go1_standing_state(sim)
+    x[sim.nq:sim.nq + 3] = (0.05, 0.0, 0.0)  # the base moving: feet sliding
+    check_fd(sim, x, np.zeros(sim.nu), rtol=1e-5)
+
+
+def test_go1_standing_subset():
+    """The default suite's Go1 case: friction and one leg's parameters (the whole set is ``slow``)."""
+    from problems.legged import go1_standing_simulator, go1_standing_state
+
+    sim = go1_standing_simulator(contact="lcp")
+    x = go1_standing_state(sim)
+    names = ["friction", "mass:FL_calf", "com:FL_calf", "inertia:FL_thigh", "placement:FL_calf_joint",
+             "placement:root_joint"]
+    check_fd(sim, x, np.zeros(sim.nu), names, rtol=1e-5)
+
+
+# -- closed forms -------------------------------------------------------------------------------------
+def trajectory_parameter_sensitivity(sim, x0, us, names):
+    """``d x_T / d p`` (ndx, np) by chaining one-step Jacobians: ``S_{t+1} = Fx S_t + Fp``."""
+    x = x0
+    S = np.zeros((sim.ndx, sim.parameter_size(names)))
+    for u in us:
+        x, Fx, Fu, Fp = sim.step_derivatives(x, u, params=names)
+        S = Fx @ S + Fp
+    return x, S
+
+
+@pytest.mark.parametrize("contact", ["lcp", "ncp"])
+def test_sliding_cube_friction_and_mass(contact):
+    """A cube sliding at v0 with friction mu: v_t = v0 - mu g t dt, x_T = v0 T dt - mu g dt^2 T (T + 1) / 2
+    (semi-implicit Euler), so d x_T/d mu = -g dt^2 T (T + 1) / 2 and nothing depends on the mass."""
+    sim = cube_simulator(contact=contact, friction=0.5)
+    dt, T, v0 = sim.dt, 100, 1.0
+    x0 = cube_state(0.1, v=(v0, 0.0, 0.0))
+    names = ["friction", "mass:root_body1"]
+    xT, S = trajectory_parameter_sensitivity(sim, x0, np.zeros((T, 0)), names)
+    assert abs(xT[0] - (v0 * T * dt - 0.5 * G * dt ** 2 * T * (T + 1) / 2)) < 1e-9
+    np.testing.assert_allclose(S[0, 0], -G * dt ** 2 * T * (T + 1) / 2, rtol=1e-9)
+    np.testing.assert_allclose(S[sim.nv, 0], -G * dt * T, rtol=1e-9)  # d v_T / d mu
+    assert np.abs(S[:, 1]).max() < 1e-12  # the path does not depend on the mass
+
+
+def test_pendulum_acceleration_closed_form():
+    """A link hinged about y, COM ``c = (0, 0, -l)``, at angle theta from rest: ``alpha = -m g l sin(theta) /
+    (I_yy + m l^2)``; one step gives ``v+ = dt alpha``, ``q+ = dt^2 alpha``. Derivatives in closed form."""
+    sim = pendulum_simulator(dt=0.01)
+    names = [n for n in sim.parameter_names() if n.split(":")[0] in ("mass", "com", "inertia")]
+    assert len(names) == 3
+    m = sim.get_parameters(names[0])[0]
+    c = sim.get_parameters(names[1])
+    Iyy = sim.get_parameters(names[2])[2]
+    l = -c[2]
+    th, dt = 0.6, sim.dt
+    s, D = np.sin(th), Iyy + m * l * l
+    _, _, _, Fp = sim.step_derivatives(np.array([th, 0.0]), np.zeros(1), params=names)
+    dalpha = np.zeros(10)
+    dalpha[0] = -G * l * s * Iyy / D ** 2  # mass
+    dalpha[3] = m * G * s * (Iyy - m * l * l) / D ** 2  # com z: l = -c_z
+    dalpha[6] = m * G * l * s / D ** 2  # inertia yy (index 2 of xx, xy, yy, ...)
+    for k in (0, 3, 6):
+        np.testing.assert_allclose(Fp[1, k], dt * dalpha[k], rtol=1e-10, err_msg=str(k))
+        np.testing.assert_allclose(Fp[0, k], dt * dt * dalpha[k], rtol=1e-10, err_msg=str(k))
+    # I_xx, I_zz and the products of inertia do not move a y hinge
+    np.testing.assert_allclose(Fp[:, [4, 5, 7, 8, 9]], 0.0, atol=1e-14)
+
+
+def test_impulse_jacobians_fd():
+    """A sphere sliding on the ground (one contact: unique impulses): ``dlam/dx`` and ``dlam/dp`` against
+    central differences of the re-solved step."""
+    b = ModelBuilder("ball")
+    j = b.add_joint("free", name="root")
+    b.add_body(j, mass=0.5, sphere=0.1)
+    model, geom = b.build()
+    sim = Simulator(model, geometry=geom, dt=1e-3, ground=0.0, friction=0.4, contact="lcp")
+    x = cube_state(0.1 - 1e-5, v=(0.8, -0.3, 0.0), w=(0.0, 0.0, 2.0))
+    names = ["friction", "mass:root_body1", "placement:root"]
+    out = sim.step_derivatives(x, NONE, params=names, impulses=True)
+    assert len(out) == 5
+    imp = out[4]
+    assert imp.nc == 1 and imp.rows == 3 and imp.lam.shape == (3,)
+
+    def lam(s, xx):
+        s.step(xx, NONE)
+        return s.contacts.impulses.ravel()
+
+    h = 1e-6
+    Fd = np.empty((3, sim.ndx))
+    for k in range(sim.ndx):
+        e = np.zeros(sim.ndx)
+        e[k] = h
+        Fd[:, k] = (lam(sim, sim.state_integrate(x, e)) - lam(sim, sim.state_integrate(x, -e))) / (2 * h)
+    np.testing.assert_allclose(imp.dlam_dx, Fd, atol=1e-6 * max(1, np.abs(Fd).max()))
+    p0 = sim.get_parameters(names)
+    Fd = np.empty((3, p0.size))
+    for k in range(p0.size):
+        e = np.zeros(p0.size)
+        e[k] = h
+        Fd[:, k] = (lam(sim.with_parameters(names, p0 + e), x) - lam(sim.with_parameters(names, p0 - e), x)) / (2 * h)
+    np.testing.assert_allclose(imp.dlam_dp, Fd, atol=1e-6 * max(1, np.abs(Fd).max()))
+    # without params: (x+, Fx, Fu, impulses)
+    out = sim.step_derivatives(x, NONE, impulses=True)
+    assert len(out) == 4 and out[3].dlam_dp is None
+    np.testing.assert_array_equal(out[3].dlam_dx, imp.dlam_dx)
+
+
+def test_impulses_with_controls_at_a_limit():
+    sim = arm_simulator("lcp")
+    x = np.array([0.7, 0.0, 0.4, -0.3])
+    u = np.array([0.5, -0.2])
+    _, _, _, imp = sim.step_derivatives(x, u, impulses=True)
+    assert imp.nc == 0 and imp.lam.shape == (1,)  # the limit row only
+    h = 1e-6
+    for k in range(2):
+        e = np.zeros(2)
+        e[k] = h
+        sim.step(x, u + e)
+        lp = sim.contacts.limit_impulses.copy()
+        sim.step(x, u - e)
+        lm = sim.contacts.limit_impulses.copy()
+        np.testing.assert_allclose(imp.dlam_du[:, k], (lp - lm) / (2 * h), rtol=1e-6, atol=1e-12)
+
+
+# -- bad input --------------------------------------------------------------------------------------
+def test_bad_parameters():
+    sim = cube_simulator(contact="lcp")
+    with pytest.raises(ValueError, match="unknown parameter 'mass:nothing'"):
+        sim.get_parameters(["mass:nothing"])
+    with pytest.raises(ValueError, match="listed twice"):
+        sim.get_parameters(["friction", "friction"])
+    with pytest.raises(ValueError, match=r"shape \(2,\), expected \(3,\)"):
+        sim.with_parameters("com:root_body1", [0.0, 0.0])
+    with pytest.raises(ValueError, match="'com:root_body1' has non-finite"):
+        sim.with_parameters("com:root_body1", [0.0, np.nan, 0.0])
+    with pytest.raises(ValueError, match="'mass:root_body1': a mass must be > 0"):
+        sim.with_parameters("mass:root_body1", [0.0])
+    with pytest.raises(ValueError, match="'mass:root_body1': a mass must be > 0"):
+        sim.with_parameters("mass:root_body1", [-1.0])
+    with pytest.raises(ValueError, match="'friction' must be >= 0"):
+        sim.with_parameters("friction", [-0.1])
+    with pytest.raises(ValueError, match="'inertia:root_body1'.*not positive definite"):
+        sim.with_parameters("inertia:root_body1", [1.0, 0.0, -1.0, 0.0, 0.0, 1.0])
+    with pytest.raises(ValueError, match="'inertia:root_body1'.*triangle inequality"):
+        sim.with_parameters("inertia:root_body1", [1.0, 0.0, 1.0, 0.0, 0.0, 3.0])
+    with pytest.raises(ValueError, match="unknown parameter"):
+        sim.step_derivatives(cube_state(0.5), NONE, params=["inertia"])
+    assert sim.get_parameters("mass:root_body1")[0] == 1.0
+
+
+def test_relaxed_contact_is_not_covered_yet():
+    sim = cube_simulator(contact="lcp").with_smoothing(1e-3)
+    with pytest.raises(NotImplementedError, match="relaxed"):
+        sim.step_derivatives(cube_state(0.1 - 1e-5), NONE, params=["friction"])

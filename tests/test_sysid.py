@@ -1,0 +1,133 @@
+"""System identification problems (issue 14): ``ur5-sysid`` and ``cube-sysid`` (:mod:`problems.sysid`)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pinocchio as pin
+import pytest
+
+import problems
+from solvers import gauss_newton
+from trajopt.cli import main
+from trajopt.lsq import fd_jacobian
+
+
+def solve(prob, **kw):
+    t = time.perf_counter()
+    sol = gauss_newton(prob, verbose=False, max_iter=50, **kw)
+    return sol, prob.evaluate(sol.us[0]), time.perf_counter() - t
+
+
+def test_ur5_identified_subset_has_full_rank():
+    """The 22 identified entries' regressor columns (``Y dpi/dp``, stacked over random states) have full
+    rank, and all 60 inertial entries only rank 36 (the base parameters)."""
+    from dynamics.parameters import dynamic_parameter_jacobian, resolve
+    from problems.sysid import UR5_IDENTIFIED, ur5_nominal_simulator
+
+    sim = ur5_nominal_simulator()
+    m, d = sim.model, sim.model.createData()
+    names = [n for n in sim.parameter_names() if n.split(":")[0] in ("mass", "com", "inertia")]
+    blocks = resolve(sim, names)
+    C = np.zeros((60, 60))
+    for b in blocks:
+        C[10 * (b.joint - 1):10 * b.joint, b.offset:b.offset + b.size] = dynamic_parameter_jacobian(m.inertias[b.joint],
+                                                                                                 b.kind)
+    rng = np.random.default_rng(0)
+    Y = np.vstack([pin.computeJointTorqueRegressor(m, d, rng.uniform(-3, 3, 6), rng.uniform(-2, 2, 6),
+                                                   rng.uniform(-5, 5, 6)) for _ in range(100)])
+    A = Y @ C
+    assert np.linalg.matrix_rank(A) == 36
+    off = {b.name: b.offset for b in blocks}
+    cols = [off[n] + k for n, k in UR5_IDENTIFIED]
+    assert len(cols) == 22 and np.linalg.matrix_rank(A[:, cols]) == 22
+
+
+@pytest.fixture(scope="module")
+def ur5():
+    return problems.load("ur5-sysid")
+
+
+def test_ur5_sysid_jacobian_matches_finite_differences():
+    prob = problems.load("ur5-sysid", steps=30)
+    r, J = prob.jacobian(prob.z0)
+    _, J_fd = fd_jacobian(prob.residual, prob.z0, 1e-7)
+    assert np.abs(J - J_fd).max() <= 1e-5 * np.abs(J_fd).max()
+
+
+def test_ur5_sysid_recovers_the_parameters(ur5):
+    sol, m, wall = solve(ur5)
+    assert m["parameter_error"] <= 1e-3 and wall < 60.0
+    z0_error = ur5.evaluate(ur5.z0)["parameter_error"]
+    assert z0_error > 0.5  # it started well away (COM coordinates 5-15 mm off)
+
+
+@pytest.mark.parametrize("options", [dict(seed=3, truth_seed=1), dict(seed=5, truth_seed=6)])
+def test_ur5_sysid_other_data_and_other_robots(options):
+    sol, m, _ = solve(problems.load("ur5-sysid", **options))
+    assert m["parameter_error"] <= 1e-3
+
+
+@pytest.mark.xfail(strict=True, reason="known: from the nominal start Gauss-Newton stops at residual ~1-2 on these "
+                                       "variants (ill-conditioned wrist directions; see the report of issue 14)")
+@pytest.mark.parametrize("options", [dict(truth_seed=5), dict(seed=4, truth_seed=4)])
+def test_ur5_sysid_variants_that_fail_today(options):
+    sol, m, _ = solve(problems.load("ur5-sysid", **options))
+    assert m["parameter_error"] <= 1e-3
+
+
+def test_ur5_sysid_with_noise_reports_error_bars_that_hold():
+    prob = problems.load("ur5-sysid", noise=1e-3)
+    sol, m, _ = solve(prob)
+    bars = prob.info["error_bars"](sol.us[0])
+    assert bars.shape == (22,) and np.all(bars > 0)
+    assert m["max_sigma_error"] <= 4.0  # the true values within 4 sigma (observed 1.8)
+
+
+def test_ur5_sysid_cli(tmp_path):
+    assert main(["solve", "ur5-sysid", "--option", "noise=1e-3", "--out", str(tmp_path)]) == 0
+    summary = json.loads((tmp_path / "ur5-sysid" / "gauss-newton" / "summary.json").read_text())
+    assert "max_sigma_error" in summary["metrics"] and len(summary["error_bars"]) == 22
+    assert "finite_differences" not in summary  # skipped: 274 unknowns
+    assert main(["solve", "ur5-sysid", "--option", "noise"]) == 2
+
+
+def test_sysid_bad_input():
+    for name in ("ur5-sysid", "cube-sysid"):
+        with pytest.raises(ValueError, match="noise must be"):
+            problems.load(name, noise=-1.0)
+        with pytest.raises(TypeError, match="unexpected keyword"):
+            problems.load(name, nois=1e-3)
+    with pytest.raises(ValueError, match="window"):
+        problems.load("ur5-sysid", window=0)
+    with pytest.raises(ValueError, match="6 entries"):
+        problems.load("cube-sysid", true_twist=(1.0, 2.0))
+
+
+@pytest.fixture(scope="module")
+def cube():
+    return problems.load("cube-sysid")
+
+
+def test_cube_sysid_jacobian_matches_finite_differences(cube):
+    r, J = cube.jacobian(cube.z0)
+    _, J_fd = fd_jacobian(cube.residual, cube.z0, 1e-6)
+    assert np.abs(J - J_fd).max() <= 1e-5 * np.abs(J_fd).max()
+    assert cube.dynamics.warm_start_stats["contact_steps"] > 100  # through landing, tumbling and sliding
+
+
+def test_cube_sysid_converges_near_the_answer():
+    """NCP (the default); under LCP it stops 18 % off even from 1 % of the offset (measured)."""
+    prob = problems.load("cube-sysid")
+    z_true = prob.info["true"]
+    sol, m, _ = solve(prob, z0=z_true + 0.01 * (prob.z0 - z_true))
+    assert m["parameter_error"] <= 1e-3
+
+
+@pytest.mark.xfail(strict=True, reason="known: from the stated guess (friction 0.3 for 0.5) Gauss-Newton stops in a "
+                                       "kink of the tumbling cube's residual (see the report of issue 14)")
+def test_cube_sysid_recovers_friction_and_twist(cube):
+    sol, m, _ = solve(cube)
+    assert m["parameter_error"] <= 1e-3
