@@ -136,12 +136,15 @@ class CollisionScene:
     the model (a robot file's links overlap where only an SRDF could sort out).
     ``pairs``: names of the object pairs that collide, replacing the rule above
     (the ground, when given, still collides with every moving object).
+    ``patch_depth``: height above a ground patch's lowest vertex within which vertices join it
+    (default :data:`PATCH_DEPTH`; never more than ``margin``). A compliant model, whose force reaches
+    every vertex closer than its width however deep the lowest one is, asks for the whole margin.
     """
 
     def __init__(self, model: pin.Model, geometry: pin.GeometryModel | None, *, ground: float | None = None,
                  up=(0.0, 0.0, 1.0), margin: float = 1e-3, planar: bool = False,
                  exclude: list[tuple[str, str]] | None = None, self_collision: bool = True,
-                 pairs: list[tuple[str, str]] | None = None):
+                 pairs: list[tuple[str, str]] | None = None, patch_depth: float = PATCH_DEPTH):
         self.geometry = pin.GeometryModel() if geometry is None else geometry.copy()
         self.margin = float(margin)
         self.planar = planar
@@ -211,7 +214,7 @@ class CollisionScene:
                 self._rod.append((sB, first, second, 1.0, sA))
             else:
                 self._rod.append(None)
-        self._patch_depth = min(self.margin, PATCH_DEPTH)
+        self._patch_depth = min(self.margin, float(patch_depth))
         self._info = []
         for first, second in self._pairs:  # first = B, second = A
             oA, oB = objs[second], objs[first]

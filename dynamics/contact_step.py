@@ -54,6 +54,11 @@ motion would cross the surface, up to ``|c_n^-| dt`` early. Its Jacobian: the ne
 rows, and ``bias'`` is 0 on an impact row with a gap. Joint-limit rows never bounce. The fused compiled
 step does not know restitution: with any ``e > 0`` the Python path runs (``fused = None``).
 
+Compliant contact (``contact="penalty"``, :mod:`contact.penalty`) goes through the same adapter call: its
+adapter says ``compliant``, and the step then puts no bias in ``b`` (``b = J v_f``: the spring sees the
+penetration through ``phi``), makes no position correction (a penetration is the spring's state) and
+refuses restitution (the damping sets the bounce); ``bias_slope`` is 0 on its rows. It is never fused.
+
 ``M`` is the step's: with implicit joint damping ``M + dt D`` (the simulator hands over a model
 whose armature carries ``dt D``, see :mod:`dynamics.simulator`), so the impulses act through the
 same operator as the free motion, in ``A``, in ``v+`` and in the position correction.
@@ -359,7 +364,7 @@ class ContactModel:
                  planar: bool, erp: float, joint_limits: bool, exclude=None, contact: str = "lcp",
                  self_collision: bool = True, pairs=None, smoothing: float = 0.0,
                  smoothing_distance: float = 0.05, recovery: str = "position", restitution=0.0,
-                 restitution_threshold: float = RESTITUTION_THRESHOLD):
+                 restitution_threshold: float = RESTITUTION_THRESHOLD, penalty=None, dt: float | None = None):
         if recovery not in ("position", "velocity"):
             raise ValueError(f"recovery must be 'position' (bounded, the default) or 'velocity' (the former "
                              f"push-out), got {recovery!r}")
@@ -377,16 +382,24 @@ class ContactModel:
         self.relaxed_fallbacks = 0  # relaxed steps that fell back to hard contact (see solve)
         self.smoothing_distance = float(smoothing_distance)
         #: the contact model, through its adapter (:mod:`contact.adapter`); checks ``contact``
-        self.adapter = adapter(contact, smoothing=self.kappa, smoothing_distance=self.smoothing_distance)
+        self.adapter = adapter(contact, smoothing=self.kappa, smoothing_distance=self.smoothing_distance,
+                               penalty=penalty, dt=dt)
+        #: a compliant model (penalty): penetration is its state, so no bias in b, no position correction
+        self.compliant = bool(getattr(self.adapter, "compliant", False))
         #: where the relaxed solve finds no central point, the step falls back to hard contact
         self.hard_adapter = adapter("lcp" if contact == "lcp" else "ncp")
         if self.kappa > 0:  # relaxed forces reach out to the smoothing distance, and fade there
             margin = self.smoothing_distance
+        margin = max(margin, getattr(self.adapter, "reach", 0.0))  # a compliant model's force reaches its width
         self.scene = CollisionScene(model, geometry, ground=ground, up=up, margin=margin, planar=planar,
-                                    exclude=exclude, self_collision=self_collision, pairs=pairs)
+                                    exclude=exclude, self_collision=self_collision, pairs=pairs,
+                                    **({"patch_depth": margin} if self.compliant else {}))
         #: restitution per collision pair (npairs,), None when every pair is inelastic (module docstring)
         self.restitution = pair_restitution(self.scene, restitution, restitution_threshold)
         self.restitution_threshold = float(restitution_threshold)
+        if self.compliant and self.restitution is not None:
+            raise ValueError(f"restitution applies to the hard and relaxed models; contact={contact!r} bounces "
+                             "by its spring and damping (contact_damping sets the coefficient of restitution)")
         self.kin = ContactKinematics(model, planar=planar)
         self.rows = self.kin.rows
         self.friction = float(friction)
@@ -511,7 +524,11 @@ class ContactModel:
             phi[nc + k] = s * (q[iq] - ref)
             normal_rows[nc + k] = row
         deep = phi < -self.slop
-        if self.recovery == "velocity":  # the former push-out, kept in v+ (see ContactModel)
+        if self.compliant:  # penetration is the compliant model's state: no bias, no correction
+            deep[:] = False
+            bias_slope = np.zeros_like(phi)
+            bias = np.zeros_like(phi)
+        elif self.recovery == "velocity":  # the former push-out, kept in v+ (see ContactModel)
             bias_slope = np.where(deep, self.erp, 1.0)
             bias = np.where(deep, -self.slop + self.erp * (phi + self.slop), phi)
         else:

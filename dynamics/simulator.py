@@ -185,6 +185,19 @@ def _check_options(model, geometry, *, dt, ground, friction, margin, planar) -> 
         check_planar(model)
 
 
+def _penalty_parameters(contact, **values):
+    """The compliant model's parameters (``contact="penalty"``; None: the defaults of
+    :mod:`contact.penalty`), checked; None for the other models, which refuse them."""
+    if contact == "penalty":
+        from contact.penalty import PenaltyParameters
+
+        return PenaltyParameters.checked(**values)
+    given = [f"contact_{k}" for k, v in values.items() if v is not None]
+    if given:
+        raise ValueError(f"{', '.join(given)} apply to contact='penalty' only, not contact={contact!r}")
+    return None
+
+
 def check_planar(model: pin.Model, *, samples: int = 3, seed: int = 0) -> None:
     """Raise :class:`ModelError` unless every body of ``model`` moves in the xy plane.
 
@@ -284,8 +297,9 @@ class Simulator:
         Coulomb friction coefficient of every contact.
     contact:
         Contact model: ``"lcp"`` (boxed LCP with a friction pyramid, Nimble),
-        ``"ncp"`` (Coulomb cone, De Saxce) -- see :mod:`dynamics.contact_step` --
-        or ``"relaxed"`` (the cone on its central path, ``smoothing > 0`` required).
+        ``"ncp"`` (Coulomb cone, De Saxce) -- see :mod:`dynamics.contact_step` --,
+        ``"relaxed"`` (the cone on its central path, ``smoothing > 0`` required) or ``"penalty"``
+        (compliant: a smooth spring-damper and regularized friction, :mod:`contact.penalty`).
     smoothing:
         ``kappa >= 0`` (J): relax complementarity to ``lambda_n c_n = kappa`` (and the
         friction bounds by a barrier), so contacts act at a distance, ``~kappa / phi``,
@@ -347,6 +361,12 @@ class Simulator:
     restitution_threshold:
         Slower impacts (m/s of approach) are inelastic (default 0.1: above what resting contact produces,
         ``g dt`` per step and ``slop / dt``; a 0.1 m/s bounce rises 0.5 mm). A finite speed >= 0.
+    contact_stiffness, contact_damping, contact_width, contact_slip_velocity:
+        With ``contact="penalty"`` (compliant contact, :mod:`contact.penalty`): the spring ``k`` (N/m per
+        contact point, default 2500: a 1 kg cube sinks ~1 mm on its 4 corners), the damping ``d`` (N s/m,
+        default 50), the smoothing width ``w`` (m, default 1e-3: the force starts, C^1, at a gap of ``w``)
+        and the friction's slip-velocity scale ``v_s`` (m/s, default 1e-3). None: the default. Stable while
+        ``dt < 2 sqrt(m_eff / k)`` for every contact's effective mass. Other models refuse them.
 
     Contact is active when the model has collision pairs (geometry of two bodies
     not joined by a joint, or anything against ``ground``) or joint limits.
@@ -400,6 +420,10 @@ class Simulator:
         damping: str = "implicit",
         restitution: float | dict = 0.0,
         restitution_threshold: float = 0.1,
+        contact_stiffness: float | None = None,
+        contact_damping: float | None = None,
+        contact_width: float | None = None,
+        contact_slip_velocity: float | None = None,
     ):
         if not isinstance(model, pin.Model):
             raise TypeError(f"Simulator needs a pinocchio.Model, got {type(model).__name__}")
@@ -414,7 +438,11 @@ class Simulator:
                              smoothing_distance=smoothing_distance, recovery=recovery,
                              joint_stiffness=joint_stiffness, spring_reference=spring_reference,
                              joint_damping=joint_damping, damping=damping, restitution=restitution,
-                             restitution_threshold=restitution_threshold)
+                             restitution_threshold=restitution_threshold, contact_stiffness=contact_stiffness,
+                             contact_damping=contact_damping, contact_width=contact_width,
+                             contact_slip_velocity=contact_slip_velocity)
+        penalty = _penalty_parameters(contact, stiffness=contact_stiffness, damping=contact_damping,
+                                      width=contact_width, slip_velocity=contact_slip_velocity)
         self.model = model
         self.geometry = geometry
         self.dt = float(dt)
@@ -458,7 +486,8 @@ class Simulator:
                           planar=planar, erp=erp, joint_limits=joint_limits, exclude=exclude_pairs,
                           contact=contact, self_collision=self_collision, pairs=collision_pairs,
                           smoothing=smoothing, smoothing_distance=smoothing_distance, recovery=recovery,
-                          restitution=restitution, restitution_threshold=restitution_threshold)
+                          restitution=restitution, restitution_threshold=restitution_threshold,
+                          penalty=penalty, dt=self.dt)
         self.contact_model = cm if cm.enabled else None
         self.smoothing = cm.kappa
         self.contact = contact if cm.enabled else "none"

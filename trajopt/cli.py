@@ -6,7 +6,7 @@
                                                    seeded perturbation of it) with zero
                                                    controls; writes a plot of the states
     trajopt solve PROBLEM [--method M] [--smoothing auto|none|KAPPA] [--seed N]
-                      [--contact lcp|ncp] [--max-iter N] [--time-limit S] [--out DIR]
+                      [--contact lcp|ncp|penalty] [--max-iter N] [--time-limit S] [--out DIR]
                                                    optimize (by default with the problem's own
                                                    method); writes the solution, summary.json,
                                                    convergence / state / control plots and, for
@@ -359,7 +359,8 @@ def _has_contact(name) -> bool:
 def _solve_options(s, *, time_limit):
     """The options ``solve`` and ``compare`` share."""
     s.add_argument("problem")
-    s.add_argument("--contact", choices=("lcp", "ncp"), default=None, help="contact model (default: the problem's)")
+    s.add_argument("--contact", choices=("lcp", "ncp", "penalty"), default=None,
+                   help="contact model (default: the problem's; penalty: compliant, contact.penalty's defaults)")
     s.add_argument("--max-iter", type=int, default=None, help="iteration budget (per method)")
     s.add_argument("--time-limit", type=float, default=time_limit,
                    help="stop each solve after this many seconds" + (f" (default {time_limit:g})" if time_limit else ""))
