@@ -497,7 +497,8 @@ class ContactModel:
         while True:
             v_next, state = self._solve_rows(model, data, q, v_free, dt, previous, contacts,
                                              [self.limits[k] for k in sorted(active)], v)
-            crossed = self._crossed_limits(q, v_next, dt, active)
+            # (a compliant model's limits are springs: they may be crossed, by design)
+            crossed = [] if self.compliant else self._crossed_limits(q, v_next, dt, active)
             if not crossed:
                 return v_next, state
             active.update(crossed)
