@@ -27,7 +27,17 @@ Given the free velocity ``v_f = v + dt ABA(q, v, tau)``:
    depth (``0.2 (depth - slop)`` by default, i.e. at most ``erp`` times the deepest
    penetration), so ``depth - slop`` shrinks by ``1 - erp`` per step: 5 cm to ``slop``
    in ``log(500) / -log(0.8) ~ 28`` steps; the velocity never carries it
-   (see :meth:`ContactModel.correction_jacobian` for its exact derivative).
+   (see :meth:`ContactModel.correction_jacobian` for its exact derivative). A joint that
+   ``v+`` puts on one of its limits (a limit row of the problem, not deep, with
+   ``phi + dt s v+ <= slop``) is held there: its row joins ``J_d`` with ``e = 0``, so the
+   correction cannot push it through the limit (it did: a deep contact on the catapult's
+   arm moved a joint resting on its limit 1 cm past it). Contact rows are not held.
+
+Joint limits: a limit's row is in the problem when the joint is within the margin of it, or
+when ``v+`` would carry the joint across it in this step (an outer active-set check: the
+limit is added and the problem solved again, at most once per limit). Without it, impulses of
+the other rows (``M^-1`` couples the joints) or a fast free motion pushed joints through limits
+whose rows were not in the problem (the catapult's arm, 9.5 cm past its limit in one step).
 
 Restitution (Newton's impact law, Nimble IV-D; ``restitution=e`` on the simulator, global or per
 collision pair). A contact row *impacts* in a step when its pre-step normal velocity ``c_n^- = J_n(q) v``
@@ -225,9 +235,10 @@ class ContactState:
 class Correction:
     """The position correction of one step (module docstring, item 5).
 
-    ``rows`` (k,) the deep rows of ``J``; ``dq`` (nv,) the tangent displacement added to
-    ``dt v+``; ``lam`` (k,) its impulse-like multipliers; ``W`` (nv, k) ``M^-1 J_d^T``;
-    ``A`` (k, k) ``J_d M^-1 J_d^T``.
+    ``rows`` (k,) the deep rows of ``J``, then the held limit rows (target 0: the module
+    docstring); ``dq`` (nv,) the tangent displacement added to ``dt v+``; ``lam`` (k,) its
+    impulse-like multipliers; ``W`` (nv, k) ``M^-1 J_d^T``; ``A`` (k, k) ``J_d M^-1 J_d^T``;
+    ``held`` how many of ``rows`` (the last ones) are held limit rows.
     """
 
     rows: np.ndarray
@@ -235,6 +246,7 @@ class Correction:
     lam: np.ndarray
     W: np.ndarray
     A: np.ndarray
+    held: int = 0
 
 
 class FusedContactState:
@@ -428,12 +440,25 @@ class ContactModel:
             self.fused = None
 
     # -- the step's contact part ------------------------------------------------------------
-    def may_touch(self, q) -> bool:
-        """False when nothing can be in contact at ``q`` (no collision pairs, no limit near)."""
+    def may_touch(self, q, v_free, dt) -> bool:
+        """False when nothing can be in contact at ``q`` (no collision pairs, no limit near, and the free
+        velocity ``v_free`` carries no joint across a limit in this step)."""
         if self.scene.npairs:
             return True
         margin = self.margin
-        return any(s * (q[iq] - ref) < margin for iq, _, s, ref in self.limits)
+        return any(s * (q[iq] - ref) < margin or s * (q[iq] + dt * v_free[iv] - ref) < 0.0
+                   for iq, iv, s, ref in self.limits)
+
+    def _near_limits(self, q) -> set[int]:
+        """Indices of the limits within the margin at ``q`` (their rows are in every solve)."""
+        margin = self.margin
+        return {k for k, (iq, _, s, ref) in enumerate(self.limits) if s * (q[iq] - ref) < margin}
+
+    def _crossed_limits(self, q, v_next, dt, active) -> list[int]:
+        """Indices of the limits not in ``active`` that ``v+`` carries across in this step
+        (``s (q + dt v+ - ref) < 0``): the outer active-set check of :meth:`solve`."""
+        return [k for k, (iq, iv, s, ref) in enumerate(self.limits)
+                if k not in active and s * (q[iq] + dt * v_next[iv] - ref) < 0.0]
 
     def solve(self, model, data, gdata, q, v_free, dt, previous: ContactState | None, v=None):
         """``(v+, ContactState or None)``; forward kinematics at q has been run by detection. ``v`` (nv,):
@@ -443,7 +468,11 @@ class ContactModel:
             out = self.fused.solve(model, data, gdata, q, v_free, dt, self.fused_previous(previous))
             if out is not None:
                 v_next, st = out
-                return v_next, (None if st is None else FusedContactState(st, self.adapter, self.friction))
+                # a limit crossed by v+ (the outer check of _reference_solve) or held by the position
+                # correction: such steps run in Python (the compiled step has neither yet)
+                if not (self.limits and (self._crossed_limits(q, v_next, dt, self._near_limits(q))
+                                         or self._fused_holds(st, v_next, dt))):
+                    return v_next, (None if st is None else FusedContactState(st, self.adapter, self.friction))
         return self._reference_solve(model, data, gdata, q, v_free, dt, previous, v)
 
     def fused_previous(self, previous: ContactState | None):
@@ -457,9 +486,28 @@ class ContactModel:
         return None
 
     def _reference_solve(self, model, data, gdata, q, v_free, dt, previous: ContactState | None, v=None):
-        """:meth:`solve` in Python (the reference; NCP and relaxed contact always run it)."""
+        """:meth:`solve` in Python (the reference; NCP and relaxed contact always run it). ``v``: the
+        pre-step velocity (restitution).
+
+        A joint limit enters as a row when the joint is within the margin of it, or when the step's
+        velocity would carry the joint across it: limit rows act only near their limits, and impulses
+        of the other rows (through ``M^-1``'s coupling) or a large free velocity can push a joint through
+        a limit whose row is not in the problem. So after each solve the limits that ``v+`` crosses are
+        added and the problem solved again (at most once per limit); with its row the joint lands on the
+        limit (``phi + dt s v+ >= 0``). Where ``v+`` crosses no inactive limit, nothing changes."""
         contacts = self.scene.detect(model, data, gdata, q)
-        limit_rows = [(iq, iv, s, ref) for iq, iv, s, ref in self.limits if s * (q[iq] - ref) < self.margin]
+        active = self._near_limits(q)
+        while True:
+            v_next, state = self._solve_rows(model, data, q, v_free, dt, previous, contacts,
+                                             [self.limits[k] for k in sorted(active)], v)
+            # (a compliant model's limits are springs: they may be crossed, by design)
+            crossed = [] if self.compliant else self._crossed_limits(q, v_next, dt, active)
+            if not crossed:
+                return v_next, state
+            active.update(crossed)
+
+    def _solve_rows(self, model, data, q, v_free, dt, previous, contacts, limit_rows, v=None):
+        """One contact solve with the detected ``contacts`` and the joint-limit rows ``limit_rows``."""
         nc, r, nv = len(contacts), self.rows, self.nv
         if nc == 0 and not limit_rows:
             return v_free, None
@@ -523,8 +571,30 @@ class ContactModel:
                              warm_hit=bool(sol.warm_start_hit), guessed=warm, adapter=used)
         state.impact = impact
         if self.recovery == "position" and deep.any():
-            state.correction = self._correction(J, MJt, normal_rows[deep], phi[deep])
+            rows, phis = normal_rows[deep], phi[deep]
+            held = self._held_limit_rows(J, phi, normal_rows, nc, deep, v_next, dt)
+            if len(held):
+                rows = np.concatenate([rows, held])
+                phis = np.concatenate([phis, np.full(len(held), -self.slop)])  # e = erp (slop - slop) = 0
+            state.correction = self._correction(J, MJt, rows, phis)
+            state.correction.held = len(held)
         return v_next, state
+
+    def _fused_holds(self, st, v_next, dt) -> bool:
+        """Whether the position correction of a fused solve ``st`` would hold a limit row."""
+        if st is None or not st.has_correction or st.nlim == 0:
+            return False
+        phi = st.phi
+        return len(self._held_limit_rows(st.J, phi, st.normal_rows.astype(np.intp), st.nc, phi < -self.slop,
+                                         v_next, dt)) > 0
+
+    def _held_limit_rows(self, J, phi, normal_rows, nc, deep, v_next, dt) -> np.ndarray:
+        """The limit rows the position correction holds (module docstring, item 5): not deep, and
+        ``v+`` puts the joint within ``slop`` of the limit (``phi + dt J_l v+ <= slop``)."""
+        lim = np.arange(nc, len(phi))
+        rows = normal_rows[lim]
+        landing = phi[lim] + dt * (J[rows] @ v_next)
+        return rows[~deep[lim] & (landing <= self.slop)]
 
     def _impacts(self, contacts, J, v, b, rows, bias, bias_slope, phi, dt) -> Impact | None:
         """Newton's impact law on the impact rows (module docstring, "Restitution"): updates ``b`` and
@@ -575,6 +645,10 @@ class ContactModel:
         ddq_dq, _, _ = pin.computeABADerivatives(self._model0, self._data0, q, np.zeros(nv), Jd.T @ c.lam)
         D = ddq_dq.copy()
         K = np.zeros((len(c.rows), nv))
+        # held limit rows have e = 0, so de = 0 there instead of -erp J_d: folded into K (constant rows of
+        # J: no kinematic term of their own), as the compiled solve takes one erp
+        if c.held:
+            K[-c.held:] = -self.erp * Jd[-c.held:]
         mc = state.m_contact
         if mc:
             on_contacts = c.rows < mc

@@ -901,7 +901,7 @@ class Simulator:
         v_next += v
         if self.contact_model is None:
             return False
-        if not self.contact_model.may_touch(q):
+        if not self.contact_model.may_touch(q, v_next, self.dt):
             d.contact = None
             return False
         v_next[:] = self._solve_contacts(q, v_next, d, v)

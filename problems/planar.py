@@ -57,13 +57,7 @@ def catapult_simulator(*, dt: float = 1e-3, friction: float = 1.0, contact: str 
     b.add_static_box("floor", (3.5, 0.25, 0.5), (1.2, -0.7, 0.0))
     model, geom = b.build()
     return Simulator(model, geometry=geom, dt=dt, actuated=arm, friction=friction, planar=True, contact=contact,
-                     exclude_pairs=[("arm1_body2", "arm3_body4")],
-                     # Kept on the former push-out (issue 12, not yet re-tuned): its reachable throw (test_gn)
-                     # drives arm 1 through its 5 mm speculative margin 9.5 cm past its limit, and the
-                     # push-out's 19 rad/s launch off that limit is part of the throw; with the bounded
-                     # recovery the step Jacobians on that trajectory agree with FD to 1e-7, but gn from the
-                     # noisy start stalls 8.6 mm from the target (40 iterations) instead of < 1 mm.
-                     recovery="velocity")
+                     exclude_pairs=[("arm1_body2", "arm3_body4")])
 
 
 def jump_worm_simulator(*, dt: float = 1e-3, friction: float = 1.0, contact: str = "lcp") -> Simulator:
