@@ -352,8 +352,8 @@ class FusedContactState:
             c = self.core.correction
             if c is None:
                 return None
-            rows, dq, lam, W, A = c
-            return Correction(rows.astype(np.intp), dq, lam, W, A)
+            rows, dq, lam, W, A, held = c
+            return Correction(rows.astype(np.intp), dq, lam, W, A, held)
         return self._get("correction", make)
 
 
@@ -468,11 +468,7 @@ class ContactModel:
             out = self.fused.solve(model, data, gdata, q, v_free, dt, self.fused_previous(previous))
             if out is not None:
                 v_next, st = out
-                # a limit crossed by v+ (the outer check of _reference_solve) or held by the position
-                # correction: such steps run in Python (the compiled step has neither yet)
-                if not (self.limits and (self._crossed_limits(q, v_next, dt, self._near_limits(q))
-                                         or self._fused_holds(st, v_next, dt))):
-                    return v_next, (None if st is None else FusedContactState(st, self.adapter, self.friction))
+                return v_next, (None if st is None else FusedContactState(st, self.adapter, self.friction))
         return self._reference_solve(model, data, gdata, q, v_free, dt, previous, v)
 
     def fused_previous(self, previous: ContactState | None):
@@ -579,14 +575,6 @@ class ContactModel:
             state.correction = self._correction(J, MJt, rows, phis)
             state.correction.held = len(held)
         return v_next, state
-
-    def _fused_holds(self, st, v_next, dt) -> bool:
-        """Whether the position correction of a fused solve ``st`` would hold a limit row."""
-        if st is None or not st.has_correction or st.nlim == 0:
-            return False
-        phi = st.phi
-        return len(self._held_limit_rows(st.J, phi, st.normal_rows.astype(np.intp), st.nc, phi < -self.slop,
-                                         v_next, dt)) > 0
 
     def _held_limit_rows(self, J, phi, normal_rows, nc, deep, v_next, dt) -> np.ndarray:
         """The limit rows the position correction holds (module docstring, item 5): not deep, and

@@ -549,7 +549,7 @@ class Simulator:
         if mod is None or not hasattr(mod, "FusedStep"):
             return None
         self._fused_lcp = None if cm is None else cm.fused
-        limits = [] if cm is None else [[float(iq), float(s), float(ref)] for iq, _, s, ref in cm.limits]
+        limits = [] if cm is None else [[float(iq), float(iv), float(s), float(ref)] for iq, iv, s, ref in cm.limits]
         return mod.FusedStep(
             self._step_model, self.model, self.dt, self.actuated_dofs.astype(np.int64), bool(self._all_actuated),
             self._passive, self._damping, bool(self._damp_dofs.size), self._spring_dofs.astype(np.int64),

@@ -217,11 +217,12 @@ def test_bad_input_gives_the_python_errors():
 
 
 def test_divergence_gives_the_python_errors():
-    s = limited_pendulum()
-    sim = Simulator(s.model, geometry=s.geometry, dt=s.dt)
+    s = cube_sim()
+    sim = Simulator(s.model, geometry=s.geometry, dt=s.dt, ground=0.0, friction=0.0)
     assert sim._fused_step is not None
-    # beyond MAX_VELOCITY after the step (with contact), beyond MAX_POSITION and non-finite (no contact model)
-    _same_error(sim, lambda s: s.step(np.array([0.0, 9999.9]), np.array([1e6])), SimulationError)
+    # beyond MAX_VELOCITY after the step (with contact: a frictionless cube on the ground sliding at 2e4 m/s;
+    # a limited joint no longer reaches it, its limit stops it), beyond MAX_POSITION and non-finite (no contact model)
+    _same_error(sim, lambda s: s.step(cube_state(v=(2e4, 0.0, 0.0)), np.zeros(0)), SimulationError)
     model, _ = _chain()
     free = Simulator(model, dt=0.01, joint_limits=False)
     x = np.array([Simulator.MAX_POSITION, 0.0, 0.0, 1.0, 0.0, 0.0])
@@ -233,7 +234,8 @@ def test_divergence_gives_the_python_errors():
     # in a rollout: the step named, the states so far carried
     us = np.zeros((10, 1))
     us[6] = 1e8
-    a, b = _same_error(sim, lambda s: s.rollout(np.array([0.0, 0.0]), us), SimulationError)
+    unlimited = Simulator(limited_pendulum().model, dt=1e-3, joint_limits=False)
+    a, b = _same_error(unlimited, lambda s: s.rollout(np.array([0.0, 0.0]), us), SimulationError)
     assert "rollout step 6" in str(a) and np.array_equal(a.xs, b.xs) and len(a.xs) == 7
     # a non-finite free velocity before the contact solve (a cube thrown at 1e300 m/s)
     cube = cube_sim()

@@ -53,7 +53,7 @@ bool all_safe(const double* p, int64_t n) {
 }
 
 struct Limit {
-  int64_t iq;
+  int64_t iq, iv;
   double s, ref;
 };
 
@@ -91,8 +91,8 @@ class FusedStep {
       units_.push_back({b[0], b[1]});
     }
     for (const auto& l : limits) {
-      if (l.size() != 3) throw std::invalid_argument("FusedStep: each limit is (iq, sign, reference)");
-      limits_.push_back({static_cast<int64_t>(l[0]), l[1], l[2]});
+      if (l.size() != 4) throw std::invalid_argument("FusedStep: each limit is (iq, iv, sign, reference)");
+      limits_.push_back({static_cast<int64_t>(l[0]), static_cast<int64_t>(l[1]), l[2], l[3]});
     }
     if (contact_model_ && fused_.is_none())
       throw std::invalid_argument("FusedStep: a contact model needs its FusedLCP");
@@ -198,8 +198,10 @@ class FusedStep {
     const Eigen::VectorXd* dq_c = nullptr;
     if (contact_model_) {
       bool near = touch_always_;
-      for (size_t k = 0; !near && k < limits_.size(); ++k)
-        near = limits_[k].s * (q[limits_[k].iq] - limits_[k].ref) < margin_;
+      for (size_t k = 0; !near && k < limits_.size(); ++k) {  // may_touch: near, or crossed by v_free
+        const Limit& l = limits_[k];
+        near = l.s * (q[l.iq] - l.ref) < margin_ || l.s * (q[l.iq] + dt_ * v_free_[l.iv] - l.ref) < 0.0;
+      }
       if (!near) {
         code = NOT_NEAR;
       } else {

@@ -43,6 +43,7 @@ struct StepState {
   lcp::Solution solution;
   bool guessed = false;
   bool has_correction = false;
+  int64_t held = 0;  // the last `held` correction rows hold joints on their limits (e = 0)
   VectorXl deep_rows;
   Correction correction;
   int64_t m_contact() const { return nc * r; }
@@ -90,7 +91,6 @@ class FusedLCP {
                   const Eigen::VectorXd& v_free, double dt, nb::handle previous, Eigen::VectorXd& v_next,
                   nb::object& state) {
     auto& M = model_of(model);
-    auto& D = data_of(data);
     const int64_t nv = M.nv;
     if (q.size() != M.nq || v_free.size() != nv) throw std::invalid_argument("FusedLCP.solve: q or v_free has the wrong size");
     // previous: a StepState, None, or (key, modes, signs) of a state from the Python path
@@ -107,24 +107,51 @@ class FusedLCP {
       other_signs = std::get<2>(t);
       other = true;
     }
-    auto st = std::make_unique<StepState>();
-    st->r = r_;
     int64_t nc = 0;
+    nb::object arrays;
     if (detector_.is_valid() && !detector_.is_none()) {
-      nb::object arrays = detect_with(detector_, model, data, gdata, q);
+      arrays = detect_with(detector_, model, data, gdata, q);
       if (arrays.is_none()) return false;
       nc = static_cast<int64_t>(nb::len(nb::object(arrays[2])));
-      st->contacts = arrays;
     }
+    // ContactModel._reference_solve: the limits near q, then (outer check) those v+ carries across, re-solved
+    std::vector<char> active(limits_.size(), 0);
+    for (size_t k = 0; k < limits_.size(); ++k) active[k] = limits_[k].s * (q[limits_[k].iq] - limits_[k].ref) < margin_;
+    for (;;) {
+      solve_rows(model, data, q, v_free, dt, prev, other, other_key, other_modes, other_signs, nc, arrays, active,
+                 v_next, state);
+      bool added = false;
+      for (size_t k = 0; k < limits_.size(); ++k) {
+        const Limit& l = limits_[k];
+        if (!active[k] && l.s * (q[l.iq] + dt * v_next[l.iv] - l.ref) < 0.0) {
+          active[k] = 1;
+          added = true;
+        }
+      }
+      if (!added) return true;
+    }
+  }
+
+  // ContactModel._solve_rows: one solve with the detected contacts (arrays, nc) and the active limits.
+  void solve_rows(nb::handle model, nb::handle data, const Eigen::VectorXd& q, const Eigen::VectorXd& v_free,
+                  double dt, const StepState* prev, bool other, const std::vector<int64_t>& other_key,
+                  const VectorXl& other_modes, const VectorXl& other_signs, int64_t nc, const nb::object& arrays,
+                  const std::vector<char>& active, Eigen::VectorXd& v_next, nb::object& state) {
+    auto& M = model_of(model);
+    auto& D = data_of(data);
+    const int64_t nv = M.nv;
     std::vector<const Limit*> lim;
-    for (const auto& l : limits_)
-      if (l.s * (q[l.iq] - l.ref) < margin_) lim.push_back(&l);
+    for (size_t k = 0; k < limits_.size(); ++k)
+      if (active[k]) lim.push_back(&limits_[k]);
     const int64_t nl = static_cast<int64_t>(lim.size()), r = r_;
     if (nc == 0 && nl == 0) {
       v_next = v_free;
       state = nb::none();
-      return true;
+      return;
     }
+    auto st = std::make_unique<StepState>();
+    st->r = r_;
+    if (nc) st->contacts = arrays;
     st->nc = nc;
     st->nlim = nl;
     const int64_t m = nc * r + nl;
@@ -202,18 +229,29 @@ class FusedLCP {
       st->solution = lcp::solve(st->problem, nullptr, nullptr, 1e-9, -1);
     v_next = v_free + st->MJt * st->solution.x;
     if (!velocity_recovery_ && !deep.empty()) {
-      const int64_t k = static_cast<int64_t>(deep.size());
-      st->deep_rows.resize(k);
-      Eigen::VectorXd phi_deep(k);
+      // the deep rows, then the limit rows held on their limits (ContactModel._held_limit_rows: not deep,
+      // phi + dt s v+ <= slop) with e = 0 (phi = -slop)
+      std::vector<int64_t> held;
+      for (int64_t k = 0; k < nl; ++k) {
+        const double ph = st->phi[nc + k];
+        if (!(ph < -slop_) && ph + dt * (lim[k]->s * v_next[lim[k]->iv]) <= slop_) held.push_back(nc * r + k);
+      }
+      const int64_t k = static_cast<int64_t>(deep.size()), h = static_cast<int64_t>(held.size());
+      st->deep_rows.resize(k + h);
+      Eigen::VectorXd phi_deep(k + h);
       for (int64_t a = 0; a < k; ++a) {
         st->deep_rows[a] = st->normal_rows[deep[a]];
         phi_deep[a] = st->phi[deep[a]];
       }
+      for (int64_t a = 0; a < h; ++a) {
+        st->deep_rows[k + a] = held[a];
+        phi_deep[k + a] = -slop_;
+      }
+      st->held = h;
       st->correction = position_correction(st->J, st->MJt, st->deep_rows, phi_deep, erp_, slop_);
       st->has_correction = true;
     }
     state = nb::cast(st.release(), nb::rv_policy::take_ownership);
-    return true;
   }
 
   // Simulator._contact_velocity_jacobian (adjoint None): dv+/dx (nv, 2 nv) and dv+/du (nv, nu) written
@@ -368,7 +406,7 @@ void bind_step(nb::module_& m) {
       .def_prop_ro("correction", [](const StepState& s) -> nb::object {
         if (!s.has_correction) return nb::none();
         const auto& c = s.correction;
-        return nb::make_tuple(s.deep_rows, c.dq, c.lam, c.W, c.A);
+        return nb::make_tuple(s.deep_rows, c.dq, c.lam, c.W, c.A, s.held);
       });
   nb::class_<FusedLCP>(m, "FusedLCP",
                        "ContactModel.solve and Simulator._contact_velocity_jacobian for hard LCP contact, fused")
