@@ -63,7 +63,7 @@ from dynamics import Simulator, example_robot_urdf
 from dynamics.robots import example_robot_data_share, load_urdf_geometry
 
 from ._scene import lowest_point
-from .legged import GO1_FEET, GO1_LEGS, GO1_STANDING, _set_joint
+from .legged import _set_joint, go1_standing_state
 
 # -- Go1 with a payload -------------------------------------------------------------------------
 PAYLOAD_MASS = 10.0  # kg
@@ -110,14 +110,9 @@ def go1_payload_simulator(*, payload: float = PAYLOAD_MASS, dt: float = 1e-3, co
 
 
 def go1_payload_state(sim: Simulator) -> np.ndarray:
-    """SRDF standing joint angles, the four foot spheres on the ground, at rest."""
-    model = sim.model
-    q = pin.neutral(model)
-    for leg in GO1_LEGS:
-        for part, angle in GO1_STANDING.items():
-            _set_joint(model, q, f"{leg}_{part}_joint", angle)
-    q[2] -= lowest_point(sim, q, axis=2, names=GO1_FEET)
-    return np.concatenate((q, np.zeros(model.nv)))
+    """SRDF standing joint angles, the four foot spheres on the ground, at rest (Go1's standing state:
+    the payload sits above the feet and does not move them)."""
+    return go1_standing_state(sim)
 
 
 # ===========================================================================================

@@ -15,6 +15,7 @@ from dynamics.contact_step import FusedContactState
 from trajopt.bench import bench_state
 
 from .test_contact import cube_sim, cube_state, limited_pendulum
+from .test_core_fused import _controls
 from .test_damping import _chain
 
 pytestmark = pytest.mark.skipif(core.module is None or not hasattr(core.module, "FusedStep"),
@@ -26,13 +27,6 @@ def _reference(sim: Simulator) -> Simulator:
     ref = Simulator(sim.model, geometry=sim.geometry, **sim._options)
     ref._fused_step = None
     return ref
-
-
-def _controls(sim, T, seed, scale=0.3):
-    rng = np.random.default_rng(seed)
-    lo = np.nan_to_num(sim.u_lower, neginf=-10.0, posinf=10.0)
-    hi = np.nan_to_num(sim.u_upper, neginf=-10.0, posinf=10.0)
-    return rng.uniform(lo, hi, (T, sim.nu)) * scale
 
 
 def _same_workspace(d, e):
