@@ -129,6 +129,9 @@ class Comparison:
             self.features.add("position correction")
             c = st.correction
             phi_deep = _distances(sim, st, q)[np.searchsorted(st.normal_rows, c.rows)]
+            if c.held:  # limit rows held on their limits: target 0, passed as phi = -slop
+                phi_deep[-c.held:] = -cm.slop
+                self.features.add("held limit")
             c0 = cm._reference_correction(st.J, st.MJt, c.rows, phi_deep)
             for f in ("dq", "lam", "W", "A"):
                 self.add(f"correction.{f}", getattr(c, f), getattr(c0, f))
