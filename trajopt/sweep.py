@@ -255,10 +255,14 @@ def _client(scheduler: str | None, workers: int | None):
 
 
 def run_sweep(runs: list[Run], *, out: str, scheduler: str | None = None, workers: int | None = None,
-              echo=print) -> list[dict]:
+              echo=None) -> list[dict]:
     """Run ``runs`` on Dask; writes ``out/sweep.csv``; returns the rows in the order of ``runs``.
     ``echo`` prints progress (one line per finished run)."""
     from distributed import as_completed
+
+    if echo is None:  # progress reaches a pipe or a log as each run finishes, not at exit
+        def echo(*a):
+            print(*a, flush=True)
 
     os.makedirs(os.path.join(out, "runs"), exist_ok=True)
     rows: dict[str, dict] = {}
