@@ -254,15 +254,18 @@ def _client(scheduler: str | None, workers: int | None):
     return Client(cluster), cluster
 
 
+def _echo(*args) -> None:
+    """Progress to stdout, flushed: it reaches a pipe or a log as each run finishes, not at exit."""
+    print(*args, flush=True)
+
+
 def run_sweep(runs: list[Run], *, out: str, scheduler: str | None = None, workers: int | None = None,
               echo=None) -> list[dict]:
     """Run ``runs`` on Dask; writes ``out/sweep.csv``; returns the rows in the order of ``runs``.
     ``echo`` prints progress (one line per finished run)."""
     from distributed import as_completed
 
-    if echo is None:  # progress reaches a pipe or a log as each run finishes, not at exit
-        def echo(*a):
-            print(*a, flush=True)
+    echo = echo or _echo
 
     os.makedirs(os.path.join(out, "runs"), exist_ok=True)
     rows: dict[str, dict] = {}
@@ -368,7 +371,8 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join("  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip() for line in table)
 
 
-def main_sweep(args, echo=print) -> int:
+def main_sweep(args, echo=None) -> int:
+    echo = echo or _echo
     """``trajopt sweep``: validate everything, run, print the table; exit status 0 when every run
     finished without an error, 1 otherwise."""
     import problems
