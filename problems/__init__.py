@@ -7,6 +7,6 @@ and inertia is stated in its module.
 from ._registry import advice, describe, factory, load, names, options_line, recipe, register
 
 # Importing the modules registers their problems.
-from . import cartpole, cheetah, drone, inverse, legged, manipulators, planar, sysid  # noqa: E402,F401
+from . import cartpole, cheetah, design, drone, inverse, legged, manipulators, planar, sysid  # noqa: E402,F401
 
 __all__ = ["advice", "describe", "factory", "load", "names", "options_line", "recipe", "register"]

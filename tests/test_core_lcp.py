@@ -271,7 +271,7 @@ def _lcp_problems():
     out = []
     for name in problems.names():
         params = inspect.signature(problems.factory(name)).parameters
-        if "contact" in params:
+        if "contact" in params and name != "catapult-design":  # an augmented step over rebuilt catapults
             out.append((name, {} if params["contact"].default == "lcp" else {"contact": "lcp"}))
     return out
 

@@ -1,0 +1,113 @@
+"""catapult-design (issue 14): the design derivative, the options, and the co-design against the fixed design."""
+
+import numpy as np
+import pytest
+
+import problems
+from problems.design import (DESIGN_LINKS, NOMINAL_LENGTH, design_parameters, design_simulator,
+                             fixed_design_baseline, length_jacobian)
+from trajopt.sensitivity import adjoint_gradient
+
+#: a short throw in contact: the box lands on the arm (150 steps), then the arm lifts and pushes it
+T_SHORT, T_PUSH, PUSH = 250, 150, (-120.0, -80.0, -40.0)
+LENGTHS = np.array([0.27, 0.23])
+
+
+def _pushed(T=T_SHORT):
+    ocp = problems.load("catapult-design", horizon=T, target=(1.5, 1.0))
+    dyn = ocp.dynamics
+    us = np.zeros((T + 1, dyn.nu))
+    us[0] = dyn.control_of(LENGTHS)
+    us[1 + T_PUSH:] = PUSH
+    return ocp, us
+
+
+def test_length_jacobian_matches_the_rebuild():
+    """d p / d l against central differences of the rebuilt simulator's inertial parameters (placements are
+    increments, always 0: their column is checked through the step below)."""
+    links = DESIGN_LINKS
+    names = [n for n in design_parameters(links) if not n.startswith("placement")]
+    keep = np.concatenate([np.arange(16 * i + 6, 16 * (i + 1)) for i in range(len(links))])
+    h = 1e-6
+    for i in range(len(links)):
+        e = np.zeros(len(links))
+        e[i] = h
+        fd = (design_simulator(dict(zip(links, LENGTHS + e))).get_parameters(names)
+              - design_simulator(dict(zip(links, LENGTHS - e))).get_parameters(names)) / (2 * h)
+        np.testing.assert_allclose(length_jacobian(links, LENGTHS)[keep, i], fd, rtol=1e-7, atol=1e-9)
+
+
+def test_cost_derivative_wrt_lengths_matches_central_differences_through_the_rebuild():
+    """The cost's gradient w.r.t. the lengths by one adjoint sweep through the augmented dynamics (Fp of the
+    placement and inertial parameters chained with d p / d l) against central differences of the cost of
+    simulators rebuilt at l +- h (an independent path: no DesignDynamics), along a throw where the box sits
+    on the arm and is pushed (sticking/sliding contact with the bat) and no designed link takes an impulse."""
+    ocp, us = _pushed()
+    dyn = ocp.dynamics
+    xs = dyn.rollout(ocp.x0, us)
+    checks = ocp.info["final_metrics"](xs, us)
+    assert checks["release"] >= T_SHORT - 1 and checks["design_link_contacts"] == 0
+    _, _, g_u = adjoint_gradient(ocp, us)
+    grad = g_u[0, :2] / np.diag(dyn._design_knot(ocp.x0, us[0])[2][dyn.nsim:dyn.nsim + 2, :2])
+    target = ocp.info["target"]
+
+    def cost(lengths):
+        sim = design_simulator(dict(zip(DESIGN_LINKS, lengths)))
+        e = sim.rollout(ocp.x0[:sim.nx], us[1:])[-1, :2] - target
+        return float(e @ e)
+
+    assert abs(cost(LENGTHS) - ocp.cost(xs, us) + 0.5e-14 * float((us ** 2).sum())) < 1e-12  # ControlCost: 0.5 w |u|^2
+    h = 1e-6
+    fd = np.array([(cost(LENGTHS + h * e) - cost(LENGTHS - h * e)) / (2 * h) for e in np.eye(2)])
+    assert np.abs(grad).max() > 1e-2  # the design moves the box
+    np.testing.assert_allclose(grad, fd, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"bounds": (0.35, 0.15)}, "lower < upper"),
+    ({"links": ["arm7"]}, "unknown design link 'arm7'"),
+    ({"links": ["arm3"]}, "bat"),
+    ({"links": "arm1"}, "list of link names"),
+    ({"links": ["arm1", "arm1"]}, "twice"),
+    ({"bounds": (0.3, 0.4)}, "nominal length"),
+    ({"bounds": (0.01, 0.4)}, "0.05 m"),
+    ({"bounds": [(0.2, 0.3)] * 3}, "one such pair per link"),
+    ({"torque": -1.0}, "torque"),
+    ({"target": (1.0, 2.0, 3.0)}, "target"),
+])
+def test_bad_options_raise_clear_errors(options, message):
+    with pytest.raises(ValueError, match=message):
+        problems.load("catapult-design", **options)
+
+
+def test_design_knot_sets_the_lengths_within_bounds():
+    ocp = problems.load("catapult-design", horizon=5, bounds=(0.2, 0.3))
+    dyn = ocp.dynamics
+    assert ocp.horizon == 6 and np.allclose(dyn.lengths_of(ocp.us_init[0]), NOMINAL_LENGTH)
+    us = np.zeros((6, 3))
+    us[0] = (1e6, -1e6, 0.0)  # beyond the controls' box: the bounds hold
+    xs = dyn.rollout(ocp.x0, us)
+    assert np.allclose(xs[1:, dyn.nsim:dyn.nsim + 2], [0.3, 0.2]) and np.all(xs[1:, -1] == 1.0)
+
+
+@pytest.mark.slow
+def test_fixed_design_stays_more_than_10_cm_off():
+    """The catapult's own method (cem-ddp, 40 s) on the fixed design with +-250 N m: 26.6 cm short of (4, 3)
+    from seeds 0, 1, 2 (measured; all at (3.742, 3.065) with every joint at its torque limit)."""
+    assert fixed_design_baseline(target=(4.0, 3.0), seed=0, time_limit=40.0)["fixed_design_distance"] > 0.10
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target, seed", [((4.0, 3.0), 0), ((4.0, 3.0), 1)])
+# an untuned variant is still missing: (3.8, 3.4) and (4.3, 3.2) turned out reachable by the fixed design, and
+# the co-design missed (4.3, 3.2) by 1.25 m (module docstring)
+def test_codesign_reaches_the_target_within_1_cm(target, seed):
+    from solvers import solve
+
+    ocp = problems.load("catapult-design", target=target)
+    sol = solve(ocp, seed=seed, verbose=False)
+    figures = ocp.info["final_metrics"](sol.xs, sol.us)
+    assert figures["distance_to_target"] <= 0.01, figures
+    lengths = sol.xs[-1, ocp.dynamics.nsim:ocp.dynamics.nsim + 2]
+    assert np.all(lengths >= 0.15 - 1e-12) and np.all(lengths <= 0.35 + 1e-12)
+    assert figures["design_link_contacts"] == 0  # the design gradient the solver used was exact
