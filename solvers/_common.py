@@ -13,6 +13,8 @@ STALLED with a message saying why.
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
 import sys
 import time
 
@@ -75,6 +77,30 @@ def stage_callback(callback, history: list, offset: float, **tags):
         return None
     start = len(history)
     return lambda info: callback(dict(info, **tags, time=info["time"] + offset, iteration=info["iteration"] + start))
+
+
+def check_options(options: dict) -> None:
+    """Raise ValueError naming an option no solve can use, before any solving (and before numba
+    compiles anything): ``time_limit`` must be a number of seconds > 0 (None: no limit; 0, negative
+    and NaN are refused), ``max_iter`` an integer >= 1, and CEM's ``population`` (``cem`` and the
+    ``cem-*`` hybrids) an integer >= 2 (its elites' spread needs two samples), ``cem_iterations`` >= 1."""
+    def integer(v):
+        return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+    limit = options.get("time_limit")
+    if limit is not None and not (isinstance(limit, numbers.Real) and not isinstance(limit, bool)
+                                  and not math.isnan(limit) and limit > 0):
+        raise ValueError(f"time_limit must be a number of seconds > 0 (None: no limit), got {limit!r}")
+    max_iter = options.get("max_iter")
+    if max_iter is not None and not (integer(max_iter) and max_iter >= 1):
+        raise ValueError(f"max_iter must be an integer >= 1, got {max_iter!r}")
+    population = options.get("population")  # cem and the cem-* hybrids
+    if population is not None and not (integer(population) and population >= 2):
+        raise ValueError(f"population must be an integer >= 2 (CEM keeps the best samples and their spread), "
+                         f"got {population!r}")
+    iterations = options.get("cem_iterations")
+    if iterations is not None and not (integer(iterations) and iterations >= 1):
+        raise ValueError(f"cem_iterations must be an integer >= 1, got {iterations!r}")
 
 
 def out_of_time(info: dict, time_limit: float | None) -> bool:
