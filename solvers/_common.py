@@ -103,6 +103,38 @@ def check_options(options: dict) -> None:
         raise ValueError(f"cem_iterations must be an integer >= 1, got {iterations!r}")
 
 
+class NonFiniteDerivatives(ValueError):
+    """A gradient the solver needs is NaN or infinite (the dynamics' Jacobians or the cost's
+    derivatives): the solve FAILS naming it, rather than raising the regularization until it
+    looks STALLED."""
+
+
+def check_derivatives(Fx=None, Fu=None, running=None, terminal=None) -> None:
+    """Raise :class:`NonFiniteDerivatives` naming the first non-finite block: the step Jacobians
+    ``Fx`` (T, ndx, ndx) / ``Fu`` (T, ndx, nu) and their knot, the running costs' stacked
+    derivatives (``Lx`` ... ``Luu``) and their knot, the terminal cost's."""
+    def first_bad(a):
+        a = np.asarray(a, dtype=float)
+        if np.isfinite(a).all():
+            return None
+        return int(np.argwhere(~np.isfinite(a.reshape(len(a), -1) if a.ndim > 1 else a))[0][0])
+
+    blocks = [("the step Jacobian Fx (the dynamics' step_derivatives)", Fx, True),
+              ("the step Jacobian Fu (the dynamics' step_derivatives)", Fu, True)]
+    for source, ders, knots in (("the running cost's", running, True), ("the terminal cost's", terminal, False)):
+        if ders is not None:
+            blocks += [(f"{source} {n}", getattr(ders, n), knots) for n in ("Lx", "Lu", "Lxx", "Lxu", "Luu")
+                       if getattr(ders, n, None) is not None]
+    for name, a, knots in blocks:
+        if a is None:
+            continue
+        t = first_bad(a)
+        if t is not None:
+            where = f" at knot {t}" if knots else ""
+            raise NonFiniteDerivatives(f"non-finite gradient: {name}{where} is NaN or infinite, where the "
+                                       "trajectory itself is finite")
+
+
 def out_of_time(info: dict, time_limit: float | None) -> bool:
     return time_limit is not None and info["time"] > time_limit
 
