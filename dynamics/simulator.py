@@ -710,6 +710,17 @@ class Simulator:
         """A fresh workspace (one per knot when knots must not share buffers)."""
         return SimData(self)
 
+    def _workspace(self, data) -> SimData:
+        """``data`` (None: the simulator's own); a workspace made by another simulator (other sizes,
+        contact or none) raises ValueError instead of failing deep inside Pinocchio."""
+        if data is None:
+            return self._data
+        if (not isinstance(data, SimData) or len(data.tau) != self.nv or len(data.pin.oMi) != self.model.njoints
+                or (data.geom is None) != (self.contact_model is None)):
+            raise ValueError(f"data= is not a workspace of this simulator ({self.name}): make it with "
+                             "sim.create_data() on the simulator you step")
+        return data
+
     def _check_x(self, x, what="state x"):
         x = np.asarray(x, dtype=float)
         if x.shape != (self.nx,):
@@ -836,10 +847,10 @@ class Simulator:
         a new (nx,) array. ``previous``: the state before ``x``, required by ``integrator="bdf2"`` only."""
         if self._implicit is not None:
             prev = self._implicit._previous(previous)
-            return self._implicit.step(self._check_x(x), self._check_u(u), prev, data or self._data)
+            return self._implicit.step(self._check_x(x), self._check_u(u), prev, self._workspace(data))
         if previous is not None:
             self._implicit_only("previous=")
-        d = data or self._data
+        d = self._workspace(data)
         fs = self._fused_step
         if fs is not None and (self.contact_model is None or self.contact_model.fused is self._fused_lcp):
             out = np.empty(self.nx)
@@ -1017,7 +1028,7 @@ class Simulator:
         out = np.empty(self.nx)
         Fx = np.empty((self.ndx, self.ndx))
         Fu = np.empty((self.ndx, self.nu))
-        self._step_derivatives(x, u, data or self._data, out, Fx, Fu, adjoint)
+        self._step_derivatives(x, u, self._workspace(data), out, Fx, Fu, adjoint)
         return out, Fx, Fu
 
     def _implicit_derivatives(self, x, u, data, adjoint, params, impulses, previous):
@@ -1029,7 +1040,7 @@ class Simulator:
                              f"integrator={self.integrator!r}")
         prev = self._implicit._previous(previous, "step_derivatives")
         out, Fx, Fu, Fprev = self._implicit.step_derivatives(self._check_x(x), self._check_u(u), prev,
-                                                             data or self._data)
+                                                             self._workspace(data))
         return (out, Fx, Fu) if prev is None else (out, Fx, Fu, Fprev)
 
     def _step_derivatives(self, x, u, d, out, Fx, Fu, adjoint=None):
@@ -1215,7 +1226,7 @@ class Simulator:
         """
         x0 = self._check_x(x0, "initial state x0")
         us = self._check_controls(us, "rollout step")
-        d = data or self._data
+        d = self._workspace(data)
         if self._implicit is not None:
             if previous is not None:
                 previous = self._implicit._previous(previous, "rollout")
@@ -1262,7 +1273,7 @@ class Simulator:
         """
         x0 = self._check_x(x0, "initial state x0")
         us = self._check_controls(us, "rollout step")
-        d = data or self._data
+        d = self._workspace(data)
         T = len(us)
         xs = np.empty((T + 1, self.nx))
         xs[0] = x0
@@ -1312,7 +1323,7 @@ class Simulator:
             raise ValueError(f"knot states xs have shape {xs.shape}, expected ({T}, {self.nx}) or "
                              f"({T + 1}, {self.nx}) for {T} controls on {self.name}")
         xs_next = np.empty((T, self.nx))
-        Fx, Fu = self._derivatives_loop(xs, xs_next, us, data or self._data, "knot", check=True)
+        Fx, Fu = self._derivatives_loop(xs, xs_next, us, self._workspace(data), "knot", check=True)
         return xs_next, Fx, Fu
 
     # -- state space (tangent-space maps) -------------------------------------------------

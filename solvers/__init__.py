@@ -28,6 +28,7 @@ from __future__ import annotations
 from trajopt.protocol import check_complementarity_aware
 from trajopt.solution import Solution, Status
 
+from ._common import check_options
 from .cem import solve_cem
 from .continuation import resolve_schedule, solve_continuation
 from .ddp import solve_ddp
@@ -82,10 +83,14 @@ def solve(ocp, method: str | None = None, *, smoothing=None, **options) -> Solut
 
     ``smoothing`` (``"auto"``, a number kappa, a list of them, or None / ``"none"``): solve on
     relaxed contact first and end on hard contact (:mod:`solvers.continuation`).
+
+    Options no solve can use (``time_limit=0``, ``max_iter=0``, ``population=1``) raise
+    ValueError naming them, before any solving (:func:`check_options`).
     """
     if smoothing is not None:
         options["smoothing"] = smoothing
     method, options, _ = resolve(ocp, method, options)
+    check_options(options)
     if options.get("complementarity_aware"):
         check_complementarity_aware(ocp.dynamics)  # before any stage (CEM, continuation) runs
     if "ddp" in method:  # compiled before any stage's clock starts (cem-ddp's budget covers both stages)
@@ -97,4 +102,4 @@ def solve(ocp, method: str | None = None, *, smoothing=None, **options) -> Solut
     return solve_continuation(ocp, method, METHODS, smoothing, **options)
 
 
-__all__ = ["METHODS", "Solution", "Status", "gauss_newton", "resolve", "resolve_schedule", "solve"]
+__all__ = ["METHODS", "Solution", "Status", "check_options", "gauss_newton", "resolve", "resolve_schedule", "solve"]

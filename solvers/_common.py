@@ -13,6 +13,8 @@ STALLED with a message saying why.
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
 import sys
 import time
 
@@ -75,6 +77,62 @@ def stage_callback(callback, history: list, offset: float, **tags):
         return None
     start = len(history)
     return lambda info: callback(dict(info, **tags, time=info["time"] + offset, iteration=info["iteration"] + start))
+
+
+def check_options(options: dict) -> None:
+    """Raise ValueError naming an option no solve can use, before any solving (and before numba
+    compiles anything): ``time_limit`` must be a number of seconds > 0 (None: no limit; 0, negative
+    and NaN are refused), ``max_iter`` an integer >= 1, and CEM's ``population`` (``cem`` and the
+    ``cem-*`` hybrids) an integer >= 2 (its elites' spread needs two samples), ``cem_iterations`` >= 1."""
+    def integer(v):
+        return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+    limit = options.get("time_limit")
+    if limit is not None and not (isinstance(limit, numbers.Real) and not isinstance(limit, bool)
+                                  and not math.isnan(limit) and limit > 0):
+        raise ValueError(f"time_limit must be a number of seconds > 0 (None: no limit), got {limit!r}")
+    max_iter = options.get("max_iter")
+    if max_iter is not None and not (integer(max_iter) and max_iter >= 1):
+        raise ValueError(f"max_iter must be an integer >= 1, got {max_iter!r}")
+    population = options.get("population")  # cem and the cem-* hybrids
+    if population is not None and not (integer(population) and population >= 2):
+        raise ValueError(f"population must be an integer >= 2 (CEM keeps the best samples and their spread), "
+                         f"got {population!r}")
+    iterations = options.get("cem_iterations")
+    if iterations is not None and not (integer(iterations) and iterations >= 1):
+        raise ValueError(f"cem_iterations must be an integer >= 1, got {iterations!r}")
+
+
+class NonFiniteDerivatives(ValueError):
+    """A gradient the solver needs is NaN or infinite (the dynamics' Jacobians or the cost's
+    derivatives): the solve FAILS naming it, rather than raising the regularization until it
+    looks STALLED."""
+
+
+def check_derivatives(Fx=None, Fu=None, running=None, terminal=None) -> None:
+    """Raise :class:`NonFiniteDerivatives` naming the first non-finite block: the step Jacobians
+    ``Fx`` (T, ndx, ndx) / ``Fu`` (T, ndx, nu) and their knot, the running costs' stacked
+    derivatives (``Lx`` ... ``Luu``) and their knot, the terminal cost's."""
+    def first_bad(a):
+        a = np.asarray(a, dtype=float)
+        if np.isfinite(a).all():
+            return None
+        return int(np.argwhere(~np.isfinite(a.reshape(len(a), -1) if a.ndim > 1 else a))[0][0])
+
+    blocks = [("the step Jacobian Fx (the dynamics' step_derivatives)", Fx, True),
+              ("the step Jacobian Fu (the dynamics' step_derivatives)", Fu, True)]
+    for source, ders, knots in (("the running cost's", running, True), ("the terminal cost's", terminal, False)):
+        if ders is not None:
+            blocks += [(f"{source} {n}", getattr(ders, n), knots) for n in ("Lx", "Lu", "Lxx", "Lxu", "Luu")
+                       if getattr(ders, n, None) is not None]
+    for name, a, knots in blocks:
+        if a is None:
+            continue
+        t = first_bad(a)
+        if t is not None:
+            where = f" at knot {t}" if knots else ""
+            raise NonFiniteDerivatives(f"non-finite gradient: {name}{where} is NaN or infinite, where the "
+                                       "trajectory itself is finite")
 
 
 def out_of_time(info: dict, time_limit: float | None) -> bool:

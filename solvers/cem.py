@@ -50,17 +50,24 @@ def solve_cem(ocp, *, us_init=None, population: int = 64, elite: float = 0.1, ma
     std = np.broadcast_to(sigma_init * half, (K, nu)).copy()
     n_elite = max(2, int(round(elite * population)))
     best_us = us0
-    best_cost, best_xs = _evaluate(ocp, us0)
+    best_cost, best_xs, _ = _evaluate(ocp, us0)
     progress = Progress("cem", verbose, ["best", "elite mean", "sigma"])
     history = []
-    status = Status.MAX_ITERATIONS
+    status, message = Status.MAX_ITERATIONS, None
     try:
         for it in range(max_iter):
             samples = mean + std * rng.standard_normal((population, K, nu))
             samples = np.clip(samples, lo, hi)
             controls = [_expand(P, T) for P in samples]
             results = [_evaluate(ocp, us) for us in controls]
-            costs = np.array([c for c, _ in results])
+            broken = [err for _, _, err in results if err is not None]
+            if broken and it == 0:  # the cost itself is broken, not the simulation: say so, do not rank it
+                status = Status.FAILED
+                message = (f"the cost is not a number at {len(broken)} of {population} samples of the first "
+                           f"population, whose trajectories are finite ({broken[0]}): the problem's cost is broken "
+                           "there")
+                break
+            costs = np.array([c for c, _, _ in results])
             order = np.argsort(costs)[:n_elite]
             elites = samples[order]
             mean = alpha * elites.mean(axis=0) + (1 - alpha) * mean
@@ -78,16 +85,25 @@ def solve_cem(ocp, *, us_init=None, population: int = 64, elite: float = 0.1, ma
     except KeyboardInterrupt:
         status = Status.INTERRUPTED
     xs = best_xs if best_xs is not None else ocp.rollout(best_us)  # (the start diverged: raises, as it should)
-    return finish(ocp, method="cem", xs=xs, us=best_us, cost=ocp.cost(xs, best_us), history=history, status=status,
-                  t0=t0, info={"population": population, "knots": K}, progress=progress,
-                  message="the sampling distribution collapsed" if status == Status.CONVERGED else None)
+    cost = best_cost if status == Status.FAILED else ocp.cost(xs, best_us)
+    if status == Status.CONVERGED:
+        message = "the sampling distribution collapsed"
+    return finish(ocp, method="cem", xs=xs, us=best_us, cost=cost, history=history, status=status,
+                  t0=t0, info={"population": population, "knots": K}, progress=progress, message=message)
 
 
 def _evaluate(ocp, us):
-    """``(cost, states)`` of a control sequence; a diverging rollout costs +inf with no states
-    (it is simply not an elite)."""
+    """``(cost, states, error)`` of a control sequence: a diverging rollout costs +inf with no states
+    (it is simply not an elite); a finite trajectory whose cost is NaN or raises costs +inf with
+    ``error`` saying why (a broken cost, not a hard start)."""
     try:
         xs = ocp.rollout(us)
     except (RuntimeError, ValueError):
-        return np.inf, None
-    return ocp.cost(xs, us), xs
+        return np.inf, None, None
+    try:
+        cost = ocp.cost(xs, us)
+    except (ValueError, FloatingPointError) as exc:
+        return np.inf, xs, f"{type(exc).__name__}: {exc}"
+    if np.isnan(cost):
+        return np.inf, xs, "the cost returned nan"
+    return cost, xs, None

@@ -46,7 +46,8 @@ from trajopt.protocol import check_complementarity_aware, knot_derivatives
 from trajopt.solution import Solution, Status
 
 from . import _ddp_kernels as _kernels
-from ._common import SMOOTHING_HINT, Progress, error_message, evaluate, finish, record, rollout
+from ._common import (SMOOTHING_HINT, Progress, check_derivatives, error_message, evaluate, finish, record,
+                      rollout)
 
 
 class BackwardPassError(RuntimeError):
@@ -243,7 +244,9 @@ def derivatives(ocp, xs, us, *, step_jacobians: bool = True) -> Derivatives:
     Fx = Fu = None
     if step_jacobians:
         _, Fx, Fu = knot_derivatives(ocp.dynamics, xs, us)
-    return Derivatives(Fx, Fu, ocp.running_derivatives(xs, us), ocp.terminal_cost.derivatives(xs[-1]))
+    derivs = Derivatives(Fx, Fu, ocp.running_derivatives(xs, us), ocp.terminal_cost.derivatives(xs[-1]))
+    check_derivatives(Fx, Fu, derivs.running, derivs.terminal)  # a NaN gradient fails, naming itself
+    return derivs
 
 
 def line_search(ocp, state: DDPIterate, K, k, dV1, dV2, alphas):

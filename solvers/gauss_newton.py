@@ -24,7 +24,7 @@ import numpy as np
 from trajopt.lsq import fd_jacobian
 from trajopt.solution import Solution, Status
 
-from ._common import Progress, out_of_time, record
+from ._common import Progress, check_options, out_of_time, record
 
 
 def gauss_newton(problem, *, z0=None, jacobian: str = "analytic", max_iter: int = 50, tol_residual: float = 1e-12,
@@ -34,6 +34,7 @@ def gauss_newton(problem, *, z0=None, jacobian: str = "analytic", max_iter: int 
     iterates ``z`` (iterations+1, n), ``us`` the answer ``z`` (1, n) and ``cost = 0.5 |r|^2``."""
     if jacobian not in ("analytic", "fd"):
         raise ValueError(f"unknown jacobian {jacobian!r}; expected 'analytic' or 'fd'")
+    check_options({"time_limit": time_limit, "max_iter": max_iter})
     t0 = time.perf_counter()
 
     def jac(z):

@@ -63,7 +63,8 @@ from trajopt.protocol import check_complementarity_aware
 from trajopt.sensitivity import aware_trajectory_jacobians, trajectory_jacobians
 from trajopt.solution import Solution, Status
 
-from ._common import Progress, error_message, evaluate, finish, knot_weights, out_of_time, record, sensitivity_sweep
+from ._common import (Progress, check_derivatives, error_message, evaluate, finish, knot_weights, out_of_time, record,
+                      sensitivity_sweep)
 
 
 def _psd_factor(A: np.ndarray, rtol: float = 1e-12) -> np.ndarray:
@@ -324,8 +325,11 @@ def solve_gn(ocp, *, us_init=None, knots: int | None = None, max_iter: int = 200
     progress = Progress("gn", verbose, ["damping", "alpha", "expected"])
 
     def jacobians(us_):
-        return (aware_trajectory_jacobians(ocp, us_) if complementarity_aware
-                else trajectory_jacobians(ocp.dynamics, ocp.x0, us_))
+        jac = (aware_trajectory_jacobians(ocp, us_) if complementarity_aware
+               else trajectory_jacobians(ocp.dynamics, ocp.x0, us_))
+        if np.isfinite(jac.xs).all():  # (a diverged rollout is the line search's business)
+            check_derivatives(getattr(jac, "Fx", None), getattr(jac, "Fu", None))
+        return jac
 
     history = []
     status, message = Status.MAX_ITERATIONS, None

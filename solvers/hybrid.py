@@ -12,6 +12,7 @@ iterations followed by the local solver's, round after round, on one clock.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from trajopt.solution import Solution, Status
@@ -60,6 +61,7 @@ def solve_cem_then(ocp, local: str, *, cem_iterations: int = 2, population: int 
     t0 = time.perf_counter()
     history: list[dict] = []
     best = cem = None
+    ran = 0
 
     def now():
         return time.perf_counter() - t0
@@ -71,33 +73,45 @@ def solve_cem_then(ocp, local: str, *, cem_iterations: int = 2, population: int 
         append_stage(history, sol.history, offset, stage=stage, round=r)
         return sol
 
+    def interrupted():
+        """Ctrl-C (or SIGTERM / SIGHUP through the CLI), during a stage or between two: the best answer
+        so far, local descents' and searches' alike, with status INTERRUPTED."""
+        kept = min((s for s in (best, cem) if s is not None), key=lambda s: s.cost)
+        return finish(ocp, method=f"cem-{local}", xs=kept.xs, us=kept.us, cost=kept.cost, history=history,
+                      status=Status.INTERRUPTED, t0=t0, info={"cem_cost": cem.cost, "rounds": ran})
+
     if round_share is not None and not 0.0 < round_share <= 1.0:
         raise ValueError(f"round_share must be in (0, 1] or None, got {round_share!r}")
     chunk = max_iter if chunk is None else chunk
     if chunk < 1 or not 0.0 <= min_progress < 1.0:
         raise ValueError(f"chunk must be >= 1 and min_progress in [0, 1), got {chunk}, {min_progress}")
-    for r in range(rounds):
-        remaining = None if time_limit is None else time_limit - now()
-        if remaining is not None and remaining <= 0 and best is not None:
-            break
-        ran = r + 1
-        cem = run(solve_cem, "cem", r, us_init=us_init, max_iter=cem_iterations, population=population, knots=knots,
-                  sigma_init=sigma_init, seed=seed + r, time_limit=remaining)
-        if cem.status == Status.INTERRUPTED:  # Ctrl-C during the search: stop, with what it found
-            best = best if best is not None and best.cost <= cem.cost else cem
-            return finish(ocp, method=f"cem-{local}", xs=best.xs, us=best.us, cost=best.cost, history=history,
-                          status=Status.INTERRUPTED, t0=t0, info={"cem_cost": cem.cost, "rounds": ran})
-        deadline = time_limit
-        if time_limit is not None and round_share is not None and r < rounds - 1:
-            deadline = now() + round_share * (time_limit - now())
-        sol, stalled = _descend(lambda r=r, **kw: run(LOCAL[local], local, r, **kw, **local_options), cem.us,
-                                cem.cost, max_iter, chunk, min_progress, deadline, now)
-        if deadline != time_limit and sol.status != Status.CONVERGED and now() >= deadline:
-            stalled = True  # out of this round's share: try another basin
-        if best is None or sol.cost < best.cost:
-            best = sol
-        if not stalled:
-            break
+    try:
+        for r in range(rounds):
+            remaining = None if time_limit is None else time_limit - now()
+            if remaining is not None and remaining <= 0 and best is not None:
+                break
+            ran = r + 1
+            cem = run(solve_cem, "cem", r, us_init=us_init, max_iter=cem_iterations, population=population,
+                      knots=knots, sigma_init=sigma_init, seed=seed + r, time_limit=remaining)
+            if cem.status == Status.INTERRUPTED:  # Ctrl-C during the search: stop, with what it found
+                return interrupted()
+            deadline = time_limit
+            if time_limit is not None and round_share is not None and r < rounds - 1:
+                deadline = now() + round_share * (time_limit - now())
+            sol, stalled = _descend(lambda r=r, **kw: run(LOCAL[local], local, r, **kw, **local_options), cem.us,
+                                    cem.cost, max_iter, chunk, min_progress, deadline, now)
+            if deadline != time_limit and sol.status != Status.CONVERGED and now() >= deadline:
+                stalled = True  # out of this round's share: try another basin
+            if best is None or sol.cost < best.cost:
+                best = sol
+            if sol.status == Status.INTERRUPTED:
+                return interrupted()
+            if not stalled:
+                break
+    except KeyboardInterrupt:  # between two stages (no solver was there to catch it)
+        if cem is None:  # nothing found yet
+            raise
+        return interrupted()
     # the best round's status went through the local method's checks at these controls
     return finish(ocp, method=f"cem-{local}", xs=best.xs, us=best.us, cost=best.cost, history=history,
                   status=best.status, t0=t0, info={"cem_cost": cem.cost, "rounds": ran, **best.info},
@@ -141,6 +155,8 @@ def _descend(run, us, cost, max_iter, chunk, min_progress, time_limit, now):
         if sol is None or run_sol.cost <= sol.cost:
             sol = run_sol
         us = sol.us
+        if run_sol.status == Status.INTERRUPTED:  # Ctrl-C: the best run so far, marked interrupted
+            return dataclasses.replace(sol, status=Status.INTERRUPTED), False
         if run_sol.status != Status.MAX_ITERATIONS:
             return sol, run_sol.status == Status.STALLED
         if remaining is not None and now() >= time_limit:

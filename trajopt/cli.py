@@ -47,6 +47,251 @@ class CLIError(Exception):
     """An error in what the user asked for."""
 
 
+# -- runs that never lose a result -------------------------------------------------------------
+# SIGTERM and SIGHUP stop a run as Ctrl-C does: the solvers catch KeyboardInterrupt and return their
+# best iterate with status INTERRUPTED, which is saved; the exit status is 128 + the signal's number
+# (130 SIGINT, 143 SIGTERM, 129 SIGHUP). While results are being written a signal is only noted,
+# so that a second Ctrl-C cannot leave half a result.
+
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where a solver catches Ctrl-C."""
+
+
+_signal = {"received": None, "deferred": False}
+
+
+def _on_signal(signum, frame):
+    first = _signal["received"] is None
+    if first:
+        _signal["received"] = signum
+    if _signal["deferred"]:  # writing results: finish them first
+        return
+    import signal
+
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise Stopped(signal.Signals(signum).name)
+
+
+def _install_signal_handlers() -> dict:
+    """Ctrl-C, SIGTERM and SIGHUP all interrupt the solve (main thread only); returns the handlers
+    they replace (:func:`main` puts them back)."""
+    import signal
+    import threading
+
+    _signal["received"] = None
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {s: signal.signal(s, _on_signal)
+            for s in (getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))}
+
+
+def _note_signal(sol) -> None:
+    """An interrupted solution's message names the signal that stopped it (SIGTERM, SIGHUP, SIGINT)."""
+    import signal
+
+    if sol.status.value == "interrupted" and _signal["received"] is not None:
+        name = signal.Signals(_signal["received"]).name
+        sol.info["signal"] = name
+        sol.info["message"] = (f"interrupted by {name}{' (Ctrl-C)' if name == 'SIGINT' else ''}: the best iterate "
+                               "so far is saved")
+
+
+def _interrupted_exit() -> int:
+    """128 + the number of the signal that stopped the run (130 when it was Ctrl-C or unknown)."""
+    import signal
+
+    return 128 + int(_signal["received"] or signal.SIGINT)
+
+
+class _deferred_signals:
+    """Within this block a signal is noted, not raised (results are being written)."""
+
+    def __enter__(self):
+        self.before = _signal["deferred"]
+        _signal["deferred"] = True
+
+    def __exit__(self, *exc):
+        _signal["deferred"] = self.before
+
+
+class CompileNote:
+    """Explains a slow first call: numba compiles the contact and DDP kernels on their first use on
+    a machine (or after their code changed), then keeps them in its disk cache. While installed
+    (:meth:`install`, a ``numba:compile`` event listener: it fires on cache misses only), the first
+    compilation prints one line to stderr saying so, and :meth:`summary` gives the time spent."""
+
+    def __init__(self, stream=None):
+        self.stream = stream
+        self.depth = 0
+        self.seconds = 0.0
+        self.announced = False
+        self._t = 0.0
+
+    def on_start(self, event):
+        if self.depth == 0:
+            self._t = time.perf_counter()
+            if not self.announced:
+                self.announced = True
+                name = getattr((event.data or {}).get("dispatcher"), "py_func", None)
+                what = f" ({name.__module__}.{name.__qualname__} first)" if name is not None else ""
+                from numba.core import config
+
+                where = config.CACHE_DIR or "__pycache__ beside each module"
+                print(f"[numba] compiling kernels on their first use{what}: once per machine and code version, "
+                      f"up to a minute; kept on disk ({where}; set NUMBA_CACHE_DIR to choose the place), so "
+                      "later runs load them in about a second", file=self.stream or sys.stderr, flush=True)
+        self.depth += 1
+
+    def on_end(self, event):
+        self.depth -= 1
+        if self.depth == 0:
+            self.seconds += time.perf_counter() - self._t
+
+    def install(self):
+        from numba.core import event
+
+        listener = self
+
+        class _Listener(event.Listener):
+            def on_start(self, ev):
+                listener.on_start(ev)
+
+            def on_end(self, ev):
+                listener.on_end(ev)
+
+        self._listener = _Listener()
+        event.register("numba:compile", self._listener)
+        return self
+
+    def uninstall(self):
+        from numba.core import event
+
+        event.unregister("numba:compile", self._listener)
+
+    def summary(self) -> str | None:
+        return f"[numba] compiling took {self.seconds:.1f} s (cached on disk now)" if self.announced else None
+
+
+def check_writable(folder: str, option: str = "--out") -> None:
+    """``folder`` exists or can be made, and a file can be created in it: checked before any solving
+    (an unwritable folder used to lose the solution after the solve). CLIError otherwise."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd, probe = __import__("tempfile").mkstemp(prefix=".write-test-", dir=folder)
+        os.close(fd)
+        os.remove(probe)
+    except OSError as exc:
+        raise CLIError(f"{option} {folder}: cannot write there ({exc.strerror or exc})") from None
+
+
+def atomic_write(path: str, write, mode: str = "w") -> None:
+    """Write ``path`` whole or not at all: ``write(f)`` fills a temporary file in the same folder,
+    which then replaces ``path`` (os.replace, atomic on POSIX). A reader never sees half a file."""
+    folder = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, mode) as f:
+            write(f)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def write_json(path: str, obj) -> None:
+    atomic_write(path, lambda f: json.dump(obj, f, indent=2))
+
+
+def write_npz(path: str, **arrays) -> None:
+    atomic_write(path, lambda f: np.savez(f, **arrays), mode="wb")
+
+
+LOCK_NAME = ".trajopt.lock"
+
+
+class ResultLock:
+    """Two runs never write into the same result folder: each folder gets ``.trajopt.lock`` (created
+    exclusively, holding the owner's pid) for the whole run. A second run into a locked folder is
+    refused with a clear error before it solves (choose another --out, or wait); a lock whose owner
+    is gone (killed with SIGKILL) is stale and taken over. Released on exit."""
+
+    def __init__(self, folders):
+        self.paths = [os.path.join(f, LOCK_NAME) for f in sorted(set(folders))]
+        self.held: list[str] = []
+
+    def __enter__(self):
+        try:
+            for path in self.paths:
+                self._take(path)
+        except BaseException:
+            self.release()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+    def release(self):
+        for path in self.held:
+            try:
+                os.remove(path)
+            except OSError:
+                pass
+        self.held = []
+
+    def _take(self, path):
+        folder = os.path.dirname(path)
+        check_writable(folder)
+        for _ in range(2):
+            try:
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                owner = _lock_owner(path)
+                if owner is None or owner == os.getpid():  # stale (its process is gone) or ours
+                    try:
+                        os.remove(path)
+                    except FileNotFoundError:
+                        pass
+                    continue
+                raise CLIError(f"--out {folder}: another trajopt run (pid {owner}) is writing its results there; "
+                               f"wait for it to finish or choose another --out (remove {path} if that "
+                               "process is not trajopt)") from None
+            except OSError as exc:
+                raise CLIError(f"--out {folder}: cannot write there ({exc.strerror or exc})") from None
+            with os.fdopen(fd, "w") as f:
+                f.write(f"{os.getpid()}\n")
+            self.held.append(path)
+            return
+        raise CLIError(f"--out {folder}: could not take {path}")
+
+
+def _lock_owner(path) -> int | None:
+    """The pid in a lock file when that process is alive, else None (a stale lock)."""
+    try:
+        with open(path) as f:
+            pid = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        return pid
+    return pid
+
+
+def check_budget(args) -> None:
+    """``--time-limit`` > 0 (not NaN) and ``--max-iter`` >= 1, before anything is loaded or solved."""
+    limit = getattr(args, "time_limit", None)
+    if limit is not None and not limit > 0:  # NaN fails `> 0` too
+        raise CLIError(f"--time-limit must be a number of seconds > 0, got {limit}")
+    max_iter = getattr(args, "max_iter", None)
+    if max_iter is not None and max_iter < 1:
+        raise CLIError(f"--max-iter must be >= 1, got {max_iter}")
+
+
 def _problems():
     import problems  # the CLI is the one place where trajopt reaches up to the problems
 
@@ -94,6 +339,7 @@ def cmd_simulate(args) -> int:
     steps = ocp.horizon if args.steps is None else args.steps
     if steps <= 0:
         raise CLIError(f"--steps must be positive, got {steps}")
+    check_writable(os.path.join(args.out, args.problem))
     dyn = ocp.dynamics
     us = np.clip(np.zeros((steps, dyn.nu)), ocp.u_lower, ocp.u_upper)
     x0 = ocp.x0
@@ -113,7 +359,7 @@ def cmd_simulate(args) -> int:
     wall = time.perf_counter() - t0
     out = os.path.join(args.out, args.problem)
     os.makedirs(out, exist_ok=True)
-    np.savez(os.path.join(out, "simulate.npz"), xs=xs, us=us[: len(xs) - 1], dt=dyn.dt)
+    write_npz(os.path.join(out, "simulate.npz"), xs=xs, us=us[: len(xs) - 1], dt=dyn.dt)
     names = dyn.state_names() if hasattr(dyn, "state_names") else None
     png = os.path.join(out, "simulate_states.png")
     from .plots import plot_states
@@ -204,13 +450,14 @@ def write_scene_file(dyn, xs, us, out_dir: str, *, title: str, target=None) -> b
 def write_solution(ocp, sol, *, problem: str, contact: str | None, out_dir: str, animate: bool = True,
                    extra: dict | None = None, scene: bool = True) -> dict:
     """Save a solution: solution.npz, summary.json, plots, scene.html (3-D playback; ``scene``)
-    and a GIF for planar problems."""
+    and a GIF for planar problems. solution.npz, summary.json and scene.html are written atomically
+    (a temporary file in ``out_dir``, then os.replace): never half a file."""
     from .plots import animate_planar, plot_controls, plot_convergence, plot_states
 
     os.makedirs(out_dir, exist_ok=True)
     dyn = ocp.dynamics
     dt = getattr(dyn, "dt", 1.0)
-    np.savez(os.path.join(out_dir, "solution.npz"), xs=sol.xs, us=sol.us, dt=dt)
+    write_npz(os.path.join(out_dir, "solution.npz"), xs=sol.xs, us=sol.us, dt=dt)
     finite = bool(np.all(np.isfinite(sol.xs)))
     metrics = ocp.evaluate(sol.xs, sol.us) if finite else {}
     metrics.pop("cost", None)
@@ -221,8 +468,7 @@ def write_solution(ocp, sol, *, problem: str, contact: str | None, out_dir: str,
         "metrics": metrics,
         **(extra or {}),
     }
-    with open(os.path.join(out_dir, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=2)
+    write_json(os.path.join(out_dir, "summary.json"), summary)
     files = ["solution.npz", "summary.json"]
     if sol.history:
         plot_convergence({sol.method: sol.history}, path=os.path.join(out_dir, "convergence.png"),
@@ -249,12 +495,16 @@ def write_solution(ocp, sol, *, problem: str, contact: str | None, out_dir: str,
 
 def solve_least_squares(problem, args) -> int:
     """Gauss-Newton with analytical and with finite-difference Jacobians; residual plot and summary."""
+    out = os.path.join(args.out, args.problem, "gauss-newton")
+    with ResultLock([out]):
+        return _solve_least_squares(problem, args, out)
+
+
+def _solve_least_squares(problem, args, out) -> int:
     from solvers import gauss_newton
 
     from .plots import plot_residuals
 
-    out = os.path.join(args.out, args.problem, "gauss-newton")
-    os.makedirs(out, exist_ok=True)
     runs = {}
     # a problem with many unknowns (ur5-sysid: 250) may skip the finite-difference comparison run
     for jac in ("analytic", "fd") if problem.info.get("compare_fd", True) else ("analytic",):
@@ -262,6 +512,15 @@ def solve_least_squares(problem, args) -> int:
                            **({"max_iter": args.max_iter} if args.max_iter else {}),
                            **({"time_limit": args.time_limit} if args.time_limit else {}))
         runs[jac] = sol
+        if sol.status.value == "interrupted":  # stop, and save what the interrupted run found
+            break
+    with _deferred_signals():
+        return _write_least_squares(problem, args, out, runs)
+
+
+def _write_least_squares(problem, args, out, runs) -> int:
+    from .plots import plot_residuals
+
     png = plot_residuals({f"{k} Jacobian": v.history for k, v in runs.items()}, path=os.path.join(out, "residuals.png"),
                          title=f"{args.problem}: Gauss-Newton")
     sol = runs["analytic"]
@@ -283,14 +542,15 @@ def solve_least_squares(problem, args) -> int:
         summary["error_bars"] = {name: {"estimate": float(v), "sigma": float(b), "true": float(t)}
                                  for name, v, b, t in zip(problem.info["identified"], values, bars,
                                                           problem.info["true"], strict=True)}
-    np.savez(os.path.join(out, "solution.npz"), z=sol.us[0], iterates=sol.xs,
-             **({"z_fd": runs["fd"].us[0]} if "fd" in runs else {}))
-    with open(os.path.join(out, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=2)
+    write_npz(os.path.join(out, "solution.npz"), z=sol.us[0], iterates=sol.xs,
+              **({"z_fd": runs["fd"].us[0]} if "fd" in runs else {}))
+    write_json(os.path.join(out, "summary.json"), summary)
     for jac, run in runs.items():
         print(f"{args.problem} / gauss-newton ({jac}): {run.status.value}, residual {run.info['final_residual']:.3e}, "
               f"{run.iterations} iterations, {run.wall_time:.2f} s")
     print(f"wrote {out}/: solution.npz, summary.json, {os.path.basename(png)}")
+    if sol.status.value == "interrupted":
+        return _interrupted_exit()
     return 0 if sol.status.value == "converged" else 1
 
 
@@ -299,6 +559,8 @@ def cmd_solve(args) -> int:
     from trajopt.lsq import LeastSquares
     from trajopt.protocol import check_complementarity_aware
 
+    check_budget(args)
+    check_writable(args.out)
     options = {}
     if args.horizon is not None:
         options["horizon"] = args.horizon
@@ -330,6 +592,10 @@ def cmd_solve(args) -> int:
                            "Jacobians are defined for LCP contact (--contact lcp), not for the Coulomb cone "
                            "(ncp); use --contact lcp, or --smoothing auto") from None
     if isinstance(problem, LeastSquares):  # an inverse problem: Gauss-Newton, analytical vs FD Jacobians
+        for given, option in ((args.method, "--method"), (args.smoothing, "--smoothing")):
+            if given is not None and not (option == "--method" and given == "gauss-newton"):
+                raise CLIError(f"{option} {given}: {args.problem!r} is an inverse (least-squares) problem, always "
+                               f"solved by gauss-newton (analytical and finite-difference Jacobians); drop {option}")
         return solve_least_squares(problem, args)
     ocp = problem
     # without --method, solve() follows the problem's recipe; a named method takes the problem's
@@ -353,52 +619,89 @@ def cmd_solve(args) -> int:
         solver_options["complementarity_aware"] = True
         name = f"{method}-aware"
     solver_options.update(_seed_option(method, args, explicit=args.method is not None))
-    sol = solve(ocp, method=args.method, **solver_options)
+    from solvers import check_options
+
+    try:
+        check_options(solver_options)  # a problem's advice too (e.g. a population), before the lock and the solve
+    except ValueError as exc:
+        raise CLIError(f"{name}: {exc}") from None
     out = os.path.join(args.out, args.problem, name)
-    summary = write_solution(ocp, sol, problem=args.problem, contact=args.contact, out_dir=out,
-                             animate=not args.no_animation, scene=not args.no_scene,
-                             extra={"complementarity_aware": True} if args.complementarity_aware else None)
+    with ResultLock([out]):
+        sol = solve(ocp, method=args.method, **solver_options)
+        _note_signal(sol)
+        with _deferred_signals():
+            summary = write_solution(ocp, sol, problem=args.problem, contact=args.contact, out_dir=out,
+                                     animate=not args.no_animation, scene=not args.no_scene,
+                                     extra={"complementarity_aware": True} if args.complementarity_aware else None)
     figures = ", ".join(f"{k} {v:.4g}" for k, v in summary["metrics"].items())
     print(f"{args.problem} / {name}: {summary['status']}, cost {summary['cost']:.6g}, "
           f"{summary['iterations']} iterations, {summary['wall_time_s']:.1f} s" + (f"; {figures}" if figures else ""))
     if summary["message"]:
         print(f"  {summary['status']}: {summary['message']}")
     print(f"wrote {out}/: {', '.join(summary['files'])}")
-    return 0 if sol.status.value in ("converged", "max_iterations", "interrupted") else 1
+    if sol.status.value == "interrupted":  # saved, but not a finished run: 130 / 143 / 129
+        return _interrupted_exit()
+    return 0 if sol.status.value in ("converged", "max_iterations") else 1
 
 
 def cmd_compare(args) -> int:
-    from solvers import METHODS, resolve, solve
-
-    from .plots import plot_convergence
+    from solvers import METHODS
 
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise CLIError(f"unknown method(s) {unknown}; available: {', '.join(sorted(METHODS))}")
+    check_budget(args)
+    check_writable(args.out)
     options = {} if args.contact is None else {"contact": args.contact}
     if args.horizon is not None:
         options["horizon"] = args.horizon
+    folder = os.path.join(args.out, args.problem)
+    with ResultLock([folder] + [os.path.join(folder, m) for m in methods]):
+        return _compare(args, methods, options, folder)
+
+
+def _compare(args, methods, options, folder) -> int:
+    """The methods one after the other; Ctrl-C (or SIGTERM / SIGHUP) stops the whole comparison, not
+    only the current method: its result and those before it are saved, the rest do not run."""
+    from solvers import resolve, solve
+
+    from .plots import plot_convergence
+
     histories, rows = {}, []
+    interrupted = False
     for method in methods:
         ocp = _require_ocp(_load(args.problem, **options), args.problem, "compare")
         stochastic = resolve(ocp, method)[0] in _stochastic()  # a problem's advice may add a CEM search
-        sol = solve(ocp, method=method, verbose=args.verbose, time_limit=args.time_limit,
-                    **({"max_iter": args.max_iter} if args.max_iter else {}),
-                    **({"seed": args.seed} if args.seed is not None and stochastic else {}))
-        out = os.path.join(args.out, args.problem, method)
-        summary = write_solution(ocp, sol, problem=args.problem, contact=args.contact, out_dir=out, animate=False)
+        try:
+            sol = solve(ocp, method=method, verbose=args.verbose, time_limit=args.time_limit,
+                        **({"max_iter": args.max_iter} if args.max_iter else {}),
+                        **({"seed": args.seed} if args.seed is not None and stochastic else {}))
+        except KeyboardInterrupt:  # before the solver had an iterate (e.g. while compiling)
+            interrupted = True
+            break
+        _note_signal(sol)
+        with _deferred_signals():
+            summary = write_solution(ocp, sol, problem=args.problem, contact=args.contact,
+                                     out_dir=os.path.join(folder, method), animate=False)
         histories[method] = sol.history
         rows.append(summary)
         figures = ", ".join(f"{k} {v:.4g}" for k, v in summary["metrics"].items())
         print(f"  {method:<9} {summary['status']:<15} cost {summary['cost']:<12.6g} {summary['iterations']:>4} it "
               f"{summary['wall_time_s']:>7.1f} s  {figures}", flush=True)
-    png = plot_convergence(histories, path=os.path.join(args.out, args.problem, "compare.png"),
-                           title=f"{args.problem}: cost against iteration and wall time")
-    with open(os.path.join(args.out, args.problem, "compare.json"), "w") as f:
-        json.dump(rows, f, indent=2)
-    print(f"wrote {png}")
-    return 0
+        if sol.status.value == "interrupted":
+            interrupted = True
+            break
+    if interrupted:
+        skipped = [m for m in methods if m not in histories]
+        print(f"trajopt: interrupted; not run: {', '.join(skipped) or 'none'}", file=sys.stderr)
+    with _deferred_signals():
+        if histories:
+            png = plot_convergence(histories, path=os.path.join(folder, "compare.png"),
+                                   title=f"{args.problem}: cost against iteration and wall time")
+            print(f"wrote {png}")
+        write_json(os.path.join(folder, "compare.json"), rows)
+    return _interrupted_exit() if interrupted else 0
 
 
 def cmd_sweep(args) -> int:
@@ -551,14 +854,24 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    previous = _install_signal_handlers()
+    note = CompileNote().install()
     try:
         return args.func(args)
     except (CLIError, ValueError, FileNotFoundError, TypeError) as exc:
         print(f"trajopt: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM or SIGHUP before a solver had anything to save
         print("trajopt: interrupted", file=sys.stderr)
-        return 130
+        return _interrupted_exit()
+    finally:
+        import signal
+
+        note.uninstall()
+        if note.summary():
+            print(note.summary(), file=sys.stderr)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 if __name__ == "__main__":

@@ -94,6 +94,25 @@ def _controls(dyn, us) -> np.ndarray:
     return us
 
 
+def checked_step(dyn, out, where: str):
+    """``out`` (what ``dyn.step_derivatives`` returned) as ``(x_next, Fx, Fu)`` after checking the
+    protocol's shapes, ``(nx,)``, ``(ndx, ndx)``, ``(ndx, nu)``: a user's dynamics returning another
+    shape raises ValueError naming it (numpy would broadcast some shapes silently)."""
+    name = f"{type(dyn).__name__}.step_derivatives"
+    if not isinstance(out, tuple | list) or len(out) != 3:
+        raise ValueError(f"{name} returned {type(out).__name__}, expected (x_next, Fx, Fu) ({where})")
+    expected = {"x_next": (dyn.nx,), "Fx": (dyn.ndx, dyn.ndx), "Fu": (dyn.ndx, dyn.nu)}
+    arrays = []
+    for (what, shape), a in zip(expected.items(), out, strict=True):
+        a = np.asarray(a, dtype=float)
+        if a.shape != shape:
+            sizes = {"x_next": "(nx,)", "Fx": "(ndx, ndx)", "Fu": "(ndx, nu)"}[what]
+            raise ValueError(f"{name} returned {what} of shape {a.shape}, expected {sizes} = {shape} ({where}; "
+                             "see trajopt.Dynamics)")
+        arrays.append(a)
+    return tuple(arrays)
+
+
 def rollout_derivatives(dyn, x0, us):
     """``(xs, Fx, Fu)``: states (T+1, nx) from ``x0`` under ``us`` (T, nu) and every step's Jacobians,
     ``Fx`` (T, ndx, ndx), ``Fu`` (T, ndx, nu).
@@ -117,7 +136,7 @@ def rollout_derivatives(dyn, x0, us):
     xs[0] = x0
     for t in range(T):
         try:
-            xs[t + 1], Fx[t], Fu[t] = dyn.step_derivatives(xs[t], us[t])
+            xs[t + 1], Fx[t], Fu[t] = checked_step(dyn, dyn.step_derivatives(xs[t], us[t]), f"rollout step {t}")
         except Exception as exc:
             exc.add_note(f"(rollout step {t} of {T})")
             raise
@@ -149,7 +168,7 @@ def knot_derivatives(dyn, xs, us):
     Fu = np.empty((T, dyn.ndx, dyn.nu))
     for t in range(T):
         try:
-            xs_next[t], Fx[t], Fu[t] = dyn.step_derivatives(xs[t], us[t])
+            xs_next[t], Fx[t], Fu[t] = checked_step(dyn, dyn.step_derivatives(xs[t], us[t]), f"knot {t}")
         except Exception as exc:
             exc.add_note(f"(knot {t} of {T})")
             raise

@@ -1,0 +1,124 @@
+"""A run that cannot go on says why, naming the cause (issue 16): a cost that is NaN, NaN gradients,
+a user's dynamics returning Jacobians of the wrong shape, a workspace of another simulator. And
+``dt`` as a numpy float32 is a valid time step."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from problems.cartpole import cartpole_simulator, pendulum_simulator
+from solvers import solve
+from trajopt import OCP, ControlCost, StateCost
+from trajopt.costs import Cost, CostDerivatives
+from trajopt.solution import Status
+
+from .test_ddp import Linear
+
+
+def linear_problem(dyn=None, *, terminal=None, T=10) -> OCP:
+    dyn = dyn or Linear(np.eye(2), np.array([[0.1], [0.05]]))
+    return OCP(dynamics=dyn, x0=np.zeros(2), horizon=T, running_cost=ControlCost(dyn, 1e-2),
+               terminal_cost=terminal or StateCost(dyn, np.array([0.0, 1.0]), 10.0), name="linear")
+
+
+class NaNBeyond(Cost):
+    """A broken terminal cost: NaN once the first state passes ``edge`` (plain float arithmetic, no raise)."""
+
+    def __init__(self, dyn, edge):
+        self.ndx, self.nu, self.edge = dyn.ndx, dyn.nu, edge
+
+    def value(self, x, u=None):
+        return float("nan") if x[0] > self.edge else float((x[1] - 1.0) ** 2)
+
+    def derivatives(self, x, u=None):
+        d = CostDerivatives.zeros(self.ndx, self.nu)
+        d.Lx[1], d.Lxx[1, 1] = 2 * (x[1] - 1.0), 2.0
+        return d
+
+
+def test_a_nan_cost_in_cems_first_population_fails_naming_the_cost():
+    ocp = linear_problem(terminal=None)
+    ocp.terminal_cost = NaNBeyond(ocp.dynamics, edge=0.0)  # about half of the samples push x[0] above 0
+    sol = solve(ocp, method="cem", population=16, max_iter=3, verbose=False)
+    assert sol.status == Status.FAILED
+    assert "the cost is not a number" in sol.info["message"] and "first population" in sol.info["message"]
+    assert np.isfinite(sol.cost)  # the start's answer, whose cost is a number, is returned
+
+
+class NaNCostGradient(Cost):
+    """A terminal cost whose value is fine but whose gradient is NaN (a broken hand-written derivative)."""
+
+    def __init__(self, dyn):
+        self.ndx, self.nu = dyn.ndx, dyn.nu
+
+    def value(self, x, u=None):
+        return float((x[1] - 1.0) ** 2)
+
+    def derivatives(self, x, u=None):
+        d = CostDerivatives.zeros(self.ndx, self.nu)
+        d.Lx[:] = np.nan
+        return d
+
+
+class NaNJacobian(Linear):
+    def step_derivatives(self, x, u):
+        x1, Fx, Fu = super().step_derivatives(x, u)
+        Fu[0, 0] = np.nan
+        return x1, Fx, Fu
+
+
+@pytest.mark.parametrize("method", ["ddp", "gn"])
+def test_nan_step_jacobians_fail_naming_them_not_stalled(method):
+    ocp = linear_problem(NaNJacobian(np.eye(2), np.array([[0.1], [0.05]])))
+    sol = solve(ocp, method=method, max_iter=5, verbose=False)
+    assert sol.status == Status.FAILED, sol.info["message"]
+    assert "non-finite gradient: the step Jacobian Fu" in sol.info["message"] and "knot 0" in sol.info["message"]
+
+
+def test_a_nan_cost_gradient_fails_naming_it_not_stalled():
+    ocp = linear_problem()
+    ocp.terminal_cost = NaNCostGradient(ocp.dynamics)
+    sol = solve(ocp, method="ddp", max_iter=5, verbose=False)
+    assert sol.status == Status.FAILED, sol.info["message"]
+    assert "non-finite gradient: the terminal cost's Lx" in sol.info["message"]
+
+
+class WrongShape(Linear):
+    """A user's dynamics whose Fx comes back as a vector: numpy would broadcast it into (ndx, ndx)."""
+
+    def step_derivatives(self, x, u):
+        x1, Fx, Fu = super().step_derivatives(x, u)
+        return x1, np.diag(Fx), Fu
+
+
+@pytest.mark.parametrize("method", ["ddp", "gn"])
+def test_wrong_shape_jacobians_from_a_users_dynamics_are_named(method):
+    ocp = linear_problem(WrongShape(np.eye(2), np.array([[0.1], [0.05]])))
+    sol = solve(ocp, method=method, max_iter=3, verbose=False)
+    assert sol.status == Status.FAILED, sol.info["message"]
+    assert "WrongShape.step_derivatives returned Fx of shape (2,), expected (ndx, ndx) = (2, 2)" in sol.info["message"]
+
+
+def test_a_workspace_of_another_simulator_is_refused_naming_it():
+    pendulum, cartpole = pendulum_simulator(dt=0.01), cartpole_simulator(1, dt=0.02)
+    foreign = cartpole.create_data()
+    for call in (lambda: pendulum.step(np.zeros(2), np.zeros(1), data=foreign),
+                 lambda: pendulum.step_derivatives(np.zeros(2), np.zeros(1), data=foreign),
+                 lambda: pendulum.rollout(np.zeros(2), np.zeros((3, 1)), data=foreign)):
+        with pytest.raises(ValueError, match="not a workspace of this simulator"):
+            call()
+    own = pendulum.create_data()
+    assert np.isfinite(pendulum.step(np.array([0.3, 0.0]), np.zeros(1), data=own)).all()
+
+
+def test_dt_as_numpy_float32_is_accepted():
+    sim = pendulum_simulator(dt=np.float32(0.01))
+    ref = pendulum_simulator(dt=float(np.float32(0.01)))
+    assert isinstance(sim.dt, float)
+    x = np.array([0.3, 0.0])
+    assert np.allclose(sim.step(x, np.zeros(1)), ref.step(x, np.zeros(1)))
+    import problems
+
+    ocp = problems.load("pendulum", dt=np.float32(0.01), horizon=10)
+    assert solve(ocp, method="ddp", max_iter=2, verbose=False).status != Status.FAILED

@@ -1,0 +1,300 @@
+"""Runs that never lose a result, and options refused before any solving (issue 16).
+
+The process-level behaviour (signals, exit statuses, an unwritable ``--out``, two runs into one
+folder) is tested on the real command, ``python -m trajopt.cli`` in a subprocess, on the pendulum
+with a few iterations. A long run is CEM with a huge iteration budget, stopped by a signal once
+its progress table shows a few rows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import problems
+import solvers
+from solvers import gauss_newton, solve
+from trajopt.cli import LOCK_NAME, main
+from trajopt.solution import Status
+
+REPO = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
+#: a solve that runs until a signal stops it (CEM collapses its distribution after ~170 iterations, ~5 s)
+LONG = ["solve", "pendulum", "--method", "cem", "--max-iter", "100000", "--horizon", "30", "--no-scene"]
+ROW = re.compile(r"^\s+\d+\s+[-+0-9.e]+\s")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _the_command_imports_this_tree():
+    out = subprocess.run([sys.executable, "-c", "import trajopt; print(trajopt.__file__)"], env=ENV,
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip().startswith(str(REPO)), out
+
+
+def run_cli(*argv, timeout=120):
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, "-m", "trajopt.cli", *argv], env=ENV, capture_output=True, text=True,
+                       timeout=timeout)
+    return p, time.perf_counter() - t0
+
+
+class Running:
+    """A CLI subprocess whose stdout is read line by line in a thread."""
+
+    def __init__(self, *argv):
+        self.proc = subprocess.Popen([sys.executable, "-m", "trajopt.cli", *argv], env=ENV, text=True,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.lines: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def wait_rows(self, n=3, timeout=60):
+        """Block until the progress table has shown ``n`` rows."""
+        seen, deadline = 0, time.monotonic() + timeout
+        while seen < n:
+            line = self.lines.get(timeout=max(deadline - time.monotonic(), 0.01))
+            assert line is not None, f"ended early: {self.proc.wait()} {self.proc.stderr.read()}"
+            seen += bool(ROW.match(line))
+
+    def stop(self, signum, timeout=60):
+        self.proc.send_signal(signum)
+        rc = self.proc.wait(timeout=timeout)
+        return rc, self.proc.stderr.read()
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture
+def running():
+    started = []
+
+    def start(*argv):
+        r = Running(*argv)
+        started.append(r)
+        return r
+
+    yield start
+    for r in started:
+        r.kill()
+
+
+# -- --out is checked before any solving ---------------------------------------------------------
+
+@pytest.mark.parametrize("command", [["solve", "pendulum", "--max-iter", "2"], ["compare", "pendulum", "--methods",
+                                                                                "ddp", "--max-iter", "2"],
+                                     ["simulate", "pendulum", "--steps", "5"]])
+def test_an_unwritable_out_is_a_clear_error_before_solving(tmp_path, command):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")  # a folder below a file cannot be made, even by root
+    p, wall = run_cli(*command, "--out", str(blocker / "out"))
+    assert p.returncode == 2, p.stderr
+    assert "--out" in p.stderr and "cannot write there" in p.stderr, p.stderr
+    assert "[ddp]" not in p.stdout  # nothing was solved
+    assert wall < 10
+
+
+# -- results are written atomically, and two runs do not mix their files --------------------------
+
+def test_results_are_written_atomically_from_the_same_folder(tmp_path, monkeypatch):
+    replaced = []
+    real = os.replace
+
+    def spy(src, dst):
+        replaced.append((os.fspath(src), os.fspath(dst)))
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "replace", spy)
+    assert main(["solve", "pendulum", "--max-iter", "2", "--horizon", "20", "--out", str(tmp_path)]) == 0
+    folder = tmp_path / "pendulum" / "ddp"
+    targets = {Path(dst).name: src for src, dst in replaced}
+    for name in ("solution.npz", "summary.json", "scene.html"):
+        assert name in targets, replaced
+        assert Path(targets[name]).parent == folder  # the temporary file sits beside its target
+    assert not [f for f in os.listdir(folder) if "tmp" in f or f == LOCK_NAME]
+
+
+def test_a_write_that_fails_midway_leaves_the_previous_result_whole(tmp_path, monkeypatch):
+    argv = ["solve", "pendulum", "--max-iter", "2", "--horizon", "20", "--no-scene", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    summary = tmp_path / "pendulum" / "ddp" / "summary.json"
+    before = summary.read_text()
+
+    def broken_dump(obj, f, **kw):
+        f.write('{"problem": "half a fi')
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(json, "dump", broken_dump)
+    with pytest.raises(OSError):
+        main(argv)
+    assert summary.read_text() == before
+    assert not [f for f in os.listdir(summary.parent) if "tmp" in f]
+
+
+def test_a_second_run_into_the_same_out_is_refused_while_the_first_runs(tmp_path, running):
+    first = running(*LONG, "--out", str(tmp_path))
+    first.wait_rows(2)
+    p, wall = run_cli(*LONG, "--out", str(tmp_path))
+    assert p.returncode == 2 and wall < 10
+    assert f"another trajopt run (pid {first.proc.pid})" in p.stderr and "choose another --out" in p.stderr
+    rc, _ = first.stop(signal.SIGINT)
+    assert rc == 130
+    # the first run's result is whole and the lock is gone: a third run may write there again
+    assert json.loads((tmp_path / "pendulum" / "cem" / "summary.json").read_text())["status"] == "interrupted"
+    assert not (tmp_path / "pendulum" / "cem" / LOCK_NAME).exists()
+
+
+def test_a_stale_lock_of_a_dead_process_is_taken_over(tmp_path, capsys):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    folder = tmp_path / "pendulum" / "ddp"
+    folder.mkdir(parents=True)
+    (folder / LOCK_NAME).write_text(f"{dead.pid}\n")
+    assert main(["solve", "pendulum", "--max-iter", "1", "--horizon", "10", "--no-scene", "--out", str(tmp_path)]) == 0
+    assert not (folder / LOCK_NAME).exists()
+
+
+# -- signals stop a run as Ctrl-C does, and the result is saved -------------------------------------
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_a_signal_saves_the_best_iterate_as_interrupted(tmp_path, running, signum, code):
+    r = running(*LONG, "--out", str(tmp_path))
+    r.wait_rows(3)
+    rc, err = r.stop(signum)
+    assert rc == code, err  # an interrupted run never exits 0
+    folder = tmp_path / "pendulum" / "cem"
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["iterations"] >= 3
+    assert signal.Signals(signum).name in summary["message"]
+    data = np.load(folder / "solution.npz")
+    assert data["xs"].shape == (31, 2) and np.isfinite(data["xs"]).all()
+
+
+def test_ctrl_c_in_compare_stops_every_method(tmp_path, running):
+    r = running("compare", "pendulum", "--methods", "cem,ddp", "--max-iter", "100000", "--horizon", "30",
+                "--verbose", "--out", str(tmp_path))
+    r.wait_rows(3)
+    rc, err = r.stop(signal.SIGINT)
+    assert rc == 130, err
+    assert "not run: ddp" in err
+    rows = json.loads((tmp_path / "pendulum" / "compare.json").read_text())
+    assert [row["method"] for row in rows] == ["cem"] and rows[0]["status"] == "interrupted"
+    assert not (tmp_path / "pendulum" / "ddp" / "summary.json").exists()
+
+
+def test_ctrl_c_between_cem_and_ddp_keeps_the_search_result(monkeypatch):
+    from solvers import hybrid
+
+    def ctrl_c(*args, **kwargs):  # Ctrl-C arrives as the second stage starts, before its loop
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(hybrid.LOCAL, "ddp", ctrl_c)
+    ocp = problems.load("pendulum", horizon=20)
+    try:
+        sol = solve(ocp, method="cem-ddp", population=8, cem_iterations=2, verbose=False)
+    except KeyboardInterrupt:
+        pytest.fail("Ctrl-C between the stages escaped the solver: the search's result was lost")
+    assert sol.status == Status.INTERRUPTED
+    assert [h["stage"] for h in sol.history] == ["cem", "cem"]
+    assert sol.cost == pytest.approx(sol.history[-1]["cost"]) and sol.cost < ocp.cost(ocp.rollout(ocp.us_init),
+                                                                                        ocp.us_init)
+
+
+# -- options refused before any solving -------------------------------------------------------------
+
+@pytest.mark.parametrize("argv, message", [
+    (["solve", "pendulum", "--time-limit", "0"], "--time-limit must be"),
+    (["solve", "pendulum", "--time-limit", "-3"], "--time-limit must be"),
+    (["solve", "pendulum", "--time-limit", "nan"], "--time-limit must be"),
+    (["solve", "pendulum", "--max-iter", "0"], "--max-iter must be >= 1"),
+    (["solve", "pendulum", "--method", "cem-ddp", "--time-limit", "0"], "--time-limit must be"),
+    (["compare", "pendulum", "--methods", "ddp", "--time-limit", "0"], "--time-limit must be"),
+    (["compare", "pendulum", "--methods", "ddp", "--max-iter", "0"], "--max-iter must be >= 1"),
+    (["solve", "cube-throw", "--method", "ddp"], "--method ddp: 'cube-throw' is an inverse (least-squares) problem"),
+    (["solve", "cube-throw", "--max-iter", "0"], "--max-iter must be >= 1"),
+])
+def test_bad_options_are_refused_before_solving(tmp_path, capsys, argv, message):
+    t0 = time.perf_counter()
+    assert main([*argv, "--out", str(tmp_path / "o")]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err, captured.err
+    assert "[ddp]" not in captured.out and "[cem]" not in captured.out and "gauss-newton" not in captured.out
+    assert not list((tmp_path / "o").rglob("summary.json"))
+    if "cube-throw" not in argv:  # (its loading may compile the NCP kernels on a machine's first run)
+        assert time.perf_counter() - t0 < 10
+
+
+@pytest.mark.parametrize("method, options, name", [
+    ("ddp", {"time_limit": 0}, "time_limit"), ("ddp", {"time_limit": -1.0}, "time_limit"),
+    ("ddp", {"time_limit": math.nan}, "time_limit"), ("cem-ddp", {"time_limit": 0}, "time_limit"),
+    ("gn", {"max_iter": 0}, "max_iter"), ("cem", {"population": 1}, "population"),
+    ("cem-gn", {"population": 1}, "population"), ("cem-ddp", {"cem_iterations": 0}, "cem_iterations"),
+])
+def test_the_python_api_refuses_bad_options_naming_them(method, options, name, monkeypatch):
+    def no_solving(*a, **k):
+        raise AssertionError("solved")
+
+    monkeypatch.setitem(solvers.METHODS, method, no_solving)
+    ocp = problems.load("pendulum", horizon=10)
+    with pytest.raises(ValueError, match=name):
+        solve(ocp, method=method, verbose=False, **options)
+
+
+def test_gauss_newton_refuses_a_zero_time_limit():
+    with pytest.raises(ValueError, match="time_limit"):
+        gauss_newton(problems.load("cube-throw"), time_limit=0, verbose=False)
+
+
+# -- a slow first call is explained ------------------------------------------------------------------
+
+def test_a_numba_compilation_is_announced_once_and_timed():
+    import io
+
+    from numba import njit
+
+    from trajopt.cli import CompileNote
+
+    @njit(cache=False)
+    def inner(x):
+        return x + 1.0
+
+    @njit(cache=False)
+    def fresh_kernel(x):  # never compiled before: a cache miss
+        return inner(x) * 2.0
+
+    stream = io.StringIO()
+    note = CompileNote(stream=stream).install()
+    try:
+        assert fresh_kernel(1.0) == 4.0
+        assert fresh_kernel(2.0) == 6.0  # compiled already: nothing more
+    finally:
+        note.uninstall()
+    text = stream.getvalue()
+    assert text.count("[numba] compiling") == 1 and "fresh_kernel" in text and "NUMBA_CACHE_DIR" in text
+    assert note.seconds > 0 and "compiling took" in note.summary()
+
+
+def test_no_compilation_no_note():
+    from trajopt.cli import CompileNote
+
+    note = CompileNote().install()
+    note.uninstall()
+    assert note.summary() is None
