@@ -169,7 +169,6 @@ class ImplicitStep:
 
     def _solve(self, q, v, qp, vp, u, d):
         """Newton on ``R(v+) = 0``; returns ``(v+, c_q, w)``."""
-        sim = self.sim
         cq = self._terms(q, qp)
         w = self.w_v * v if vp is None else self.w_v * v + self.w_prev * vp
         v_next = v.copy()

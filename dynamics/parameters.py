@@ -70,7 +70,6 @@ contact model is not covered yet (NotImplementedError).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -517,7 +516,6 @@ def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
     model, pdata = sim._step_model, ws.data
     placements = [b.joint for b in blocks if b.kind == "placement"]
     aug = ws.aug(sim, placements) if placements else None
-    cm = sim.contact_model
     geo_aug = None
     if state is not None and aug is not None and state.m_contact:
         geo_aug = aug.geometry(q, state.geo.contacts)

@@ -11,13 +11,24 @@ the Jacobians' round-off), fused whole step on, and off with CONTACTRAJ_NO_FUSED
     CONTACTRAJ_NO_FUSED=1           bbf8851e1ed9d07f1be9ffc0b29e0e70cada2dd1
 (main's own scripts/hash_rollouts.py: rollouts catapult 52f57a341a285ede, go1-hold 719c8cdc6ff512cf, on and off.)
 """
-import hashlib, numpy as np, problems
+
+import hashlib
+import numpy as np
+import problems
+
 h = hashlib.sha1()
 for name in ("catapult", "go1-hold", "ur5-box", "jump-worm"):
-    ocp = problems.load(name); rng = np.random.default_rng(0)
-    us = np.clip(ocp.us_init + rng.normal(0, 0.1, ocp.us_init.shape) * np.where(np.isfinite(ocp.u_upper), ocp.u_upper, 1), ocp.u_lower, ocp.u_upper)
+    ocp = problems.load(name)
+    rng = np.random.default_rng(0)
+    us = np.clip(
+        ocp.us_init + rng.normal(0, 0.1, ocp.us_init.shape) * np.where(np.isfinite(ocp.u_upper), ocp.u_upper, 1),
+        ocp.u_lower,
+        ocp.u_upper,
+    )
     xs, Fx, Fu = ocp.dynamics.rollout_derivatives(ocp.x0, us)
-    for a in (xs, Fx, Fu): h.update(a.tobytes())
-    xs2 = ocp.dynamics.rollout(ocp.x0, us); _ = [ocp.dynamics.step_derivatives(xs2[t], us[t]) for t in range(0, len(us), 7)]
+    for a in (xs, Fx, Fu):
+        h.update(a.tobytes())
+    xs2 = ocp.dynamics.rollout(ocp.x0, us)
+    _ = [ocp.dynamics.step_derivatives(xs2[t], us[t]) for t in range(0, len(us), 7)]
     h.update(xs2.tobytes())
 print(h.hexdigest())

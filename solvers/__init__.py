@@ -34,7 +34,7 @@ from .continuation import resolve_schedule, solve_continuation
 from .ddp import solve_ddp
 from .gauss_newton import gauss_newton
 from .gn import solve_gn
-from .hybrid import HYBRIDS, LOCAL, solve_cem_ddp, solve_cem_gn, solve_cem_shooting
+from .hybrid import LOCAL, solve_cem_ddp, solve_cem_gn, solve_cem_shooting
 from .shooting import solve_ipopt, solve_shooting
 
 METHODS = {"ddp": solve_ddp, "gn": solve_gn, "shooting": solve_shooting, "ipopt": solve_ipopt, "cem": solve_cem,

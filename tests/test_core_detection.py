@@ -14,7 +14,6 @@ from __future__ import annotations
 import sys
 import os
 
-import coal
 import numpy as np
 import pinocchio as pin
 import pytest

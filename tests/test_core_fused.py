@@ -40,7 +40,6 @@ def _compare(sim, ref, x0, us, *, need_correction=False):
     d, dr = sim.create_data(), ref.create_data()
     e, er = sim.create_data(), ref.create_data()  # step() alone, its own warm starts
     worst, fused, corrected = 0.0, 0, 0
-    where = None
     x = np.asarray(x0, dtype=float)
     for u in us:
         a, b = sim.step_derivatives(x, u, data=d), ref.step_derivatives(x, u, data=dr)

@@ -278,7 +278,7 @@ def test_bdf_with_contact_or_euler_only_options_is_refused(integrator):
         Simulator(model, geometry=geom, ground=-1.0, integrator=integrator)
     with pytest.raises(ValueError, match=rf"integrator='{integrator}' does not handle contact"):
         Simulator(model, integrator=integrator)  # the limits on j2 are unilateral constraints
-    with pytest.raises(ValueError, match=rf"damping='explicit' is an option of integrator='euler'"):
+    with pytest.raises(ValueError, match=r"damping='explicit' is an option of integrator='euler'"):
         Simulator(model, integrator=integrator, joint_limits=False, joint_damping=1.0, damping="explicit")
     sim = Simulator(model, integrator=integrator, joint_limits=False)
     x, u = sim.neutral_state(), np.zeros(sim.nu)

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 import problems
-from dynamics.contact_step import SLOP
 from trajopt import max_relative_error, step_jacobians_fd
 
 from .test_contact import limited_pendulum

@@ -503,7 +503,6 @@ def solve_least_squares(problem, args) -> int:
 def _solve_least_squares(problem, args, out) -> int:
     from solvers import gauss_newton
 
-    from .plots import plot_residuals
 
     runs = {}
     # a problem with many unknowns (ur5-sysid: 250) may skip the finite-difference comparison run
