@@ -36,6 +36,11 @@ loop run whole steps in one C++ call each (``cpp/src/fused_step.cpp``: input che
 torques, ABA, the fused contact solve, the integration with the position correction, the state bounds), bit
 for bit the Python path's (``Simulator._step``, the reference; tests/test_core_step.py); a step that would
 raise, or that the collision detector hands back, runs on the Python path, which raises its own errors.
+:meth:`Simulator.step_derivatives` (without ``adjoint``/``params``) and the loop of ``rollout_derivatives`` /
+``knot_derivatives`` run the step and all its Jacobians in one C++ call per knot the same way
+(``FusedStep.step_derivatives``: the velocity Jacobian through the contact solve, the passive terms, the position
+correction's Jacobian, dIntegrate's chain); the states are bit for bit, the Jacobians too on Euclidean models
+without a position correction, else equal to round-off (Eigen's products where numpy's BLAS ran, ~1e-16).
 
 Model and data are apart: a :class:`Simulator` describes the system; a
 :class:`SimData` (``sim.create_data()``) is the workspace that holds Pinocchio's
