@@ -33,7 +33,7 @@ def main(names):
              "step": t(lambda: sim.step(x, u, data=d)),
              "pin ABAd": t(lambda: pin.computeABADerivatives(sim.model, dd, q, v, tau))}
         fs = sim._fused_step
-        if fs is not None:
+        if fs is not None and hasattr(fs, "step_derivatives"):
             out, Fx, Fu = np.empty(sim.nx), np.empty((sim.ndx, sim.ndx)), np.empty((sim.ndx, sim.nu))
             kv, ks = kept.kept[x.tobytes() + u.tobytes()]
             ks = None if ks is None else ks.core
