@@ -504,7 +504,10 @@ def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
     out = np.empty(sim.nx)
     Fx = np.empty((ndx, ndx))
     Fu = np.empty((ndx, sim.nu))
-    sim._step_derivatives(x, u, d, out, Fx, Fu, adjoint)
+    fs = sim._fused_step  # x+, Fx, Fu: the same numbers as step_derivatives without params (the fused call)
+    if not (adjoint is None and fs is not None and (sim.contact_model is None or sim.contact_model.fused is sim._fused_lcp)
+            and sim._fused_derivatives(fs, x, u, d, out, Fx, Fu)):
+        sim._step_derivatives(x, u, d, out, Fx, Fu, adjoint)
     state = d.contact if sim.contact_model is not None else None
     if state is not None and blocks and getattr(state.adapter, "name", "") not in ("lcp", "ncp"):
         raise NotImplementedError(f"parameter derivatives under the {sim.contact!r} contact model are not "

@@ -36,6 +36,11 @@ loop run whole steps in one C++ call each (``cpp/src/fused_step.cpp``: input che
 torques, ABA, the fused contact solve, the integration with the position correction, the state bounds), bit
 for bit the Python path's (``Simulator._step``, the reference; tests/test_core_step.py); a step that would
 raise, or that the collision detector hands back, runs on the Python path, which raises its own errors.
+:meth:`Simulator.step_derivatives` (without ``adjoint``/``params``) and the loop of ``rollout_derivatives`` /
+``knot_derivatives`` run the step and all its Jacobians in one C++ call per knot the same way
+(``FusedStep.step_derivatives``: the velocity Jacobian through the contact solve, the passive terms, the position
+correction's Jacobian, dIntegrate's chain); the states are bit for bit, the Jacobians too on Euclidean models
+without a position correction, else equal to round-off (Eigen's products where numpy's BLAS ran, ~1e-16).
 
 Model and data are apart: a :class:`Simulator` describes the system; a
 :class:`SimData` (``sim.create_data()``) is the workspace that holds Pinocchio's
@@ -556,7 +561,7 @@ class Simulator:
             self._spring_q.astype(np.int64), self._stiffness_k, self._spring_ref, self._euclidean,
             [[i, n] for _, i, n, _ in self._unit_blocks], UNIT_TOL, None if cm is None else cm.fused,
             cm is not None, cm is not None and cm.scene.npairs > 0, limits, 0.0 if cm is None else cm.margin,
-            float(self.MAX_VELOCITY), float(self.MAX_POSITION))
+            float(self.MAX_VELOCITY), float(self.MAX_POSITION), None if cm is None else cm._model0)
 
     # -- construction -----------------------------------------------------------------
     @classmethod
@@ -1020,16 +1025,54 @@ class Simulator:
             from . import parameters
 
             return parameters.step_derivatives(self, x, u, params, impulses, data, adjoint)
+        out = np.empty(self.nx)
+        Fx = np.empty((self.ndx, self.ndx))
+        Fu = np.empty((self.ndx, self.nu))
+        d = self._workspace(data)
+        if adjoint is None and self._fused_step is not None and (
+                self.contact_model is None or self.contact_model.fused is self._fused_lcp):
+            if self._fused_derivatives(self._fused_step, x, u, d, out, Fx, Fu):
+                return out, Fx, Fu
         x, u = self._check_x(x), self._check_u(u)
         if adjoint is not None:
             adjoint = np.asarray(adjoint, dtype=float)
             if adjoint.shape != (self.ndx,):
                 raise ValueError(f"adjoint has shape {adjoint.shape}, expected ({self.ndx},)")
-        out = np.empty(self.nx)
-        Fx = np.empty((self.ndx, self.ndx))
-        Fu = np.empty((self.ndx, self.nu))
-        self._step_derivatives(x, u, self._workspace(data), out, Fx, Fu, adjoint)
+        self._step_derivatives(x, u, d, out, Fx, Fu, adjoint)
         return out, Fx, Fu
+
+    def _fused_derivatives(self, fs, x, u, d, out, Fx, Fu) -> bool:
+        """:meth:`_step_derivatives` (no adjoint) in one compiled call (``FusedStep.step_derivatives``), with the
+        workspace bookkeeping here: False when the step is for the Python path (bad or doubtful input, a step
+        that raises, a hand-back, a kept solve of the Python path), with nothing of ``d`` touched."""
+        kept = None
+        if d.kept and type(x) is np.ndarray and type(u) is np.ndarray:
+            kept = d.kept.get(x.tobytes() + u.tobytes())
+        if kept is None:
+            code, st = fs.step_derivatives(d.pin, d.geom, x, u, self._fused_previous(d), None, None, out, Fx, Fu)
+        else:
+            s = kept[1]
+            if s is not None and type(s) is not FusedContactState:
+                return False
+            code, st = fs.step_derivatives(d.pin, d.geom, x, u, None, kept[0], None if s is None else s.core,
+                                           out, Fx, Fu)
+        if code < 0:
+            return False
+        if code == 3:  # the kept solve of step(x, u) served (as _step_derivatives' kept branch)
+            d.contact = kept[1]
+            d.stats["reused"] += 1
+        elif code == 2:
+            cm = self.contact_model
+            state = None if st is None else FusedContactState(st, cm.adapter, cm.friction)
+            d.contact = state
+            if state is not None:
+                stats = d.stats
+                stats["contact_steps"] += 1
+                stats["guesses"] += state.guessed
+                stats["warm_hits"] += state.warm_hit
+        elif code == 1:
+            d.contact = None
+        return True
 
     def _implicit_derivatives(self, x, u, data, adjoint, params, impulses, previous):
         """:meth:`step_derivatives` of a BDF integrator."""
@@ -1291,7 +1334,15 @@ class Simulator:
         T = len(us)
         Fx = np.empty((T, self.ndx, self.ndx))
         Fu = np.empty((T, self.ndx, self.nu))
+        fs = self._fused_step
+        if fs is not None and not (self.contact_model is None or self.contact_model.fused is self._fused_lcp):
+            fs = None
+        if fs is not None:
+            us = np.ascontiguousarray(us)
         for t in range(T):
+            # one compiled call per knot (FusedStep.step_derivatives), else the Python path, which raises
+            if fs is not None and self._fused_derivatives(fs, xin[t], us[t], d, xout[t], Fx[t], Fu[t]):
+                continue
             x = self._check_x(xin[t], f"{label} {t}: state xs[{t}]") if check else xin[t]
             try:
                 self._step_derivatives(x, us[t], d, xout[t], Fx[t], Fu[t])

@@ -43,9 +43,80 @@ def _same_workspace(d, e):
         assert type(d.contact) is FusedContactState and d.contact.key == e.contact.key
 
 
+class _Spy:
+    """``Simulator._fused_step`` passed through, counting FusedStep.step_derivatives' codes (-1: the Python path)."""
+
+    def __init__(self, fs):
+        self.fs, self.codes = fs, []
+
+    def step(self, *a):
+        return self.fs.step(*a)
+
+    def rollout(self, *a):
+        return self.fs.rollout(*a)
+
+    def step_derivatives(self, *a):
+        r = self.fs.step_derivatives(*a)
+        self.codes.append(r[0])
+        return r
+
+
+#: The fused step_derivatives against the Python path's Jacobians: the same operations, except the products
+#: Eigen runs where numpy's BLAS ran (a free-flyer's 6 x 6 block of dIntegrate's Jacobians, the position
+#: correction's Jacobian): equal to this, relative to the largest entry (or 1); everything else is bit for bit.
+#: Measured (scripts/diff_fused_derivatives.py, rollouts of go1-hold, ur5-box, talos-standing): max |dF| 2.2e-16.
+JAC_RTOL = 1e-12
+
+
+def _exact_jacobians(sim, state) -> bool:
+    """The fused Jacobians are the Python path's bit for bit: a Euclidean model, no position correction."""
+    return sim._euclidean and (state is None or state.correction is None)
+
+
+def _same_step_jacobians(sim, p, r, state):
+    assert np.array_equal(p[0], r[0])  # the state: bit for bit
+    for a, b in zip(p[1:], r[1:]):
+        if _exact_jacobians(sim, state):
+            assert np.array_equal(a, b)
+        else:
+            assert np.abs(a - b).max(initial=0.0) <= JAC_RTOL * max(1.0, np.abs(b).max(initial=0.0))
+
+
+def _compare_derivatives(sim, ref, x0, us, xs):
+    """step_derivatives on fresh workspaces along xs (each solving, warm-started), rollout_derivatives and
+    knot_derivatives: the fused calls (FusedStep.step_derivatives, no fallback) equal the Python path's."""
+    spy = sim._fused_step = _Spy(sim._fused_step)
+    try:
+        d, e = sim.create_data(), ref.create_data()
+        for t in range(len(us)):
+            p, r = sim.step_derivatives(xs[t], us[t], data=d), ref.step_derivatives(xs[t], us[t], data=e)
+            _same_step_jacobians(sim, p, r, e.contact)
+            _same_workspace(d, e)
+        for how in ("rollout", "knots"):
+            d, e = sim.create_data(), ref.create_data()
+            if how == "rollout":
+                p, r = sim.rollout_derivatives(x0, us, data=d), ref.rollout_derivatives(x0, us, data=e)
+            else:
+                p, r = sim.knot_derivatives(xs, us, data=d), ref.knot_derivatives(xs, us, data=e)
+            assert np.array_equal(p[0], r[0])
+            # bit for bit where no step can have a position correction (no contact, or the velocity push-out)
+            exact = sim._euclidean and (sim.contact_model is None or sim.contact_model.recovery == "velocity")
+            for a, b in zip(p[1:], r[1:]):
+                if exact:
+                    assert np.array_equal(a, b)
+                else:
+                    assert np.abs(a - b).max(initial=0.0) <= JAC_RTOL * max(1.0, np.abs(b).max(initial=0.0))
+            _same_workspace(d, e)
+    finally:
+        sim._fused_step = spy.fs
+    assert spy.codes and -1 not in spy.codes, spy.codes
+    return spy.codes
+
+
 def _compare(sim, x0, us, *, expect_fused=True):
     """step by step, then a rollout, then the Jacobians after the rollout (reusing its kept solves): fused and
-    reference equal bit for bit, with the same workspaces. Returns how many steps had a contact solve."""
+    reference equal bit for bit, with the same workspaces (the Jacobians: see _same_step_jacobians). Then the
+    Jacobians without kept solves (_compare_derivatives). Returns how many steps had a contact solve."""
     ref = _reference(sim)
     assert (sim._fused_step is not None) == expect_fused and ref._fused_step is None
     d, e = sim.create_data(), ref.create_data()
@@ -64,10 +135,12 @@ def _compare(sim, x0, us, *, expect_fused=True):
     knots = range(0, len(us), 5)
     kept = sum(xs[t].tobytes() + us[t].tobytes() in d.kept for t in knots)
     for t in knots:
-        for p, r in zip(sim.step_derivatives(xs[t], us[t], data=d), ref.step_derivatives(xs[t], us[t], data=e)):
-            assert np.array_equal(p, r)
+        p, r = sim.step_derivatives(xs[t], us[t], data=d), ref.step_derivatives(xs[t], us[t], data=e)
+        _same_step_jacobians(sim, p, r, e.contact)
     _same_workspace(d, e)
     assert d.stats["reused"] == kept
+    if expect_fused:
+        _compare_derivatives(sim, ref, x0, us, xs)
     return solved
 
 
@@ -241,3 +314,76 @@ def test_divergence_gives_the_python_errors():
     cube = cube_sim()
     x = cube_state(z=0.1, v=(0, 0, -1e300))
     _same_error(cube, lambda s: s.step(x, np.zeros(0)), Exception)
+
+
+def test_bad_input_to_the_derivatives_gives_the_python_errors():
+    """step_derivatives, rollout_derivatives and knot_derivatives: every input the compiled call refuses runs the
+    Python path, which raises its own error, word for word; accepted odd inputs give the Python path's numbers."""
+    ocp = problems.load("go1-hold")
+    sim = ocp.dynamics
+    x, u = ocp.x0.copy(), np.zeros(sim.nu)
+    bad = x.copy()
+    bad[sim.nq + 2] = np.nan
+    tilted = x.copy()
+    tilted[3:7] *= 1.01
+    for xx, uu in ((bad, u), (x[:-1], u), (x, u[:-1]), (x, np.full(sim.nu, np.inf)), (x[None], u), (tilted, u)):
+        _same_error(sim, lambda s: s.step_derivatives(xx, uu, data=s.create_data()), ValueError)
+    us = np.zeros((3, sim.nu))
+    _same_error(sim, lambda s: s.rollout_derivatives(bad, us), ValueError)
+    knots = np.tile(x, (4, 1))
+    knots[2] = tilted
+    a, _ = _same_error(sim, lambda s: s.knot_derivatives(knots, us), ValueError)
+    assert str(a).startswith("knot 2: state xs[2]")
+    knots[2, 0] = np.inf
+    _same_error(sim, lambda s: s.knot_derivatives(knots, us), ValueError)
+    # accepted inputs the compiled call leaves to Python: lists, int controls, Fortran-ordered knots
+    ref = _reference(sim)
+    for xx, uu in ((list(x), list(u)), (x, np.zeros(sim.nu, dtype=int))):
+        for p, r in zip(sim.step_derivatives(xx, uu, data=sim.create_data()),
+                        ref.step_derivatives(xx, uu, data=ref.create_data())):
+            assert np.array_equal(p, r)
+    fortran = np.asfortranarray(np.tile(x, (3, 1)))
+    for p, r in zip(sim.knot_derivatives(fortran, us), ref.knot_derivatives(fortran, us)):
+        assert np.array_equal(p, r)
+    # divergence: the step named, the states so far carried (a frictionless cube sliding at 2e4 m/s)
+    s = cube_sim()
+    fast = Simulator(s.model, geometry=s.geometry, dt=s.dt, ground=0.0, friction=0.0)
+    _same_error(fast, lambda s: s.step_derivatives(cube_state(v=(2e4, 0.0, 0.0)), np.zeros(0)), SimulationError)
+    us = np.zeros((10, 1))
+    us[6] = 1e8
+    unlimited = Simulator(limited_pendulum().model, dt=1e-3, joint_limits=False)
+    a, b = _same_error(unlimited, lambda s: s.rollout_derivatives(np.array([0.0, 0.0]), us), SimulationError)
+    assert "rollout step 6" in str(a) and np.array_equal(a.xs, b.xs) and len(a.xs) == 7
+
+
+def test_kept_solves_of_the_python_path_and_adjoint_run_in_python():
+    """A kept solve that the Python path made (a ContactState, not the compiled StepState) and the complementarity-
+    aware Jacobians (adjoint=) are the Python path's: the compiled call hands them back, the numbers agree."""
+    ocp = problems.load("catapult")
+    sim = ocp.dynamics
+    py = _reference(sim)
+    py.contact_model.fused = None  # the Python contact solve: its kept states are ContactStates
+    us = _controls(sim, 40, 7)
+    spy = sim._fused_step = _Spy(sim._fused_step)
+    try:
+        d, e = sim.create_data(), py.create_data()
+        xs = py.rollout(ocp.x0, us, data=d)  # the Python solves kept in the fused simulator's workspace
+        assert np.array_equal(py.rollout(ocp.x0, us, data=e), xs) and d.stats["contact_steps"] > 0
+        for t in range(len(us)):
+            p, r = sim.step_derivatives(xs[t], us[t], data=d), py.step_derivatives(xs[t], us[t], data=e)
+            assert all(np.array_equal(a, b) for a, b in zip(p, r))
+        assert d.stats == e.stats and d.stats["reused"] == len(us)
+        python_states = sum(s is not None for _, s in d.kept.values())
+        assert python_states > 0 and all(type(s) is not FusedContactState for _, s in d.kept.values())
+        # those with a state are handed to Python before the compiled call; those without run compiled
+        assert spy.codes == [3] * (len(us) - python_states)
+        n = len(spy.codes)
+        ref = _reference(sim)
+        w = np.ones(sim.ndx)
+        for t in range(0, len(us), 5):
+            p = sim.step_derivatives(xs[t], us[t], adjoint=w)
+            r = ref.step_derivatives(xs[t], us[t], adjoint=w)
+            assert all(np.array_equal(a, b) for a, b in zip(p, r))
+        assert len(spy.codes) == n  # adjoint: never the compiled call
+    finally:
+        sim._fused_step = spy.fs

@@ -261,8 +261,16 @@ class FusedLCP {
                 const VectorXl& actuated, const VectorXl& spring_dofs, const Eigen::VectorXd& stiffness,
                 const VectorXl& damp_dofs, const Eigen::VectorXd& damping,
                 nb::DRef<RowMat> dv_dx, nb::DRef<RowMat> dv_du) {
-    auto& M = model_of(model);
-    auto& D = data_of(data);
+    jacobian_into(model_of(model), data_of(data), st, q, v, tau, v_next, dt, actuated, spring_dofs, stiffness,
+                  damp_dofs, damping, dv_dx, dv_du);
+  }
+
+  // jacobian's body (also the fused whole step's step_derivatives, fused_step.cpp).
+  void jacobian_into(const pinocchio::Model& M, pinocchio::Data& D, const StepState& st, const Eigen::VectorXd& q,
+                     const Eigen::VectorXd& v, const Eigen::VectorXd& tau, const Eigen::VectorXd& v_next, double dt,
+                     const VectorXl& actuated, const VectorXl& spring_dofs, const Eigen::VectorXd& stiffness,
+                     const VectorXl& damp_dofs, const Eigen::VectorXd& damping,
+                     nb::DRef<RowMat> dv_dx, nb::DRef<RowMat> dv_du) {
     const int64_t nv = M.nv, nu = actuated.size();
     if (dv_dx.rows() != nv || dv_dx.cols() != 2 * nv || dv_du.rows() != nv || dv_du.cols() != nu)
       throw std::invalid_argument("FusedLCP.jacobian: dv_dx must be (nv, 2 nv) and dv_du (nv, nu)");
@@ -339,6 +347,41 @@ class FusedLCP {
     dv_du.noalias() += W_ * dz_.rightCols(nu);
   }
 
+  // ContactModel.correction_jacobian (dynamics/contact_step.py) for a state with a position correction:
+  // d dq_c/dq (nv, nv) into out, the same operations in the same order (numpy's products there, Eigen's
+  // here: round-off). ``model0``/``data0``: the gravity-free copy of the step's model (ContactModel._model0)
+  // and a workspace of it.
+  void correction_jacobian_into(const StepState& st, const Eigen::VectorXd& q, const pinocchio::Model& model0,
+                                pinocchio::Data& data0, RowMat& out) {
+    const Correction& c = st.correction;
+    const int64_t nv = model0.nv, k = st.deep_rows.size();
+    Jd_.resize(k, nv);
+    for (int64_t a = 0; a < k; ++a) Jd_.row(a) = st.J.row(st.deep_rows[a]);
+    tau_total_ = Jd_.transpose() * c.lam;
+    zero_v_ = Eigen::VectorXd::Zero(nv);
+    pinocchio::computeABADerivatives(model0, data0, q, zero_v_, tau_total_);
+    RowMat& Dm = corr_D_;
+    Dm = data0.ddq_dq;
+    RowMat& K = corr_K_;
+    K = RowMat::Zero(k, nv);
+    // held limit rows have e = 0: -erp J_d folded into K (their rows of J are constant)
+    if (st.held) K.bottomRows(st.held) = -erp_ * Jd_.bottomRows(st.held);
+    const int64_t mc = st.m_contact();
+    if (mc) {
+      Eigen::VectorXd lam_full = Eigen::VectorXd::Zero(mc);
+      for (int64_t a = 0; a < k; ++a)
+        if (st.deep_rows[a] < mc) lam_full[st.deep_rows[a]] = c.lam[a];
+      fd_.resize(nv, nv);
+      force_derivative(st.geo.J6A, st.geo.J6B, st.geo.D, st.geo.dD, st.geo.dp, points(st), lam_full, mask_, fd_);
+      Dm.noalias() += st.Minv * fd_;
+      dJv_.resize(mc, nv);
+      velocity_derivative(st.geo.J6A, st.geo.J6B, st.geo.D, st.geo.dD, st.geo.dp, points(st), c.dq, mask_, dJv_);
+      for (int64_t a = 0; a < k; ++a)
+        if (st.deep_rows[a] < mc) K.row(a) = dJv_.row(st.deep_rows[a]);
+    }
+    out = correction_jacobian(c.A, c.W, Jd_, K, Dm, erp_);
+  }
+
  private:
   static bool nc_geo(const StepState& st) { return st.nc > 0; }
   static Eigen::Map<const RowMat> points(const StepState& st) {
@@ -354,7 +397,8 @@ class FusedLCP {
   std::vector<Limit> limits_;
   // workspaces of jacobian() (kept between calls: no allocation per step once the sizes repeat)
   Eigen::VectorXd tau_total_;
-  RowMat G_, fd_, dJv_, JC_, rhs_, dz_, W_;
+  RowMat G_, fd_, dJv_, JC_, rhs_, dz_, W_, Jd_, corr_D_, corr_K_;
+  Eigen::VectorXd zero_v_;
   std::vector<int64_t> pos_;
 };
 
@@ -370,6 +414,28 @@ bool fused_lcp_solve(nb::handle fused, nb::handle model, nb::handle data, nb::ha
     if (st.has_correction) *dq_c = &st.correction.dq;
   }
   return true;
+}
+
+bool is_step_state(nb::handle state) { return nb::isinstance<StepState>(state); }
+
+const Eigen::VectorXd* step_state_correction(nb::handle state) {
+  if (state.is_none()) return nullptr;
+  const StepState& st = nb::cast<const StepState&>(state);
+  return st.has_correction ? &st.correction.dq : nullptr;
+}
+
+void fused_lcp_jacobian(nb::handle fused, const pinocchio::Model& M, pinocchio::Data& D, nb::handle state,
+                        const Eigen::VectorXd& q, const Eigen::VectorXd& v, const Eigen::VectorXd& tau,
+                        const Eigen::VectorXd& v_next, double dt, const IdxVec& actuated, const IdxVec& spring_dofs,
+                        const Eigen::VectorXd& stiffness, const IdxVec& damp_dofs, const Eigen::VectorXd& damping,
+                        nb::DRef<RowMat> dv_dx, nb::DRef<RowMat> dv_du) {
+  nb::cast<FusedLCP&>(fused).jacobian_into(M, D, nb::cast<const StepState&>(state), q, v, tau, v_next, dt, actuated,
+                                           spring_dofs, stiffness, damp_dofs, damping, dv_dx, dv_du);
+}
+
+void fused_lcp_correction_jacobian(nb::handle fused, nb::handle state, const Eigen::VectorXd& q,
+                                   const pinocchio::Model& model0, pinocchio::Data& data0, RowMat& out) {
+  nb::cast<FusedLCP&>(fused).correction_jacobian_into(nb::cast<const StepState&>(state), q, model0, data0, out);
 }
 
 void bind_step(nb::module_& m) {

@@ -2,6 +2,10 @@
 #pragma once
 #include "common.hpp"
 #include <Eigen/Core>
+#include <nanobind/eigen/dense.h>
+#include <pinocchio/multibody.hpp>
+
+#include "linalg.hpp"
 
 namespace contactraj {
 
@@ -11,5 +15,24 @@ namespace contactraj {
 bool fused_lcp_solve(nb::handle fused, nb::handle model, nb::handle data, nb::handle gdata, const Eigen::VectorXd& q,
                      const Eigen::VectorXd& v_free, double dt, nb::handle previous, Eigen::VectorXd& v_next,
                      nb::object& state, const Eigen::VectorXd** dq_c);
+
+// The position correction's tangent displacement dq_c of a StepState (``state``), or nullptr (None, or no
+// correction); throws when ``state`` is something else.
+const Eigen::VectorXd* step_state_correction(nb::handle state);
+
+// ``state`` is a StepState.
+bool is_step_state(nb::handle state);
+
+// FusedLCP.jacobian's body (Simulator._contact_velocity_jacobian without adjoint) for the StepState ``state``.
+void fused_lcp_jacobian(nb::handle fused, const pinocchio::Model& M, pinocchio::Data& D, nb::handle state,
+                        const Eigen::VectorXd& q, const Eigen::VectorXd& v, const Eigen::VectorXd& tau,
+                        const Eigen::VectorXd& v_next, double dt, const IdxVec& actuated, const IdxVec& spring_dofs,
+                        const Eigen::VectorXd& stiffness, const IdxVec& damp_dofs, const Eigen::VectorXd& damping,
+                        nb::DRef<RowMat> dv_dx, nb::DRef<RowMat> dv_du);
+
+// ContactModel.correction_jacobian for the StepState ``state`` (which has a correction): d dq_c/dq (nv, nv)
+// into ``out``; ``model0``/``data0`` the gravity-free copy of the step's model and a workspace of it.
+void fused_lcp_correction_jacobian(nb::handle fused, nb::handle state, const Eigen::VectorXd& q,
+                                   const pinocchio::Model& model0, pinocchio::Data& data0, RowMat& out);
 
 }  // namespace contactraj
