@@ -27,7 +27,10 @@ def main(names):
         sim.step(x, u, data=kept)
         dd = sim.model.createData()
         tau = sim.B @ u
-        t = lambda f: time_call(f, min_time=0.2, repeat=5) * 1e6
+
+        def t(f):
+            return time_call(f, min_time=0.2, repeat=5) * 1e6
+
         r = {"fresh": t(lambda: sim.step_derivatives(x, u, data=d)),
              "kept": t(lambda: sim.step_derivatives(x, u, data=kept)),
              "step": t(lambda: sim.step(x, u, data=d)),
