@@ -468,8 +468,12 @@ class ContactModel:
             out = self.fused.solve(model, data, gdata, q, v_free, dt, self.fused_previous(previous))
             if out is not None:
                 v_next, st = out
-                return v_next, (None if st is None else FusedContactState(st, self.adapter, self.friction))
+                return v_next, self.fused_state(st)
         return self._reference_solve(model, data, gdata, q, v_free, dt, previous, v)
+
+    def fused_state(self, st) -> FusedContactState | None:
+        """The Python face of a compiled solve's ``StepState`` ``st`` (None: nothing in contact)."""
+        return None if st is None else FusedContactState(st, self.adapter, self.friction)
 
     def fused_previous(self, previous: ContactState | None):
         """``previous`` as the fused contact solve takes it: its StepState, the key and active set of a state

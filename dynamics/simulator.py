@@ -878,20 +878,28 @@ class Simulator:
         """What :meth:`_step` does to workspace ``d`` besides the numbers, after a compiled step of ``code``
         (``FusedStep.step``: 0 no contact model, 1 nothing near, 2 a contact solve ran, ``st`` its state)."""
         if code == 2:
-            cm = self.contact_model
-            state = None if st is None else FusedContactState(st, cm.adapter, cm.friction)
-            d.contact = state
-            if state is not None:
-                stats = d.stats
-                stats["contact_steps"] += 1
-                stats["guesses"] += state.guessed
-                stats["warm_hits"] += state.warm_hit
-            kept = d.kept
-            kept[x.tobytes() + u.tobytes()] = (out[self.nq:].copy(), state)
-            if len(kept) > self.KEPT_SOLVES:
-                kept.popitem(last=False)
+            state = self.contact_model.fused_state(st)
+            self._record_contact(d, state)
+            self._keep(d, x, u, out[self.nq:], state)
         elif code == 1:
             d.contact = None
+
+    @staticmethod
+    def _record_contact(d, state):
+        """Workspace ``d`` after a contact solve of ``state`` (None: no rows): its contact and its counters."""
+        d.contact = state
+        if state is not None:
+            stats = d.stats
+            stats["contact_steps"] += 1
+            stats["guesses"] += state.guessed
+            stats["warm_hits"] += state.warm_hit
+
+    def _keep(self, d, x, u, v_next, state):
+        """Keep the contact solve of step ``(x, u)`` (``v+`` copied) for its Jacobians (:attr:`KEPT_SOLVES`)."""
+        kept = d.kept
+        kept[x.tobytes() + u.tobytes()] = (v_next.copy(), state)
+        if len(kept) > self.KEPT_SOLVES:
+            kept.popitem(last=False)
 
     def _step(self, x, u, d):
         """:meth:`step` on a checked state and control (a rollout checks each once, not per knot)."""
@@ -901,10 +909,7 @@ class Simulator:
         v_next = out[nq:]
         state = self._velocity(q, v, self._tau(u, d, q, v), d, v_next)
         if state is not False:  # a contact solve ran: kept for the Jacobians of this same step
-            kept = d.kept
-            kept[x.tobytes() + u.tobytes()] = (v_next.copy(), state)
-            if len(kept) > self.KEPT_SOLVES:
-                kept.popitem(last=False)
+            self._keep(d, x, u, v_next, state)
         self._integrate(q, v_next, None if state is None or state is False else state.correction, out)
         return self._check_next(out, x, u)
 
@@ -951,12 +956,7 @@ class Simulator:
         if not math.isfinite(v_next.sum()):
             raise SimulationError(f"{self.name}: the {self.contact} contact solve returned non-finite impulses "
                                   f"(max|v_free| = {np.abs(v_free).max():.3g}); the simulation diverged")
-        d.contact = state
-        if state is not None:
-            st = d.stats
-            st["contact_steps"] += 1
-            st["guesses"] += state.guessed
-            st["warm_hits"] += state.warm_hit
+        self._record_contact(d, state)
         return v_next
 
     #: Contact models whose step_derivatives(adjoint=...) is defined: the LCP's (Nimble's
@@ -1062,14 +1062,7 @@ class Simulator:
             d.contact = kept[1]
             d.stats["reused"] += 1
         elif code == 2:
-            cm = self.contact_model
-            state = None if st is None else FusedContactState(st, cm.adapter, cm.friction)
-            d.contact = state
-            if state is not None:
-                stats = d.stats
-                stats["contact_steps"] += 1
-                stats["guesses"] += state.guessed
-                stats["warm_hits"] += state.warm_hit
+            self._record_contact(d, self.contact_model.fused_state(st))
         elif code == 1:
             d.contact = None
         return True
