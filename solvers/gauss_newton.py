@@ -2,13 +2,19 @@
 
 Each iteration solves ``(J'J + lam D) dz = -J'r`` (``D`` = diag(J'J), floored),
 tries ``z + alpha dz`` for ``alpha`` in 1, 1/2, 1/4 ... and takes the first that
-decreases ``|r|``; ``lam`` shrinks after a full step and grows after a failed
-search. It stops when ``|r|`` falls below ``tol_residual`` (CONVERGED), when
-the step is below ``tol_step (1 + |z|)`` or ``|r|`` has stagnated (less than 10%
-decrease over ``stagnation`` iterations: the floor set by the simulator's own
-tolerances, CONVERGED), when no step decreases the
-residual at the largest damping (STALLED), after ``max_iter`` iterations
-(MAX_ITERATIONS), or on Ctrl-C (INTERRUPTED).
+decreases ``|r|``. The damping follows the step's gain ratio ``rho`` (actual over
+predicted decrease of ``|r|^2/2``, Nielsen's rule: ``lam *= max(1/3, 1 - (2 rho - 1)^3)``),
+and grows (x2, x4, ...) after a failed search: a step that the line search had to
+shorten is a sign that the model is not trusted that far, and the next one is damped more.
+
+It stops when ``|r|`` falls below ``tol_residual`` (CONVERGED); when ``|r|`` has stagnated
+(less than 10% decrease over ``stagnation`` iterations) and ``r`` is orthogonal to ``J``'s
+columns (first-order optimality at a nonzero residual, MINPACK's test: ``max_j |J_j' r| /
+(|J_j| |r|) <= tol_gradient``, e.g. noisy data at its floor: CONVERGED); when the step is below
+``tol_step (1 + |z|)``, no step decreases the residual at the largest damping, or the
+stagnation lasts ``3 stagnation`` iterations: CONVERGED if that orthogonality holds, else
+STALLED with the cosine in ``info["reason"]``;
+after ``max_iter`` iterations (MAX_ITERATIONS); or on Ctrl-C (INTERRUPTED).
 
 ``jacobian="analytic"`` uses the problem's Jacobian (from the simulator's step
 Jacobians); ``"fd"`` uses central finite differences of the residual instead,
@@ -29,6 +35,7 @@ from ._common import Progress, check_options, out_of_time, record
 
 def gauss_newton(problem, *, z0=None, jacobian: str = "analytic", max_iter: int = 50, tol_residual: float = 1e-12,
                  tol_step: float = 1e-14, lam_init: float = 1e-8, fd_step: float = 1e-6, stagnation: int = 3,
+                 tol_gradient: float = 1e-6,
                  verbose: bool = True, callback=None, time_limit: float | None = None) -> Solution:
     """Solve ``problem`` (a ``trajopt.LeastSquares``). Returns a Solution whose ``xs`` holds the
     iterates ``z`` (iterations+1, n), ``us`` the answer ``z`` (1, n) and ``cost = 0.5 |r|^2``."""
@@ -46,7 +53,28 @@ def gauss_newton(problem, *, z0=None, jacobian: str = "analytic", max_iter: int 
     iterates = [z.copy()]
     history = []
     lam = lam_init
+    grow = 2.0
     status = Status.MAX_ITERATIONS
+    reason = None
+
+    def gradient_cosine(r, J):
+        """MINPACK's orthogonality measure: the largest cosine between ``r`` and a column of ``J``."""
+        cols = np.linalg.norm(J, axis=0)
+        nr = float(np.linalg.norm(r))
+        if nr == 0.0:
+            return 0.0
+        g = np.abs(J.T @ r)
+        return float(np.max(np.where(cols > 0, g / np.where(cols > 0, cols, 1.0) / nr, 0.0), initial=0.0))
+
+    def settle(r, J, why):
+        """CONVERGED if ``r`` is orthogonal to ``J``'s columns, else STALLED with the reason."""
+        nonlocal reason
+        cos = gradient_cosine(r, J)
+        if cos <= tol_gradient:
+            return Status.CONVERGED
+        reason = f"{why} at |r| = {np.linalg.norm(r):.3e}, but the gradient is not zero (cosine {cos:.2e} > {tol_gradient:g})"
+        return Status.STALLED
+
     try:
         r, J = jac(z)
         norm = float(np.linalg.norm(r))
@@ -62,7 +90,8 @@ def gauss_newton(problem, *, z0=None, jacobian: str = "analytic", max_iter: int 
                 try:
                     dz = np.linalg.solve(H + lam * np.diag(D), -g)
                 except np.linalg.LinAlgError:
-                    lam *= 10.0
+                    lam *= grow
+                    grow *= 2.0
                     continue
                 alpha = 1.0
                 while alpha > 1e-6:
@@ -77,12 +106,17 @@ def gauss_newton(problem, *, z0=None, jacobian: str = "analytic", max_iter: int 
                         break
                     alpha *= 0.5
                 if not accepted:
-                    lam *= 10.0
+                    lam *= grow
+                    grow *= 2.0
             if not accepted:
-                status = Status.STALLED
+                status = settle(r, J, "no step decreases the residual at the largest damping")
                 break
-            step = float(np.linalg.norm(alpha * dz))
-            lam = max(lam / 10.0, 1e-15) if alpha == 1.0 else lam
+            s_ = alpha * dz
+            step = float(np.linalg.norm(s_))
+            predicted = -float(g @ s_) - 0.5 * float(s_ @ (H @ s_))
+            rho = (0.5 * norm**2 - 0.5 * new_norm**2) / predicted if predicted > 0 else 0.0
+            lam = max(lam * max(1.0 / 3.0, 1.0 - (2.0 * rho - 1.0) ** 3), 1e-15) if rho > 0 else lam * grow
+            grow = 2.0 if rho > 0 else grow * 2.0
             z = z_new
             iterates.append(z.copy())
             r, J = jac(z)
@@ -90,12 +124,22 @@ def gauss_newton(problem, *, z0=None, jacobian: str = "analytic", max_iter: int 
             info = {"iteration": it, "cost": 0.5 * norm**2, "residual": norm, "damping": lam, "alpha": alpha,
                     "step": step, "time": time.perf_counter() - t0}
             record(info, history, progress, callback)
-            if norm <= tol_residual or step <= tol_step * (1.0 + np.linalg.norm(z)):
+            if norm <= tol_residual:
                 status = Status.CONVERGED
                 break
-            if len(history) > stagnation and norm > 0.9 * history[-1 - stagnation]["residual"]:
-                status = Status.CONVERGED  # stagnated at the residual floor
+            if step <= tol_step * (1.0 + np.linalg.norm(z)):
+                status = settle(r, J, "the step vanished")
                 break
+            if len(history) > stagnation and norm > 0.9 * history[-1 - stagnation]["residual"]:
+                # At a floor (noisy data, the simulator's tolerances) with a zero gradient: done. With a
+                # nonzero gradient keep going (a nonzero-residual problem still moves its unknowns while
+                # |r| barely changes), up to 3x as long before calling it stalled.
+                if gradient_cosine(r, J) <= tol_gradient:
+                    status = Status.CONVERGED
+                    break
+                if len(history) > 3 * stagnation and norm > 0.9 * history[-1 - 3 * stagnation]["residual"]:
+                    status = settle(r, J, f"the residual stagnated (<10% decrease over {3 * stagnation} iterations)")
+                    break
             if out_of_time(info, time_limit):
                 break
     except KeyboardInterrupt:
@@ -103,6 +147,7 @@ def gauss_newton(problem, *, z0=None, jacobian: str = "analytic", max_iter: int 
     wall = time.perf_counter() - t0
     final = problem.residual(z)
     cost = 0.5 * float(final @ final)
-    progress.done(status, cost, wall)
+    progress.done(status, cost, wall, message=reason if status == Status.STALLED else None)
     return Solution(np.array(iterates), z[None, :].copy(), cost, history, status, name, wall,
-                    {"final_residual": float(np.linalg.norm(final)), "jacobian": jacobian})
+                    {"final_residual": float(np.linalg.norm(final)), "jacobian": jacobian,
+                     **({"reason": reason} if reason and status == Status.STALLED else {})})

@@ -60,3 +60,30 @@ def test_cli_solves_inverse_problems_with_both_jacobians(tmp_path, capsys):
     assert "gauss-newton (analytic)" in printed and "gauss-newton (fd)" in printed
     assert main(["simulate", "go1-standing"]) == 2
     assert "inverse (least-squares) problem" in capsys.readouterr().err
+
+
+def _linear_problem(jacobian_scale):
+    """r(z) = z - (1, 2) with a Jacobian whose second column is scaled (1 = the true one)."""
+    target = np.array([1.0, 2.0])
+    J = np.diag([1.0, jacobian_scale])
+    return LeastSquares("linear", lambda z: z - target, lambda z: (z - target, J.copy()), np.zeros(2))
+
+
+def test_gauss_newton_does_not_call_a_stagnation_with_a_nonzero_gradient_converged():
+    """A Jacobian 100x too large in one column makes every step 1% of the right one: |r| creeps down
+    (a 'stagnation'), but J'r is not zero. This stopped as CONVERGED before the gradient test."""
+    sol = gauss_newton(_linear_problem(100.0), verbose=False, max_iter=50)
+    assert sol.status == Status.STALLED, sol.status
+    assert "gradient is not zero" in sol.info["reason"] and sol.info["final_residual"] > 0.5
+    good = gauss_newton(_linear_problem(1.0), verbose=False)
+    assert good.status == Status.CONVERGED and good.info["final_residual"] <= 1e-12
+
+
+def test_gauss_newton_converges_at_a_nonzero_residual_floor():
+    """Inconsistent equations (z = 1 and z = 3): the least-squares answer z = 2 keeps |r| = sqrt(2),
+    with J'r = 0 there: CONVERGED (not STALLED), and the answer is right."""
+    prob = LeastSquares("floor", lambda z: np.r_[z - 1.0, z - 3.0],
+                        lambda z: (np.r_[z - 1.0, z - 3.0], np.ones((2, 1))), np.zeros(1))
+    sol = gauss_newton(prob, verbose=False)
+    assert sol.status == Status.CONVERGED and abs(sol.us[0][0] - 2.0) < 1e-9
+    assert abs(sol.info["final_residual"] - np.sqrt(2.0)) < 1e-9
