@@ -53,7 +53,7 @@ from __future__ import annotations
 import math
 import os
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pinocchio as pin
@@ -191,8 +191,9 @@ def _check_options(model, geometry, *, dt, ground, friction, margin, planar) -> 
         if geometry is None or geometry.ngeoms == 0:
             raise ModelError(f"ground={ground!r} was given but model {model.name!r} has no collision geometry, so "
                              "nothing could touch it (load the geometry, or add collision shapes)")
-    if not (_real(friction) and math.isfinite(friction) and friction >= 0):
-        raise ModelError(f"friction must be a finite coefficient >= 0, got {friction!r}")
+    if not isinstance(friction, Mapping) and not (_real(friction) and math.isfinite(friction) and friction >= 0):
+        raise ModelError(f"friction must be a finite coefficient >= 0 (or a mapping per collision pair), "
+                         f"got {friction!r}")
     if not (_real(margin) and math.isfinite(margin) and margin >= 0):
         raise ModelError(f"margin must be a finite distance >= 0 (m), got {margin!r}")
     if planar:
@@ -308,7 +309,14 @@ class Simulator:
     ground:
         Height of a ground half-space (its normal is "up", opposite to gravity).
     friction:
-        Coulomb friction coefficient of every contact.
+        Coulomb friction coefficient ``mu >= 0`` of every contact, or per collision pair as ``restitution``
+        takes it: a mapping ``{(objectA, objectB): mu}`` over collision-object names (either order; ``"ground"``
+        is the ground half-space) with an optional ``"default"`` entry for the pairs it does not list (without
+        one every colliding pair must be listed). Each contact takes its pair's ``mu`` in every contact model
+        (LCP, NCP, relaxed, penalty); the Jacobians keep their structure. ``sim.friction`` is the one number
+        (or the mapping's ``"default"``, None without one). With friction per pair the Python contact step
+        runs (the fused compiled LCP step takes one ``mu``). Parameters: ``"friction"`` (the number, or the
+        default) and ``"friction:<objectA>|<objectB>"`` per listed pair (:mod:`dynamics.parameters`).
     contact:
         Contact model: ``"lcp"`` (boxed LCP with a friction pyramid, Nimble),
         ``"ncp"`` (Coulomb cone, De Saxce) -- see :mod:`dynamics.contact_step` --,
@@ -365,8 +373,9 @@ class Simulator:
     restitution:
         Newton's coefficient of restitution ``e`` in [0, 1] (0, the default: inelastic, today's step bit for
         bit). A number for every collision pair, or a mapping ``{(objectA, objectB): e}`` over collision-object
-        names (either order; ``"ground"`` is the ground half-space), unlisted pairs 0: per pair, since it
-        enters only each contact's row of the free velocity (friction is one coefficient for all). An impact
+        names (either order; ``"ground"`` is the ground half-space), unlisted pairs 0 (or the mapping's
+        ``"default"`` entry). Parameters (with some ``e > 0``): ``"restitution"`` (the number, or the default)
+        and ``"restitution:<objectA>|<objectB>"`` per listed pair, exact ``Fp`` (:mod:`dynamics.parameters`). An impact
         (a contact approaching faster than ``restitution_threshold`` whose free motion reaches the surface
         within the step) leaves with ``c_n >= -e c_n^-``, ``c_n^-`` its pre-step normal velocity; exact
         Jacobians (``dv+/dv = -e`` along a ball's bouncing normal). Friction acts during the impact as in any
@@ -426,7 +435,7 @@ class Simulator:
         torque_limits: float | Sequence[float] | None = None,
         name: str | None = None,
         ground: float | None = None,
-        friction: float = 1.0,
+        friction: float | dict = 1.0,
         contact: str = "lcp",
         planar: bool = False,
         margin: float = 5e-3,
@@ -522,7 +531,8 @@ class Simulator:
         self._implicit = None if integrator == "euler" else ImplicitStep(self, integrator)
         self.smoothing = cm.kappa
         self.contact = contact if cm.enabled else "none"
-        self.friction = float(friction)
+        #: the friction coefficient of every contact, or with friction per pair its ``"default"`` (None: none)
+        self.friction = cm.friction
         self._diag_v = np.arange(self.nv)
         # Diagonals of the (dq, dq) and (dv, dv) blocks of a flattened (ndx, ndx) matrix:
         # strided slices cost ~1 us where fancy indexing costs ~4 us.
