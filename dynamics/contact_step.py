@@ -644,6 +644,29 @@ class ContactModel:
             state.correction.held = len(held)
         return v_next, state
 
+    def compliant_rows(self, model, data, gdata, q):
+        """The rows of the compliant model at ``q`` for an implicit integrator (:mod:`dynamics.integrators`):
+        ``(geo, J, phi, layout)`` -- the contacts detected at ``q`` (their geometry, None without any) and the
+        limits within the margin, ``J`` (m, nv) and the distances ``phi`` (nc + nlim,) of their normal rows, as
+        :meth:`_solve_rows` builds them -- or None when nothing is near."""
+        contacts = self.scene.detect(model, data, gdata, q)
+        limit_rows = [self.limits[k] for k in sorted(self._near_limits(q))]
+        nc, r, nv = len(contacts), self.rows, self.nv
+        if nc == 0 and not limit_rows:
+            return None
+        J = np.zeros((nc * r + len(limit_rows), nv))
+        geo = None
+        if nc:
+            pin.computeJointJacobians(model, data)  # at q: detection ran the kinematics
+            geo = self.kin.geometry(data, contacts)
+            J[: nc * r] = geo.J
+        phi = np.empty(nc + len(limit_rows))
+        phi[:nc] = contacts.phi
+        for k, (iq, iv, s, ref) in enumerate(limit_rows):
+            J[nc * r + k, iv] = s
+            phi[nc + k] = s * (q[iq] - ref)
+        return geo, J, phi, RowLayout(nc, r, len(limit_rows), self.contact_friction(contacts))
+
     def contact_friction(self, contacts: Contacts):
         """The friction coefficient of ``contacts``: one number, or (nc,) with friction per pair."""
         return self.friction if self.pair_friction is None else self.pair_friction[contacts.pair]

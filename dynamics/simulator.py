@@ -397,9 +397,11 @@ class Simulator:
         stiff joint springs and dampers stay stable at any ``dt`` (:mod:`dynamics.integrators`). BDF2 is a
         two-step method: ``step``/``step_derivatives`` need ``previous=x_prev`` (``step_derivatives`` then
         returns ``(x+, Fx, Fu, Fprev)``); ``rollout`` starts with one BDF1 step; ``rollout_derivatives``,
-        ``knot_derivatives`` and the solvers refuse it (take ``"bdf1"``). Not with contact in this version:
-        a system with collision pairs, a ground or joint limits raises ValueError at construction, as do
-        ``damping="explicit"``, complementarity-aware Jacobians and ``params=``/``impulses=`` with BDF.
+        ``knot_derivatives`` and the solvers refuse it (take ``"bdf1"``). Contact: compliant only
+        (``contact="penalty"``, its forces at the new state inside the Newton solve, exact Jacobians; DiffHand's
+        combination); hard contact (LCP, NCP, relaxed) with BDF raises ValueError at construction (use
+        ``"euler"`` with it, or ``contact="penalty"``), as do ``damping="explicit"``, complementarity-aware
+        Jacobians and ``params=``/``impulses=`` with BDF. ``sim.contacts`` is not reported for BDF steps.
 
     Contact is active when the model has collision pairs (geometry of two bodies
     not joined by a joint, or anything against ``ground``) or joint limits.
@@ -525,7 +527,7 @@ class Simulator:
         self.contact_model = cm if cm.enabled else None
         from .integrators import ImplicitStep, check_integrator
 
-        check_integrator(integrator, contact=cm.enabled, damping=damping)
+        check_integrator(integrator, contact=cm.enabled, damping=damping, model=contact, compliant=cm.compliant)
         #: ``"euler"`` (semi-implicit, the default), ``"bdf1"`` or ``"bdf2"`` (:mod:`dynamics.integrators`)
         self.integrator = integrator
         self._implicit = None if integrator == "euler" else ImplicitStep(self, integrator)
