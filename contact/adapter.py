@@ -60,12 +60,13 @@ RANK_RTOL = 1e-10
 class RowLayout:
     """The rows of one step's contact problem: ``nc`` contacts of ``r`` rows each (normal first,
     then ``r - 1`` tangent rows), then ``nlim`` joint-limit rows (unilateral, no friction).
-    ``friction`` is the contacts' coefficient ``mu``."""
+    ``friction`` is the contacts' coefficient ``mu``: one number, or (nc,) one per contact (friction per
+    collision pair)."""
 
     nc: int
     r: int
     nlim: int
-    friction: float
+    friction: float | np.ndarray
 
     @property
     def m(self) -> int:

@@ -1031,8 +1031,8 @@ class LCPAdapter:
     name = "lcp"
 
     def problem(self, A, b, layout, phi=None, previous: BoxedLCP | None = None) -> BoxedLCP:
-        """The LCP on the rows of ``layout``: each tangent row boxed by ``friction`` times its contact's
-        normal impulse; ``previous`` (same rows) lends its structure."""
+        """The LCP on the rows of ``layout``: each tangent row boxed by its contact's ``friction`` (one number,
+        or one per contact) times its normal impulse; ``previous`` (same rows) lends its structure."""
         if previous is not None:
             return previous.with_values(A, b)
         m, r = layout.m, layout.r

@@ -144,7 +144,7 @@ def resting_distance(load: float, stiffness: float = STIFFNESS, width: float = W
 class PenaltyProblem:
     """One step's penalty problem over ``m`` rows: ``A`` (m, m), ``b`` (m,) ``= J v_f`` (no bias);
     ``normal`` (nn,) the normal and limit rows, ``phi`` (nn,) their distances; ``tangent`` (nc, r - 1)
-    each contact's tangent rows (its normal row is ``normal[i]``); ``mu``; ``dt``; the model's parameters;
+    each contact's tangent rows (its normal row is ``normal[i]``); ``mu`` (nc,) each contact's friction; ``dt``; the model's parameters;
     ``elastic``/``delastic`` (nn,) ``k delta(phi)`` and its derivative, ``sigma``/``dsigma`` (nn,) the
     damping weight and its derivative."""
 
@@ -153,7 +153,7 @@ class PenaltyProblem:
     normal: np.ndarray
     phi: np.ndarray
     tangent: np.ndarray
-    mu: float
+    mu: np.ndarray
     dt: float
     params: PenaltyParameters
     elastic: np.ndarray
@@ -190,7 +190,7 @@ def forces(p: PenaltyProblem, c: np.ndarray, *, derivatives: bool = True):
     if derivatives:
         fc[n, n] = -d * p.sigma
         fphi[n, n] = p.delastic - d * p.dsigma * cn
-    if p.mu > 0 and p.tangent.size:
+    if p.tangent.size and (p.mu > 0).any():
         vs2 = p.params.slip_velocity ** 2
         ni = n[: len(p.tangent)]
         el, dl = p.elastic[: len(p.tangent)], p.delastic[: len(p.tangent)]
@@ -199,10 +199,10 @@ def forces(p: PenaltyProblem, c: np.ndarray, *, derivatives: bool = True):
                 continue
             ct = c[rows]
             rho = math.sqrt(float(ct @ ct) + vs2)
-            f[rows] = -p.mu * el[i] * ct / rho
+            f[rows] = -p.mu[i] * el[i] * ct / rho
             if derivatives:
-                fc[np.ix_(rows, rows)] = -p.mu * el[i] * (np.eye(len(rows)) / rho - np.outer(ct, ct) / rho**3)
-                fphi[rows, ni[i]] = -p.mu * dl[i] * ct / rho
+                fc[np.ix_(rows, rows)] = -p.mu[i] * el[i] * (np.eye(len(rows)) / rho - np.outer(ct, ct) / rho**3)
+                fphi[rows, ni[i]] = -p.mu[i] * dl[i] * ct / rho
     return f, fc, fphi
 
 
@@ -280,7 +280,8 @@ class PenaltyAdapter:
         w, k = self.params.width, self.params.stiffness
         delta, ddelta = spring(phi, w)
         sigma, dsigma = damping_weight(phi, w)
-        return PenaltyProblem(A, b, normal, np.asarray(phi, dtype=float), tangent, float(layout.friction), self.dt,
+        return PenaltyProblem(A, b, normal, np.asarray(phi, dtype=float), tangent,
+                              np.broadcast_to(np.asarray(layout.friction, dtype=float), (layout.nc,)), self.dt,
                               self.params, k * delta, k * ddelta, sigma, dsigma)
 
     def solve(self, p: PenaltyProblem, guess: PenaltySolution | None = None) -> PenaltySolution:

@@ -113,7 +113,7 @@ def fade(phi: np.ndarray, distance: float):
     return w, dw
 
 
-def rows_of(nc: int, r: int, nlim: int, friction: float, cone: bool):
+def rows_of(nc: int, r: int, nlim: int, friction, cone: bool):
     """Row structure of ``nc`` contacts of ``r`` rows (normal first) then ``nlim`` limit rows:
     ``(kind, normal_of, block_start, block_size, mu)``."""
     m = nc * r + nlim
@@ -122,12 +122,13 @@ def rows_of(nc: int, r: int, nlim: int, friction: float, cone: bool):
     start = np.arange(m, dtype=np.int64)
     size = np.ones(m, dtype=np.int64)
     mu = np.zeros(m)
+    fr = np.broadcast_to(np.asarray(friction, dtype=float), (nc,))  # one number, or one per contact
     for c in range(nc):
         n = c * r
         for t in range(1, r):
             kind[n + t] = FRICTION
             normal_of[n + t] = n
-            mu[n + t] = friction
+            mu[n + t] = fr[c]
             if cone:
                 start[n + t], size[n + t] = n + 1, r - 1
     return kind, normal_of, start, size, mu

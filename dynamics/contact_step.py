@@ -128,44 +128,101 @@ class Impact:
     v: np.ndarray
 
 
-def pair_restitution(scene: CollisionScene, restitution, threshold) -> np.ndarray | None:
-    """The coefficient of each collision pair of ``scene`` (npairs,), or None when all are 0.
+@dataclass
+class PairCoefficients:
+    """A contact coefficient (``friction`` or ``restitution``) over the collision pairs of a scene.
 
-    ``restitution``: a number in [0, 1] for every pair, or a mapping ``{(nameA, nameB): e}`` over
-    collision-object names (either order; ``"ground"`` names the ground half-space unless an object has
-    that name), unlisted pairs 0. ``ValueError`` for a value outside [0, 1] or NaN, a name that is no
-    collision object, a pair that does not collide in the scene, or a bad ``threshold``."""
-    if not (_number(threshold) and np.isfinite(threshold) and threshold >= 0):
-        raise ValueError(f"restitution_threshold must be a finite speed >= 0 (m/s), got {threshold!r}")
+    ``value`` (npairs,) each pair's coefficient; ``default`` the number every pair takes (given as a
+    number) or the mapping's ``"default"`` entry (None: a mapping without one); ``listed`` the mapping's
+    pairs, ``{pair name: (pair index, the key as given)}`` (empty for a number). Pair names are
+    :func:`pair_name`'s."""
 
-    def check(e, where):
-        if not (_number(e) and 0.0 <= e <= 1.0):  # NaN fails both comparisons
-            raise ValueError(f"restitution{where} must be a number in [0, 1] (0: inelastic, 1: elastic), got {e!r}")
-        return float(e)
+    value: np.ndarray
+    default: float | None
+    listed: dict
+
+    @property
+    def per_pair(self) -> bool:
+        """Given per pair (a mapping), not one number."""
+        return bool(self.listed) or self.default is None
+
+
+def pair_name(scene: CollisionScene, k: int) -> str:
+    """``"<objectA>|<objectB>"``: the collision-object names of pair ``k`` of ``scene`` in the scene's order,
+    the ground half-space last as ``"ground"``: the ``<pair>`` of the ``"friction:<pair>"`` and
+    ``"restitution:<pair>"`` parameters."""
+    objs = scene.geometry.geometryObjects
+    names = ["ground" if objs[i].name == "__ground__" else objs[i].name for i in scene._pairs[k]]
+    if objs[scene._pairs[k][0]].name == "__ground__":
+        names.reverse()
+    return "|".join(names)
+
+
+def pair_coefficients(scene: CollisionScene, value, what: str, *, upper: float | None,
+                      unlisted: float | None) -> PairCoefficients:
+    """``value`` for ``what`` (``"friction"``: finite and >= 0; ``"restitution"``: in [0, ``upper`` = 1]) as a
+    :class:`PairCoefficients`: a number for every pair, or a mapping ``{(nameA, nameB): x}`` over
+    collision-object names (either order; ``"ground"`` names the ground half-space unless an object has that
+    name) with an optional ``"default"`` entry for the pairs it does not list; without one, unlisted pairs take
+    ``unlisted`` (None: every pair must be listed). ``ValueError`` for a bad value, a name that is no collision
+    object, a pair that does not collide in the scene, a pair listed twice, or unlisted pairs without a
+    default."""
+    rule = "a number in [0, 1] (0: inelastic, 1: elastic)" if upper is not None else "a finite number >= 0"
+
+    def check(x, where):
+        ok = _number(x) and np.isfinite(x) and x >= 0.0 and (upper is None or x <= upper)  # NaN fails
+        if not ok:
+            raise ValueError(f"{what}{where} must be {rule}, got {x!r}")
+        return float(x)
 
     npairs = scene.npairs
-    if not isinstance(restitution, Mapping):
-        e = check(restitution, "")
-        return np.full(npairs, e) if e > 0 else None
+    if not isinstance(value, Mapping):
+        x = check(value, "")
+        return PairCoefficients(np.full(npairs, x), x, {})
     objs = scene.geometry.geometryObjects
     names = {o.name: i for i, o in enumerate(objs)}
     if "ground" not in names and "__ground__" in names:
         names["ground"] = names["__ground__"]
     index = {frozenset(p): k for k, p in enumerate(scene._pairs)}
-    out = np.zeros(npairs)
-    for key, e in restitution.items():
+    default = check(value["default"], "['default']") if "default" in value else None
+    out = np.full(npairs, np.nan)
+    listed = {}
+    for key, x in value.items():
+        if key == "default":
+            continue
         if not (isinstance(key, tuple) and len(key) == 2 and all(isinstance(n, str) for n in key)):
-            raise ValueError(f"restitution per pair takes (nameA, nameB) keys, got {key!r}")
+            raise ValueError(f"{what} per pair takes (nameA, nameB) keys (and an optional 'default'), got {key!r}")
         missing = [n for n in key if n not in names]
         if missing:
-            raise ValueError(f"restitution pair {key!r}: no collision object named {missing}; objects: "
+            raise ValueError(f"{what} pair {key!r}: no collision object named {missing}; objects: "
                              f"{sorted(n for n in names if n != '__ground__')}")
         k = index.get(frozenset((names[key[0]], names[key[1]])))
         if k is None:
-            raise ValueError(f"restitution pair {key!r}: these objects are not a collision pair of the scene "
+            raise ValueError(f"{what} pair {key!r}: these objects are not a collision pair of the scene "
                              "(same body, excluded, or self-collision off)")
-        out[k] = check(e, f"[{key!r}]")
-    return out if out.any() else None
+        name = pair_name(scene, k)
+        if name in listed:
+            raise ValueError(f"{what} pair {key!r} is listed twice (also as {listed[name][1]!r})")
+        out[k] = check(x, f"[{key!r}]")
+        listed[name] = (k, key)
+    rest = default if default is not None else unlisted
+    left = np.isnan(out)
+    if left.any():
+        if rest is None:
+            raise ValueError(f"{what} per pair: no value for the collision pairs "
+                             f"{[pair_name(scene, k) for k in np.flatnonzero(left)][:8]} (list them, or give a "
+                             f"'default' entry for the pairs not listed)")
+        out[left] = rest
+    return PairCoefficients(out, default, listed)
+
+
+def pair_restitution(scene: CollisionScene, restitution, threshold) -> np.ndarray | None:
+    """The coefficient of each collision pair of ``scene`` (npairs,), or None when all are 0
+    (:func:`pair_coefficients`, unlisted pairs 0); ``ValueError`` as there, or for a bad ``threshold``."""
+    if not (_number(threshold) and np.isfinite(threshold) and threshold >= 0):
+        raise ValueError(f"restitution_threshold must be a finite speed >= 0 (m/s), got {threshold!r}")
+    e = pair_coefficients(scene, restitution, "restitution", upper=1.0, unlisted=0.0).value
+    return e if e.any() else None
 
 
 def _number(x) -> bool:
@@ -369,7 +426,7 @@ class ContactModel:
             raise ValueError(f"recovery must be 'position' (bounded, the default) or 'velocity' (the former "
                              f"push-out), got {recovery!r}")
         self.recovery = recovery
-        if not (friction >= 0.0 and np.isfinite(friction)):
+        if not isinstance(friction, Mapping) and not (friction >= 0.0 and np.isfinite(friction)):
             raise ValueError(f"friction must be a finite non-negative coefficient, got {friction!r}")
         if not 0.0 < erp <= 1.0:
             raise ValueError(f"erp must be in (0, 1], got {erp!r}")
@@ -396,13 +453,20 @@ class ContactModel:
                                     **({"patch_depth": margin} if self.compliant else {}))
         #: restitution per collision pair (npairs,), None when every pair is inelastic (module docstring)
         self.restitution = pair_restitution(self.scene, restitution, restitution_threshold)
+        #: the restitution as given, by pair (its parameters: :mod:`dynamics.parameters`)
+        self.restitution_pairs = pair_coefficients(self.scene, restitution, "restitution", upper=1.0, unlisted=0.0)
+        #: the friction as given, by pair; ``pair_friction`` (npairs,) each pair's ``mu``, None when one number
+        #: holds for every contact (``friction``)
+        self.friction_pairs = pair_coefficients(self.scene, friction, "friction", upper=None, unlisted=None)
+        self.pair_friction = self.friction_pairs.value if self.friction_pairs.per_pair else None
         self.restitution_threshold = float(restitution_threshold)
         if self.compliant and self.restitution is not None:
             raise ValueError(f"restitution applies to the hard and relaxed models; contact={contact!r} bounces "
                              "by its spring and damping (contact_damping sets the coefficient of restitution)")
         self.kin = ContactKinematics(model, planar=planar)
         self.rows = self.kin.rows
-        self.friction = float(friction)
+        #: one ``mu`` for every contact; with friction per pair its ``"default"`` entry (None: none)
+        self.friction = self.friction_pairs.default
         self.margin = float(margin)
         self.erp = float(erp)
         self.slop = SLOP
@@ -431,13 +495,13 @@ class ContactModel:
         #: to run the reference.
         self.fused = None
         core_mod = self.kin.core
-        if (contact == "lcp" and not os.environ.get("CONTACTRAJ_NO_FUSED") and self.kappa == 0 and core_mod is not None and hasattr(core_mod, "FusedLCP")
+        if (contact == "lcp" and not os.environ.get("CONTACTRAJ_NO_FUSED") and self.pair_friction is None and self.kappa == 0 and core_mod is not None and hasattr(core_mod, "FusedLCP")
                 and (self.scene.npairs == 0 or self.scene._detector is not None)):
             self.fused = core_mod.FusedLCP(self.scene._detector, self.kin.support, self.kin.mask, self.rows,
                                            bool(planar), self.friction, self.margin, self.slop, self.erp,
                                            recovery == "velocity", [[float(x) for x in row] for row in lim])
-        if self.restitution is not None:  # the compiled step does not know restitution
-            self.fused = None
+        if self.restitution is not None or self.pair_friction is not None:
+            self.fused = None  # the compiled step knows neither restitution nor friction per pair
 
     # -- the step's contact part ------------------------------------------------------------
     def may_touch(self, q, v_free, dt) -> bool:
@@ -548,7 +612,7 @@ class ContactModel:
             impact = self._impacts(contacts, J, v, b, normal_rows[:nc], bias, bias_slope, phi, dt)
         key = (tuple(contacts.pair.tolist()), len(contacts), tuple(x[0] * 2 + (x[2] > 0) for x in limit_rows))
         same = previous is not None and previous.key == key
-        layout = previous.layout if same else RowLayout(nc, r, len(limit_rows), self.friction)
+        layout = previous.layout if same else RowLayout(nc, r, len(limit_rows), self.contact_friction(contacts))
         used = self.adapter
         warm = same and previous.adapter is used
         problem = used.problem(A, b, layout, phi, previous.problem if warm else None)
@@ -579,6 +643,33 @@ class ContactModel:
             state.correction = self._correction(J, MJt, rows, phis)
             state.correction.held = len(held)
         return v_next, state
+
+    def compliant_rows(self, model, data, gdata, q):
+        """The rows of the compliant model at ``q`` for an implicit integrator (:mod:`dynamics.integrators`):
+        ``(geo, J, phi, layout)`` -- the contacts detected at ``q`` (their geometry, None without any) and the
+        limits within the margin, ``J`` (m, nv) and the distances ``phi`` (nc + nlim,) of their normal rows, as
+        :meth:`_solve_rows` builds them -- or None when nothing is near."""
+        contacts = self.scene.detect(model, data, gdata, q)
+        limit_rows = [self.limits[k] for k in sorted(self._near_limits(q))]
+        nc, r, nv = len(contacts), self.rows, self.nv
+        if nc == 0 and not limit_rows:
+            return None
+        J = np.zeros((nc * r + len(limit_rows), nv))
+        geo = None
+        if nc:
+            pin.computeJointJacobians(model, data)  # at q: detection ran the kinematics
+            geo = self.kin.geometry(data, contacts)
+            J[: nc * r] = geo.J
+        phi = np.empty(nc + len(limit_rows))
+        phi[:nc] = contacts.phi
+        for k, (iq, iv, s, ref) in enumerate(limit_rows):
+            J[nc * r + k, iv] = s
+            phi[nc + k] = s * (q[iq] - ref)
+        return geo, J, phi, RowLayout(nc, r, len(limit_rows), self.contact_friction(contacts))
+
+    def contact_friction(self, contacts: Contacts):
+        """The friction coefficient of ``contacts``: one number, or (nc,) with friction per pair."""
+        return self.friction if self.pair_friction is None else self.pair_friction[contacts.pair]
 
     def _held_limit_rows(self, J, phi, normal_rows, nc, deep, v_next, dt) -> np.ndarray:
         """The limit rows the position correction holds (module docstring, item 5): not deep, and

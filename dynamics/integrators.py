@@ -43,8 +43,20 @@ stays 2, measured in ``tests/test_integrators.py``) or with BDF2 from ``previous
 one-step plugin protocol (``rollout_derivatives``, ``knot_derivatives``, the solvers) needs a
 Markov step: it takes ``"bdf1"`` and refuses ``"bdf2"``.
 
-**Contact** is refused in this version: a simulator with collision pairs, a ground or joint limits
-and ``integrator != "euler"`` raises at construction, naming both.
+**Contact**: compliant contact only (``contact="penalty"``, :mod:`contact.penalty`; DiffHand combines BDF
+with penalty contact). Its generalized force joins the residual at the new state, fully implicit::
+
+    R(v+) = ID(q+, v+, a) - B u - tau_p(q+, v+) - J(q+)^T f(phi(q+), J(q+) v+)
+
+with the rows of :meth:`~dynamics.contact_step.ContactModel.compliant_rows` at ``q+`` (contacts detected
+there with the model's reach, and the joint limits within the margin, which are springs too), ``f`` the
+penalty law (force units; the Euler step's impulses are ``dt f``). Its exact derivatives enter ``A`` and
+the Jacobians through ``P`` and ``dID/dv``: ``dR/dq+ -= d(J^T f)/dq|_f + J^T (f_c d(J w)/dq|_{w = v+} + f_phi
+J_phi)`` (``J_phi``: ``J``'s normal rows, ``dphi/dq = J_n``), ``dR/dv+ -= J^T f_c J``. Every Newton iterate
+detects the contacts at its own ``q+``; the force is C^1 in the state (zero with zero slope at the edge of
+the width), so a contact entering the set adds nothing discontinuous. ``sim.contacts`` is not reported for
+BDF steps. Hard contact (LCP, NCP, relaxed: complementarity, a velocity-level impulse problem) is refused
+with BDF at construction: use ``integrator="euler"`` with it, or ``contact="penalty"``.
 """
 
 from __future__ import annotations
@@ -68,19 +80,21 @@ _SCHEMES = {  # beta, weight of v, weight of v-, weight of difference(q-, q)
 }
 
 
-def check_integrator(integrator, *, contact: bool, damping: str) -> None:
+def check_integrator(integrator, *, contact: bool, damping: str, model: str = "lcp", compliant: bool = False) -> None:
     """``ValueError`` unless ``integrator`` is one of :data:`INTEGRATORS` and fits the other options:
-    BDF with contact (``contact``: the simulator has collision pairs, a ground or joint limits) or
-    with ``damping="explicit"`` is refused."""
+    BDF with hard contact (``contact``: the simulator has collision pairs, a ground or joint limits, under
+    the contact ``model``; ``compliant``: the penalty model, which BDF takes) or with ``damping="explicit"``
+    is refused."""
     if integrator not in INTEGRATORS:
         raise ValueError(f"integrator must be 'euler' (semi-implicit Euler, the default), 'bdf1' (backward Euler) "
                          f"or 'bdf2', got {integrator!r}")
     if integrator == "euler":
         return
-    if contact:
-        raise ValueError(f"integrator={integrator!r} does not handle contact yet, and this system has contact "
-                         "(collision pairs, a ground or joint limits): use integrator='euler' with contact, or "
-                         "remove the contact (ground=None, joint_limits=False, no collision pairs)")
+    if contact and not compliant:
+        raise ValueError(f"integrator={integrator!r} takes compliant contact only, and this system has hard contact "
+                         f"(contact={model!r}, with collision pairs, a ground or joint limits): use "
+                         f"integrator='euler' with contact={model!r}, or contact='penalty' with {integrator!r} (or "
+                         "remove the contact: ground=None, joint_limits=False, no collision pairs)")
     if damping != "implicit":
         raise ValueError(f"damping={damping!r} is an option of integrator='euler'; integrator={integrator!r} "
                          "integrates damping implicitly (leave damping='implicit')")
@@ -97,6 +111,34 @@ class ImplicitStep:
         self._k = np.zeros(nv)
         self._k[sim._spring_dofs] = sim._stiffness_k
         self._d = np.asarray(sim._damping, dtype=float)
+        self._cm = sim.contact_model  # None, or the compliant model (check_integrator refused the others)
+
+    def _contact(self, q_next, v_next, d, derivatives: bool):
+        """The penalty contact's generalized force ``J^T f`` (nv,) at ``(q+, v+)`` and, with ``derivatives``,
+        its derivatives with respect to ``q+`` (tangent) and ``v+`` (nv, nv each); None without rows
+        (module docstring, "Contact")."""
+        from contact.penalty import forces
+
+        cm = self._cm
+        rows = cm.compliant_rows(self.sim.model, d.pin, d.geom, q_next)
+        if rows is None:
+            return None
+        geo, J, phi, layout = rows
+        m = J.shape[0]
+        p = cm.adapter.problem(np.zeros((m, m)), np.zeros(m), layout, phi)
+        f, fc, fphi = forces(p, J @ v_next, derivatives=derivatives)
+        tau = J.T @ f
+        if not derivatives:
+            return tau, None, None
+        normal = layout.normal_rows
+        dfdq = fphi[:, normal] @ J[normal]
+        if geo is not None:
+            mc = geo.J.shape[0]
+            dfdq += fc[:, :mc] @ cm.kin.velocity_derivative(geo, v_next)  # limit rows: J does not move
+        dq = J.T @ dfdq
+        if geo is not None:
+            dq += cm.kin.force_derivative(geo, f[:mc])
+        return tau, dq, J.T @ fc @ J
 
     # -- checks ------------------------------------------------------------------------
     def _previous(self, previous, what="step"):
@@ -143,7 +185,12 @@ class ImplicitStep:
     def _residual(self, q, cq, w, u, v_next, d):
         q_next, _ = self._configuration(q, cq, v_next)
         a = (v_next - w) / (self.beta * self.sim.dt)
-        return pin.rnea(self.sim.model, d.pin, q_next, v_next, a) - self._tau(u, q_next, v_next, d)
+        R = pin.rnea(self.sim.model, d.pin, q_next, v_next, a) - self._tau(u, q_next, v_next, d)
+        if self._cm is not None:
+            c = self._contact(q_next, v_next, d, False)
+            if c is not None:
+                R -= c[0]
+        return R
 
     def _linearize(self, q, cq, w, u, v_next, d):
         """``(R, A, P, M, J0, J1, q+)`` at ``v+`` (module docstring)."""
@@ -151,10 +198,15 @@ class ImplicitStep:
         bh = self.beta * sim.dt
         q_next, inc = self._configuration(q, cq, v_next)
         a = (v_next - w) / bh
+        c = None if self._cm is None else self._contact(q_next, v_next, d, True)  # before RNEA: it runs FK on d.pin
         dq, dv, M = pin.computeRNEADerivatives(sim.model, d.pin, q_next, v_next, a)
         R = d.pin.tau - self._tau(u, q_next, v_next, d)
         P = dq.copy()
         P[sim._diag_v, sim._diag_v] += self._k
+        if c is not None:
+            R -= c[0]
+            P -= c[1]
+            dv = dv - c[2]
         M = np.triu(M) + np.triu(M, 1).T
         if sim._euclidean:
             J0 = J1 = None

@@ -5,7 +5,15 @@ Names (``sim.parameter_names()``), each a block of a flat parameter vector ``p``
 =====================  ====  ===============================================================================
 name                   size  value
 =====================  ====  ===============================================================================
-``friction``           1     the Coulomb coefficient ``mu`` of every contact (present when the system has contact)
+``friction``           1     the Coulomb coefficient ``mu`` of every contact (present when the system has contact);
+                             with friction per pair (``friction={(a, b): mu, "default": mu0}``) the default,
+                             which the pairs not listed take (absent without a ``"default"`` entry)
+``friction:<pair>``    1     the ``mu`` of a collision pair listed in a per-pair ``friction`` mapping; ``<pair>`` is
+                             ``<objectA>|<objectB>``, the collision-object names in the scene's order (``ground``
+                             for the ground; :func:`dynamics.contact_step.pair_name`)
+``restitution``        1     Newton's ``e`` of every pair, or a per-pair mapping's ``"default"`` (present when some
+                             pair has ``e > 0``)
+``restitution:<pair>`` 1     the ``e`` of a pair listed in a per-pair ``restitution`` mapping
 ``mass:<link>``        1     the mass (kg) of the body joint ``j`` carries
 ``com:<link>``         3     its centre of mass ``c`` (m) in the joint frame
 ``inertia:<link>``     6     its rotational inertia about the centre of mass, ``I_C``, in Pinocchio's order
@@ -42,11 +50,16 @@ The step's derivative ``Fp = d x+ / d p`` (ndx, sum of sizes), chained as the st
      ``d(J w)/ddelta`` and ``dphi/ddelta = J_n`` (contact points, normals and distances move with the
      bodies the placement carries; the contacts found at ``q`` are mapped onto the augmented joints,
      detection is not run again);
-   * friction: no fixed-impulse term.
+   * friction and restitution: no fixed-impulse term.
 
 2. The contact problem is linearized by its adapter at the solution (the same linearization as the
    state Jacobians use). Its right-hand side: ``dc = J G + d(J w)/dp|_{w = v+} + bias'(phi) dphi/dp / dt``
-   (the last two for placements). Friction enters the bounds: for the boxed LCP a bounded friction row
+   (the last two for placements). Restitution enters ``b`` linearly: an impact row's free velocity holds
+   ``e c_n^-`` (``c_n^- = J_n(q) v``, the pre-step normal velocity, :mod:`dynamics.contact_step`), so at fixed
+   impulses ``dc/de = c_n^-`` on the impact rows of the pairs the parameter covers, 0 elsewhere (a row that
+   does not impact at this step has no ``e`` term; at ``e = 0`` exactly the step jumps as ``e`` leaves 0 on an
+   approaching contact -- the speculative gap allowance goes -- and the column is the derivative of the
+   inelastic branch it took, 0). Friction enters the bounds: for the boxed LCP a bounded friction row
    is ``lambda_i = s_i mu lambda_n``, so at fixed reduced unknowns ``dlambda_i/dmu = s_i lambda_n`` (``e``;
    ``c`` moves by ``A e``); for the NCP the sliding rows ``lambda_T + mu lambda_n c_T/|c_T| = 0`` (and the
    saturated ``lambda_T - mu lambda_n d = 0``) have the explicit partial ``dF/dmu``. Then::
@@ -70,6 +83,7 @@ contact model is not covered yet (NotImplementedError).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -82,19 +96,23 @@ from contact.kinematics import ContactKinematics
 
 #: Pinocchio's order of the 6 entries of a symmetric 3x3 inertia: xx, xy, yy, xz, yz, zz.
 SYM = ((0, 0), (0, 1), (1, 1), (0, 2), (1, 2), (2, 2))
-KINDS = {"friction": 1, "mass": 1, "com": 3, "inertia": 6, "placement": 6}
+KINDS = {"friction": 1, "restitution": 1, "mass": 1, "com": 3, "inertia": 6, "placement": 6}
+#: the contact coefficients among :data:`KINDS`: one number for all pairs, or one per collision pair
+COEFFICIENTS = ("friction", "restitution")
 
 
 @dataclass(frozen=True)
 class Block:
-    """One named parameter: ``kind`` (a key of :data:`KINDS`), the joint id it belongs to (0 for friction),
-    its ``size`` and ``offset`` in the flat vector."""
+    """One named parameter: ``kind`` (a key of :data:`KINDS`), the joint id it belongs to (0 for the contact
+    coefficients), its ``size`` and ``offset`` in the flat vector; ``pair``: the collision pair of a per-pair
+    coefficient (-1: the one number, or the per-pair mapping's default)."""
 
     name: str
     kind: str
     joint: int
     size: int
     offset: int
+    pair: int = -1
 
 
 @dataclass
@@ -135,10 +153,27 @@ def link_name(model: pin.Model, j: int) -> str:
     return model.names[j]
 
 
+def _coefficient_names(sim) -> list[tuple[str, str, int]]:
+    """``(name, kind, pair)`` of the contact coefficients of ``sim``: friction, then restitution (with some
+    ``e > 0``), each as one number (or a per-pair mapping's default, pair -1) and per listed pair."""
+    cm = sim.contact_model
+    if cm is None:
+        return []
+    out = []
+    for kind, coeff in (("friction", cm.friction_pairs),
+                        ("restitution", cm.restitution_pairs if cm.restitution is not None else None)):
+        if coeff is None:
+            continue
+        if coeff.default is not None:
+            out.append((kind, kind, -1))
+        out += [(f"{kind}:{n}", kind, k) for n, (k, _) in coeff.listed.items()]
+    return out
+
+
 def names(sim) -> list[str]:
-    """Every parameter name of ``sim`` (module docstring), friction first, then per joint."""
+    """Every parameter name of ``sim`` (module docstring): the contact coefficients first, then per joint."""
     m = sim.model
-    out = ["friction"] if sim.contact_model is not None else []
+    out = [n for n, _, _ in _coefficient_names(sim)]
     for j in range(1, m.njoints):
         link = link_name(m, j)
         out += [f"mass:{link}", f"com:{link}", f"inertia:{link}"]
@@ -147,17 +182,17 @@ def names(sim) -> list[str]:
 
 
 def _table(sim) -> dict:
-    """name -> (kind, joint id), cached on the simulator (its model never changes)."""
+    """name -> (kind, joint id, pair), cached on the simulator (its model never changes)."""
     t = getattr(sim, "_parameter_table", None)
     if t is None:
         m = sim.model
-        t = {"friction": ("friction", 0)} if sim.contact_model is not None else {}
+        t = {n: (kind, 0, k) for n, kind, k in _coefficient_names(sim)}
         for j in range(1, m.njoints):
             link = link_name(m, j)
             for kind in ("mass", "com", "inertia"):
-                t.setdefault(f"{kind}:{link}", (kind, j))
+                t.setdefault(f"{kind}:{link}", (kind, j, -1))
         for j in range(1, m.njoints):
-            t.setdefault(f"placement:{m.names[j]}", ("placement", j))
+            t.setdefault(f"placement:{m.names[j]}", ("placement", j, -1))
         sim._parameter_table = t
     return t
 
@@ -184,8 +219,8 @@ def resolve(sim, params) -> list[Block]:
         if name in seen:
             raise ValueError(f"parameter {name!r} is listed twice")
         seen.add(name)
-        kind, j = table[name]
-        out.append(Block(name, kind, j, KINDS[kind], off))
+        kind, j, pair = table[name]
+        out.append(Block(name, kind, j, KINDS[kind], off, pair))
         off += KINDS[kind]
     if key is not None:
         cache[key] = out
@@ -203,8 +238,10 @@ def get(sim, params) -> np.ndarray:
     out = np.zeros(sum(b.size for b in blocks))
     for b in blocks:
         sl = slice(b.offset, b.offset + b.size)
-        if b.kind == "friction":
-            out[sl] = sim.friction
+        if b.kind in COEFFICIENTS:
+            cm = sim.contact_model
+            coeff = cm.friction_pairs if b.kind == "friction" else cm.restitution_pairs
+            out[sl] = coeff.default if b.pair < 0 else coeff.value[b.pair]
         elif b.kind == "placement":
             out[sl] = 0.0
         else:
@@ -229,8 +266,8 @@ def _check_inertia(name, Ic):
 
 def with_values(sim, params, values):
     """A new simulator with ``params`` set to ``values`` (the original unchanged); ValueError naming the
-    parameter on a wrong size, a non-finite value, a mass <= 0, a negative friction, or an inertia that is
-    not positive definite or breaks the triangle inequality."""
+    parameter on a wrong size, a non-finite value, a mass <= 0, a negative friction, a restitution outside
+    [0, 1], or an inertia that is not positive definite or breaks the triangle inequality."""
     blocks = resolve(sim, params)
     n = sum(b.size for b in blocks)
     values = np.asarray(values, dtype=float)
@@ -240,16 +277,24 @@ def with_values(sim, params, values):
         raise ValueError(f"values have shape {values.shape}, expected ({n},) for parameters "
                          f"{[(b.name, b.size) for b in blocks]}")
     model = sim.model.copy()
-    friction = sim.friction
+    coefficients = {kind: sim._options[kind] for kind in COEFFICIENTS}
     body = {}
     for b in blocks:
         val = values[b.offset:b.offset + b.size]
         if not np.isfinite(val).all():
             raise ValueError(f"parameter {b.name!r} has non-finite values {val.tolist()}")
-        if b.kind == "friction":
-            if val[0] < 0:
-                raise ValueError(f"parameter 'friction' must be >= 0, got {val[0]!r}")
-            friction = float(val[0])
+        if b.kind in COEFFICIENTS:
+            x = float(val[0])
+            if x < 0 or (b.kind == "restitution" and x > 1):
+                raise ValueError(f"parameter {b.name!r} must be {'>= 0' if b.kind == 'friction' else 'in [0, 1]'}, "
+                                 f"got {val[0]!r}")
+            old = coefficients[b.kind]
+            if isinstance(old, Mapping) or b.pair >= 0:  # per pair: a new mapping, the entry replaced
+                coeff = sim.contact_model.friction_pairs if b.kind == "friction" else sim.contact_model.restitution_pairs
+                key = "default" if b.pair < 0 else coeff.listed[b.name.split(":", 1)[1]][1]
+                coefficients[b.kind] = {**old, key: x}
+            else:
+                coefficients[b.kind] = x
         elif b.kind == "placement":
             model.jointPlacements[b.joint] = model.jointPlacements[b.joint] * pin.exp6(pin.Motion(val))
         else:
@@ -266,7 +311,7 @@ def with_values(sim, params, values):
         model.inertias[j] = pin.Inertia(m, c, Ic)
     from .simulator import Simulator
 
-    opts = dict(sim._options, friction=friction)
+    opts = dict(sim._options, **coefficients)
     new = Simulator(model, geometry=sim.geometry, **opts)
     new.mjcf = sim.mjcf
     return new
@@ -432,30 +477,63 @@ def _placement_columns(blocks, aug, M: np.ndarray) -> np.ndarray:
     return out
 
 
-def _friction_terms(state, blocks, npar):
+def _contact_columns(sim, state, blocks, kind) -> np.ndarray:
+    """The column of each contact's coefficient ``kind`` (``"friction"`` or ``"restitution"``) among
+    ``blocks`` (nc,), -1 where none of them covers it: the one number covers every contact, a per-pair
+    mapping's default the pairs it does not list, ``"<kind>:<pair>"`` the contacts of its pair."""
+    cm = sim.contact_model
+    nc = state.m_contact // cm.rows
+    col = np.full(nc, -1, dtype=np.intp)
+    mine = [b for b in blocks if b.kind == kind]
+    if not mine or not nc:
+        return col
+    coeff = cm.friction_pairs if kind == "friction" else cm.restitution_pairs
+    listed = np.array(sorted(k for k, _ in coeff.listed.values()), dtype=np.intp)
+    pair = state.geo.contacts.pair if listed.size else np.zeros(nc, dtype=np.intp)
+    for b in mine:
+        col[(pair == b.pair) if b.pair >= 0 else ~np.isin(pair, listed)] = b.offset
+    return col
+
+
+def _restitution_term(sim, state, blocks, dc):
+    """Adds ``dc/de = c_n^-`` on the impact rows (module docstring, item 2) to ``dc`` (m, npar)."""
+    imp = getattr(state, "impact", None)
+    if imp is None or not any(b.kind == "restitution" for b in blocks):
+        return
+    col = _contact_columns(sim, state, blocks, "restitution")[imp.rows // sim.contact_model.rows]
+    on = col >= 0
+    rows = imp.rows[on]
+    dc[rows, col[on]] += state.J[rows] @ imp.v
+
+
+def _friction_terms(sim, state, blocks, npar):
     """``(e, dF)``: the explicit impulse derivative ``e`` (m, npar) of the LCP's bounded rows and the
     explicit residual derivative ``dF`` (m, npar, on all rows; the reduced rows are taken later) of the
-    NCP's sliding/saturated rows with respect to ``friction``."""
+    NCP's sliding/saturated rows with respect to the friction parameters (each contact's column by
+    :func:`_contact_columns`)."""
     m = len(state.lam)
     e = np.zeros((m, npar))
     dF = np.zeros((m, npar))
-    fb = [b for b in blocks if b.kind == "friction"]
-    if not fb:
+    if not any(b.kind == "friction" for b in blocks):
         return e, dF
-    k = fb[0].offset
+    col = _contact_columns(sim, state, blocks, "friction")
+    r = sim.contact_model.rows
     sol, prob = state.solution, state.problem
     name = getattr(state.adapter, "name", "")
     lam = state.lam
     if name == "lcp":
         mu = prob.mu
-        bounded = (np.asarray(sol.modes) == 3) & (mu > 0)
-        e[bounded, k] = lam[bounded] / mu[bounded]
+        bounded = np.flatnonzero((np.asarray(sol.modes) == 3) & (mu > 0))  # friction rows: contact rows only
+        k = col[bounded // r]
+        on = k >= 0
+        e[bounded[on], k[on]] = lam[bounded[on]] / mu[bounded[on]]
     elif name == "ncp":
         c = prob.G @ lam + prob.b
         for g, (s, n) in enumerate(zip(prob.start, prob.size)):
             md = int(sol.modes[g])
-            if n < 2 or md not in (2, 3):
+            if n < 2 or md not in (2, 3) or col[g] < 0:
                 continue
+            k = col[g]
             ln = lam[s]
             if md == 2:
                 ct = c[s + 1:s + n]
@@ -551,7 +629,8 @@ def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
                 on = state.normal_rows < mc
                 nrows, slope = state.normal_rows[on], np.asarray(state.bias_slope)[on]
                 dc[nrows] += slope[:, None] / dt * _placement_columns(blocks, aug, geo_aug.J[nrows])
-            e, dF = _friction_terms(state, blocks, npar)
+            _restitution_term(sim, state, blocks, dc)
+            e, dF = _friction_terms(sim, state, blocks, npar)
             lin = state.adapter.linearize(state.problem, state.solution)
             A = state.problem.A if hasattr(state.problem, "A") else state.problem.G
             dlam_p = _implicit(lin, dc, e, dF, A)

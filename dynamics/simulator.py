@@ -53,7 +53,7 @@ from __future__ import annotations
 import math
 import os
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pinocchio as pin
@@ -191,8 +191,9 @@ def _check_options(model, geometry, *, dt, ground, friction, margin, planar) -> 
         if geometry is None or geometry.ngeoms == 0:
             raise ModelError(f"ground={ground!r} was given but model {model.name!r} has no collision geometry, so "
                              "nothing could touch it (load the geometry, or add collision shapes)")
-    if not (_real(friction) and math.isfinite(friction) and friction >= 0):
-        raise ModelError(f"friction must be a finite coefficient >= 0, got {friction!r}")
+    if not isinstance(friction, Mapping) and not (_real(friction) and math.isfinite(friction) and friction >= 0):
+        raise ModelError(f"friction must be a finite coefficient >= 0 (or a mapping per collision pair), "
+                         f"got {friction!r}")
     if not (_real(margin) and math.isfinite(margin) and margin >= 0):
         raise ModelError(f"margin must be a finite distance >= 0 (m), got {margin!r}")
     if planar:
@@ -308,7 +309,14 @@ class Simulator:
     ground:
         Height of a ground half-space (its normal is "up", opposite to gravity).
     friction:
-        Coulomb friction coefficient of every contact.
+        Coulomb friction coefficient ``mu >= 0`` of every contact, or per collision pair as ``restitution``
+        takes it: a mapping ``{(objectA, objectB): mu}`` over collision-object names (either order; ``"ground"``
+        is the ground half-space) with an optional ``"default"`` entry for the pairs it does not list (without
+        one every colliding pair must be listed). Each contact takes its pair's ``mu`` in every contact model
+        (LCP, NCP, relaxed, penalty); the Jacobians keep their structure. ``sim.friction`` is the one number
+        (or the mapping's ``"default"``, None without one). With friction per pair the Python contact step
+        runs (the fused compiled LCP step takes one ``mu``). Parameters: ``"friction"`` (the number, or the
+        default) and ``"friction:<objectA>|<objectB>"`` per listed pair (:mod:`dynamics.parameters`).
     contact:
         Contact model: ``"lcp"`` (boxed LCP with a friction pyramid, Nimble),
         ``"ncp"`` (Coulomb cone, De Saxce) -- see :mod:`dynamics.contact_step` --,
@@ -365,8 +373,9 @@ class Simulator:
     restitution:
         Newton's coefficient of restitution ``e`` in [0, 1] (0, the default: inelastic, today's step bit for
         bit). A number for every collision pair, or a mapping ``{(objectA, objectB): e}`` over collision-object
-        names (either order; ``"ground"`` is the ground half-space), unlisted pairs 0: per pair, since it
-        enters only each contact's row of the free velocity (friction is one coefficient for all). An impact
+        names (either order; ``"ground"`` is the ground half-space), unlisted pairs 0 (or the mapping's
+        ``"default"`` entry). Parameters (with some ``e > 0``): ``"restitution"`` (the number, or the default)
+        and ``"restitution:<objectA>|<objectB>"`` per listed pair, exact ``Fp`` (:mod:`dynamics.parameters`). An impact
         (a contact approaching faster than ``restitution_threshold`` whose free motion reaches the surface
         within the step) leaves with ``c_n >= -e c_n^-``, ``c_n^-`` its pre-step normal velocity; exact
         Jacobians (``dv+/dv = -e`` along a ball's bouncing normal). Friction acts during the impact as in any
@@ -388,9 +397,11 @@ class Simulator:
         stiff joint springs and dampers stay stable at any ``dt`` (:mod:`dynamics.integrators`). BDF2 is a
         two-step method: ``step``/``step_derivatives`` need ``previous=x_prev`` (``step_derivatives`` then
         returns ``(x+, Fx, Fu, Fprev)``); ``rollout`` starts with one BDF1 step; ``rollout_derivatives``,
-        ``knot_derivatives`` and the solvers refuse it (take ``"bdf1"``). Not with contact in this version:
-        a system with collision pairs, a ground or joint limits raises ValueError at construction, as do
-        ``damping="explicit"``, complementarity-aware Jacobians and ``params=``/``impulses=`` with BDF.
+        ``knot_derivatives`` and the solvers refuse it (take ``"bdf1"``). Contact: compliant only
+        (``contact="penalty"``, its forces at the new state inside the Newton solve, exact Jacobians; DiffHand's
+        combination); hard contact (LCP, NCP, relaxed) with BDF raises ValueError at construction (use
+        ``"euler"`` with it, or ``contact="penalty"``), as do ``damping="explicit"``, complementarity-aware
+        Jacobians and ``params=``/``impulses=`` with BDF. ``sim.contacts`` is not reported for BDF steps.
 
     Contact is active when the model has collision pairs (geometry of two bodies
     not joined by a joint, or anything against ``ground``) or joint limits.
@@ -426,7 +437,7 @@ class Simulator:
         torque_limits: float | Sequence[float] | None = None,
         name: str | None = None,
         ground: float | None = None,
-        friction: float = 1.0,
+        friction: float | dict = 1.0,
         contact: str = "lcp",
         planar: bool = False,
         margin: float = 5e-3,
@@ -516,13 +527,14 @@ class Simulator:
         self.contact_model = cm if cm.enabled else None
         from .integrators import ImplicitStep, check_integrator
 
-        check_integrator(integrator, contact=cm.enabled, damping=damping)
+        check_integrator(integrator, contact=cm.enabled, damping=damping, model=contact, compliant=cm.compliant)
         #: ``"euler"`` (semi-implicit, the default), ``"bdf1"`` or ``"bdf2"`` (:mod:`dynamics.integrators`)
         self.integrator = integrator
         self._implicit = None if integrator == "euler" else ImplicitStep(self, integrator)
         self.smoothing = cm.kappa
         self.contact = contact if cm.enabled else "none"
-        self.friction = float(friction)
+        #: the friction coefficient of every contact, or with friction per pair its ``"default"`` (None: none)
+        self.friction = cm.friction
         self._diag_v = np.arange(self.nv)
         # Diagonals of the (dq, dq) and (dv, dv) blocks of a flattened (ndx, ndx) matrix:
         # strided slices cost ~1 us where fancy indexing costs ~4 us.

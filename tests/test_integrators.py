@@ -273,11 +273,16 @@ def test_bdf2_without_a_previous_state_is_refused():
 @pytest.mark.parametrize("integrator", ["bdf1", "bdf2"])
 def test_bdf_with_contact_or_euler_only_options_is_refused(integrator):
     model, geom = _chain(ground=None, limits=True)
-    with pytest.raises(ValueError, match=rf"integrator='{integrator}' does not handle contact yet, and this "
-                                         r"system has contact \(collision pairs, a ground or joint limits\)"):
-        Simulator(model, geometry=geom, ground=-1.0, integrator=integrator)
-    with pytest.raises(ValueError, match=rf"integrator='{integrator}' does not handle contact"):
+    for contact in ("lcp", "ncp"):
+        with pytest.raises(ValueError, match=rf"integrator='{integrator}' takes compliant contact only, and this "
+                                             rf"system has hard contact \(contact='{contact}', .*use "
+                                             rf"integrator='euler' with contact='{contact}', or contact='penalty'"):
+            Simulator(model, geometry=geom, ground=-1.0, integrator=integrator, contact=contact)
+    with pytest.raises(ValueError, match=r"hard contact \(contact='relaxed'.*contact='penalty'"):
+        Simulator(model, geometry=geom, ground=-1.0, integrator=integrator, contact="relaxed", smoothing=1e-6)
+    with pytest.raises(ValueError, match=rf"integrator='{integrator}' takes compliant contact only"):
         Simulator(model, integrator=integrator)  # the limits on j2 are unilateral constraints
+    Simulator(model, integrator=integrator, contact="penalty")  # compliant contact (limits as springs) is taken
     with pytest.raises(ValueError, match=r"damping='explicit' is an option of integrator='euler'"):
         Simulator(model, integrator=integrator, joint_limits=False, joint_damping=1.0, damping="explicit")
     sim = Simulator(model, integrator=integrator, joint_limits=False)
