@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from trajopt.lsq import fd_jacobian
+from trajopt.numdiff import jacobian_fd
 from trajopt.solution import Solution, Status
 
 from ._common import Progress, check_options, out_of_time, record
@@ -38,7 +38,7 @@ def gauss_newton(problem, *, z0=None, jacobian: str = "analytic", max_iter: int 
     t0 = time.perf_counter()
 
     def jac(z):
-        return problem.jacobian(z) if jacobian == "analytic" else fd_jacobian(problem.residual, z, fd_step)
+        return problem.jacobian(z) if jacobian == "analytic" else jacobian_fd(problem.residual, z, fd_step)
 
     name = f"gauss-newton ({jacobian})"
     progress = Progress(name, verbose, ["residual", "damping", "alpha"])

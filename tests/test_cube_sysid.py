@@ -13,7 +13,7 @@ import pytest
 
 import problems
 from solvers import gauss_newton
-from trajopt.lsq import fd_jacobian
+from trajopt.numdiff import jacobian_fd
 
 
 def identify(**options):
@@ -31,7 +31,7 @@ def raw():
 
 def test_cube_sysid_jacobian_matches_finite_differences(raw):
     r, J = raw.jacobian(raw.z0)
-    _, J_fd = fd_jacobian(raw.residual, raw.z0, 1e-6)
+    _, J_fd = jacobian_fd(raw.residual, raw.z0, 1e-6)
     assert np.abs(J - J_fd).max() <= 1e-5 * np.abs(J_fd).max()
     assert raw.dynamics.warm_start_stats["contact_steps"] > 100  # through landing, tumbling and sliding
 

@@ -11,7 +11,7 @@ import problems
 from solvers import gauss_newton
 from trajopt import LeastSquares
 from trajopt.cli import main
-from trajopt.lsq import fd_jacobian
+from trajopt.numdiff import jacobian_fd
 from trajopt.solution import Status
 
 
@@ -22,7 +22,7 @@ def cube():
 
 def test_cube_throw_jacobian_matches_finite_differences(cube):
     r, J = cube.jacobian(cube.z0)
-    r_fd, J_fd = fd_jacobian(cube.residual, cube.z0)
+    r_fd, J_fd = jacobian_fd(cube.residual, cube.z0)
     assert np.allclose(r, r_fd) and np.abs(J - J_fd).max() < 1e-5 * np.abs(J_fd).max()
 
 

@@ -12,7 +12,7 @@ import pytest
 import problems
 from solvers import gauss_newton
 from trajopt.cli import main
-from trajopt.lsq import fd_jacobian
+from trajopt.numdiff import jacobian_fd
 
 
 def solve(prob, **kw):
@@ -53,7 +53,7 @@ def ur5():
 def test_ur5_sysid_jacobian_matches_finite_differences():
     prob = problems.load("ur5-sysid", steps=30)
     r, J = prob.jacobian(prob.z0)
-    _, J_fd = fd_jacobian(prob.residual, prob.z0, 1e-7)
+    _, J_fd = jacobian_fd(prob.residual, prob.z0, 1e-7)
     assert np.abs(J - J_fd).max() <= 1e-5 * np.abs(J_fd).max()
 
 
