@@ -9,7 +9,7 @@ import pytest
 import problems
 from solvers import solve
 from solvers.ddp import solve_ddp
-from solvers.gn import solve_gn
+from solvers.single_shooting_gn import solve_gn
 from trajopt.cli import main
 from trajopt.sensitivity import adjoint_gradient, aware_trajectory_jacobians
 

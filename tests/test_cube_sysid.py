@@ -21,7 +21,7 @@ def identify(**options):
     t = time.perf_counter()
     prob = problems.load("cube-sysid", **options)
     sol = gauss_newton(prob, verbose=False, max_iter=50)
-    return prob, prob.evaluate(sol.us[0]), time.perf_counter() - t
+    return prob, prob.evaluate(sol.z), time.perf_counter() - t
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +70,7 @@ def test_cube_sysid_with_noise_reports_error_bars_that_hold():
 def test_cube_sysid_converges_from_the_raw_guess_only_near_the_answer(raw):
     z_true = raw.info["true"]
     sol = gauss_newton(raw, z0=z_true + 0.01 * (raw.z0 - z_true), verbose=False, max_iter=50)
-    assert raw.evaluate(sol.us[0])["parameter_error"] <= 1e-3
+    assert raw.evaluate(sol.z)["parameter_error"] <= 1e-3
 
 
 @pytest.mark.xfail(strict=True, reason="known: from the raw guess (friction 0.3 for 0.5, twist offset up to 0.15) "
@@ -78,7 +78,7 @@ def test_cube_sysid_converges_from_the_raw_guess_only_near_the_answer(raw):
                                        "start is what reaches the answer")
 def test_cube_sysid_from_the_raw_guess(raw):
     sol = gauss_newton(raw, verbose=False, max_iter=50)
-    assert raw.evaluate(sol.us[0])["parameter_error"] <= 1e-3
+    assert raw.evaluate(sol.z)["parameter_error"] <= 1e-3
 
 
 def test_cube_sysid_bad_input():

@@ -18,7 +18,7 @@ from trajopt.numdiff import jacobian_fd
 def solve(prob, **kw):
     t = time.perf_counter()
     sol = gauss_newton(prob, verbose=False, max_iter=50, **kw)
-    return sol, prob.evaluate(sol.us[0]), time.perf_counter() - t
+    return sol, prob.evaluate(sol.z), time.perf_counter() - t
 
 
 def test_ur5_identified_subset_has_full_rank():
@@ -90,7 +90,7 @@ def test_ur5_sysid_variants_that_fail_today(options):
 def test_ur5_sysid_with_noise_reports_error_bars_that_hold():
     prob = problems.load("ur5-sysid", noise=1e-3)
     sol, m, _ = solve(prob)
-    bars = prob.info["error_bars"](sol.us[0])
+    bars = prob.info["error_bars"](sol.z)
     assert bars.shape == (20,) and np.all(bars > 0)
     assert m["max_sigma_error"] <= 4.0  # the true values within 4 sigma (observed 1.8)
 

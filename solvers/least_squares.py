@@ -30,8 +30,9 @@ from ._common import Progress, check_options, out_of_time, record
 def gauss_newton(problem, *, z0=None, jacobian: str = "analytic", max_iter: int = 50, tol_residual: float = 1e-12,
                  tol_step: float = 1e-14, lam_init: float = 1e-8, fd_step: float = 1e-6, stagnation: int = 3,
                  verbose: bool = True, callback=None, time_limit: float | None = None) -> Solution:
-    """Solve ``problem`` (a ``trajopt.LeastSquares``). Returns a Solution whose ``xs`` holds the
-    iterates ``z`` (iterations+1, n), ``us`` the answer ``z`` (1, n) and ``cost = 0.5 |r|^2``."""
+    """Solve ``problem`` (a ``trajopt.LeastSquares``). Returns a Solution whose ``z`` is the answer (n,),
+    ``xs`` the iterates (iterations+1, n), ``us`` the answer again as one row (1, n: kept for code that
+    reads ``us[0]``) and ``cost = 0.5 |r|^2``."""
     if jacobian not in ("analytic", "fd"):
         raise ValueError(f"unknown jacobian {jacobian!r}; expected 'analytic' or 'fd'")
     check_options({"time_limit": time_limit, "max_iter": max_iter})
@@ -105,4 +106,4 @@ def gauss_newton(problem, *, z0=None, jacobian: str = "analytic", max_iter: int 
     cost = 0.5 * float(final @ final)
     progress.done(status, cost, wall)
     return Solution(np.array(iterates), z[None, :].copy(), cost, history, status, name, wall,
-                    {"final_residual": float(np.linalg.norm(final)), "jacobian": jacobian})
+                    {"final_residual": float(np.linalg.norm(final)), "jacobian": jacobian}, z=z.copy())
