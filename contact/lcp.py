@@ -133,6 +133,7 @@ from __future__ import annotations
 import copy
 import enum
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -726,16 +727,20 @@ class _ST:
         return modes, signs
 
 
-def _lemke(M: np.ndarray, q: np.ndarray, max_iter: int):
-    """Lemke's method (covering vector of ones) with a lexicographic ratio test.
+class LemkeResult(NamedTuple):
+    """The end of one Lemke run (:func:`_lemke`; ``contactraj_core.lcp_lemke`` returns the same four, in order)."""
 
-    Returns ``(z, zbasic, pivots, ok)``: ``z`` (N,) the z-part of the final basic point,
-    ``zbasic`` (N,) bool which z variables are basic, ``ok`` False on ray termination or
-    ``max_iter`` (the point is then still returned; the caller decides).
-    """
+    z: np.ndarray  #: (N,) the z-part of the final basic point
+    zbasic: np.ndarray  #: (N,) bool, which z variables are basic
+    pivots: int
+    ok: bool  #: False on ray termination or ``max_iter`` (the point is still returned; the caller decides)
+
+
+def _lemke(M: np.ndarray, q: np.ndarray, max_iter: int) -> LemkeResult:
+    """Lemke's method (covering vector of ones) with a lexicographic ratio test: a :class:`LemkeResult`."""
     N = q.shape[0]
     if N == 0 or q.min() >= 0.0:
-        return np.zeros(N), np.zeros(N, dtype=bool), 0, True
+        return LemkeResult(np.zeros(N), np.zeros(N, dtype=bool), 0, True)
     # tableau [B^-1 | -B^-1 M | -B^-1 e | B^-1 q]; columns: w (0..N-1), z (N..2N-1), z0, rhs
     Z0 = 2 * N
     T = np.empty((N, 2 * N + 2))
@@ -804,7 +809,7 @@ def _lemke(M: np.ndarray, q: np.ndarray, max_iter: int):
     vals[basis] = np.maximum(T[:, -1], 0.0)
     zbasic = np.zeros(2 * N + 1, dtype=bool)
     zbasic[basis] = True
-    return vals[N:Z0], zbasic[N:Z0], it, ok
+    return LemkeResult(vals[N:Z0], zbasic[N:Z0], it, ok)
 
 
 # ----------------------------------------------------------------------------------------
@@ -845,6 +850,18 @@ def _repair(lcp, modes, signs, x, w):
     return m, s
 
 
+class _Candidate(NamedTuple):
+    """Impulses tried on an active set, with what an answer reports of them."""
+
+    x: np.ndarray  #: (n,) impulses
+    w: np.ndarray  #: (n,) velocities ``A x + b``
+    residual: float  #: natural-map residual (:func:`_evaluate`)
+    x_scale: float  #: ``|x|_inf``
+    clamped: np.ndarray  #: (n,) bool, the rows solved as clamping (:func:`_masks`)
+    bounded: np.ndarray  #: (n,) bool, the friction rows solved on their box
+    signs: np.ndarray  #: (n,) int, the side of each bounded row
+
+
 class _Best:
     """Best finite candidate so far (smallest natural-map residual)."""
 
@@ -856,16 +873,16 @@ class _Best:
 def _candidate(lcp, tol, best, cm, bm, signs, x):
     """Evaluate impulses ``x`` solved on masks ``cm, bm``: (item if accepted else None, w)."""
     w, res, xs, ok = _evaluate(lcp, x, tol)
+    item = _Candidate(x, w, res, xs, cm, bm, signs)
     if res < best.rel:  # best = smallest natural-map residual (finite only)
         best.rel = res
-        best.item = (x, w, res, xs, cm, bm, signs)
-    return ((x, w, res, xs, cm, bm, signs) if ok else None), w
+        best.item = item
+    return (item if ok else None), w
 
 
-def _solution(lcp, item, status, hit, its) -> LCPSolution:
-    x, w, res, xs, cm, bm, signs = item
-    modes, sg = _report(lcp, cm, bm, signs, x, xs)
-    return LCPSolution(x, w, modes, sg, status, float(res), hit, its)
+def _solution(lcp, item: _Candidate, status, hit, its) -> LCPSolution:
+    modes, sg = _report(lcp, item.clamped, item.bounded, item.signs, item.x, item.x_scale)
+    return LCPSolution(item.x, item.w, modes, sg, status, float(item.residual), hit, its)
 
 
 def solve_lcp(
@@ -957,7 +974,7 @@ def solve_lcp_reference(
     if ((lcp.b >= 0) | lcp._fric).all():
         x = np.zeros(n)
         no = np.zeros(n, dtype=bool)
-        return _solution(lcp, (x, lcp.b.copy(), 0.0, 0.0, no, no, np.zeros(n, np.int64)), "solved", False, 0)
+        return _solution(lcp, _Candidate(x, lcp.b.copy(), 0.0, 0.0, no, no, np.zeros(n, np.int64)), "solved", False, 0)
 
     # (2) Lemke on the Stewart-Trinkle LCP, (3) minimal-norm re-solve on its active set
     st = _ST(lcp)
@@ -979,11 +996,11 @@ def solve_lcp_reference(
 
     for delta in (0.0, *_REGULARISATION):
         M = st.M if delta == 0.0 else st.M + delta * np.eye(st.N)
-        z, zbasic, its, _ = _lemke(M, st.q, max_iter)
-        iterations += its
-        if not np.isfinite(z).all():
+        run = _lemke(M, st.q, max_iter)
+        iterations += run.pivots
+        if not np.isfinite(run.z).all():
             continue
-        x_raw = st.to_x(lcp, z)
+        x_raw = st.to_x(lcp, run.z)
         w_raw = lcp.A @ x_raw + lcp.b
         # (a) maximal clamping set (TIED rows clamp) -> minimal-norm impulses, with repairs
         m, s = classify(lcp, x_raw, w_raw, tol=_CLASSIFY_TOL)
@@ -999,7 +1016,7 @@ def solve_lcp_reference(
                 break
             m, s = fix
         # (b) the pivoting basis itself (a nonsingular reduced system in exact arithmetic)
-        bm_, bs_ = st.basis_modes(lcp, zbasic)
+        bm_, bs_ = st.basis_modes(lcp, run.zbasic)
         item, _, _ = attempt(bm_, bs_)
         if item is not None:
             return _solution(lcp, item, "solved", False, iterations)
@@ -1021,7 +1038,7 @@ def solve_lcp_reference(
         x = np.zeros(n)
         w, res, xs, _ = _evaluate(lcp, x)
         no = np.zeros(n, dtype=bool)
-        best.item = (x, w, res, xs, no, no, np.zeros(n, np.int64))
+        best.item = _Candidate(x, w, res, xs, no, no, np.zeros(n, np.int64))
     return _solution(lcp, best.item, "inexact", False, iterations)
 
 

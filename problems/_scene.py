@@ -53,3 +53,40 @@ def first_contact_state(sim: Simulator, x0: np.ndarray, horizon: int):
             return x.copy(), u
         x = x_next
     return x.copy(), u
+
+
+def static_contact_torques(sim: Simulator, q: np.ndarray, *, normal_share=None, pinned=None):
+    """Torques that hold ``q`` at rest in its contacts, and the impulses they imply.
+
+    Returns ``(u, lam, J)``: ``lam`` (m,) contact-frame impulses (rows normal,
+    t1, t2 per contact, in the order of the simulator's contact detection) with
+    ``J^T lam = g(q) dt`` on the unactuated coordinates, closest (least squares)
+    to ``lam_ref``: normal impulses ``normal_share`` (nc,) (default: the weight
+    ``m g dt`` of the moving bodies shared evenly), no friction. ``pinned`` maps contact indices to
+    fixed contact-frame impulses (r,) (kept exactly). Actuated torques:
+    ``u = (g dt - J^T lam)_actuated / dt``.
+    """
+    model, cm, dt = sim.model, sim.contact_model, sim.dt
+    data = model.createData()
+    gdata = cm.scene.create_data()
+    contacts = cm.scene.detect(model, data, gdata, q)
+    nc, r = len(contacts), cm.rows
+    if nc == 0:
+        raise ValueError("no contact at this configuration")
+    pin.computeJointJacobians(model, data, q)
+    J = cm.kin.geometry(data, contacts).J
+    g = pin.computeGeneralizedGravity(model, data, q).copy()
+    weight = sum(I.mass for I in model.inertias[1:]) * np.linalg.norm(model.gravity.linear)
+    lam_ref = np.zeros(nc * r)
+    lam_ref[::r] = weight * dt / nc if normal_share is None else np.asarray(normal_share, dtype=float)
+    free = np.ones(nc * r, dtype=bool)
+    for i, val in (pinned or {}).items():
+        lam_ref[i * r:(i + 1) * r] = val
+        free[i * r:(i + 1) * r] = False
+    passive = np.setdiff1d(np.arange(sim.nv), sim.actuated_dofs)
+    A = J[:, passive].T  # (n_passive, m)
+    resid = g[passive] * dt - A @ lam_ref
+    lam = lam_ref.copy()
+    lam[free] += np.linalg.lstsq(A[:, free], resid, rcond=None)[0]
+    tau = (g * dt - J.T @ lam) / dt
+    return tau[sim.actuated_dofs].copy(), lam, J

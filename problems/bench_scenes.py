@@ -26,7 +26,8 @@ import os
 import numpy as np
 
 from . import load
-from .legged import static_contact_torques, talos_standing_state, _talos_paths
+from ._scene import static_contact_torques
+from .legged import _talos_paths, talos_standing_state
 
 HUMANOID_MJCF = ("gymnasium", "envs/mujoco/assets/humanoid.xml")
 
@@ -87,7 +88,7 @@ def _problem_scene(name, **options):
 
 def _held_scene(name):
     """A static-hold problem's rest state at its static-contact torques (least-squares impulses near
-    an even share of the weight, :func:`problems.legged.static_contact_torques`)."""
+    an even share of the weight, :func:`problems._scene.static_contact_torques`)."""
     prob = load(name)
     sim, x = prob.dynamics, prob.info["x_rest"].copy()
     return sim, x, static_contact_torques(sim, x[: sim.nq])[0]

@@ -93,7 +93,7 @@ def cube_throw(*, steps: int = 250, every: int = 50, dt: float = 1e-3, contact: 
 
 @register("go1-standing", "Go1 standing: find the joint torques that hold it still on its feet (inverse dynamics)",
           method=None)
-def go1_standing(*, dt: float = 1e-3, contact: str = "ncp", friction: float = 0.8) -> LeastSquares:
+def go1_standing_inverse_dynamics(*, dt: float = 1e-3, contact: str = "ncp", friction: float = 0.8) -> LeastSquares:
     sim = go1_standing_simulator(dt=dt, contact=contact, friction=friction)
     x = go1_standing_state(sim)
     nq = sim.nq

@@ -61,6 +61,7 @@ import pinocchio as pin
 
 from dynamics import Simulator, example_robot_urdf
 from dynamics.robots import example_robot_data_share, load_urdf_geometry
+from trajopt.numdiff import jacobian_fd
 
 from ._scene import lowest_point
 from .legged import _set_joint, go1_standing_state
@@ -157,11 +158,13 @@ def go1_handstand_state(sim: Simulator, pitch: float = HANDSTAND_PITCH) -> np.nd
     if not (isinstance(pitch, (int, float)) and 0.2 <= pitch <= 1.0):
         raise ValueError(f"pitch must be a base pitch in [0.2, 1.0] rad (nose down), got {pitch!r}")
     thigh, h = 0.9, 1e-7
+    def offset(z):
+        return np.array([support_line_offset(sim, _handstand_q(sim, pitch, z[0]))])
+
     for _ in range(50):
-        f = support_line_offset(sim, _handstand_q(sim, pitch, thigh))
+        (f,), ((slope,),) = jacobian_fd(offset, [thigh], h, method="forward")
         if abs(f) < 1e-15:
             break
-        slope = (support_line_offset(sim, _handstand_q(sim, pitch, thigh + h)) - f) / h
         thigh -= f / slope
     iq = sim.model.joints[sim.model.getJointId("FL_thigh_joint")].idx_q
     lo, hi = sim.model.lowerPositionLimit[iq], sim.model.upperPositionLimit[iq]
@@ -211,10 +214,9 @@ def g1_pushup_state(sim: Simulator) -> np.ndarray:
     speculative contact closes in one step at 1.3e-4 m/s, far above the 1e-8 target); at rest."""
     z, h = np.array([1.2, -1.3, -1.3]), 1e-7
     for _ in range(50):
-        f = _pushup_conditions(sim, z)
+        f, J = jacobian_fd(lambda z: _pushup_conditions(sim, z), z, h, method="forward")
         if np.abs(f).max() < 1e-15:
             break
-        J = np.column_stack([(_pushup_conditions(sim, z + h * e) - f) / h for e in np.eye(3)])
         dz = np.linalg.solve(J, -f)
         z = z + dz * min(1.0, 0.2 / np.abs(dz).max())
     if np.abs(f).max() > 1e-12:

@@ -10,8 +10,8 @@ import time
 
 import numpy as np
 
-from problems.legged import (go1_standing_simulator, go1_standing_state, ur5_box_bench, ur5_box_press_state,
-                             ur5_box_simulator)
+from problems.legged import go1_standing_simulator, go1_standing_state
+from problems.manipulators import ur5_box_bench, ur5_box_press_state, ur5_box_simulator
 
 
 def best(f, n=200, repeats=5):

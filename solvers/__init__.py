@@ -7,7 +7,7 @@
   ``shot_length=`` steps per shot;
 - ``"ipopt"``: the same with one step per shot (direct transcription);
 - ``"cem"``: the cross-entropy method, a gradient-free baseline (:mod:`solvers.cem`);
-- ``"gn"``: single-shooting Gauss-Newton (Levenberg-Marquardt over all controls, :mod:`solvers.gn`);
+- ``"gn"``: single-shooting Gauss-Newton (Levenberg-Marquardt over all controls, :mod:`solvers.single_shooting_gn`);
 - ``"cem-ddp"``, ``"cem-gn"``, ``"cem-shooting"``: a short CEM search for the basin, then DDP,
   Gauss-Newton or IPOPT shooting, with fresh searches when the local method stalls
   (:mod:`solvers.hybrid`); ``search="cem"`` on ``ddp``, ``gn`` or ``shooting`` is the same.
@@ -20,7 +20,7 @@ whole horizon, because that is what works there (measured); options given here w
 contact (:mod:`solvers.continuation`).
 
 Least-squares (inverse) problems, ``trajopt.LeastSquares``, are solved by
-``gauss_newton(problem, jacobian="analytic" | "fd")`` (:mod:`solvers.gauss_newton`).
+``gauss_newton(problem, jacobian="analytic" | "fd")`` (:mod:`solvers.least_squares`).
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from ._common import check_options
 from .cem import solve_cem
 from .continuation import resolve_schedule, solve_continuation
 from .ddp import solve_ddp
-from .gauss_newton import gauss_newton
-from .gn import solve_gn
+from .least_squares import gauss_newton
+from .single_shooting_gn import solve_gn
 from .hybrid import LOCAL, solve_cem_ddp, solve_cem_gn, solve_cem_shooting
 from .shooting import solve_ipopt, solve_shooting
 

@@ -41,7 +41,8 @@ def rollout(ocp, us) -> np.ndarray:
     return ocp.rollout(us)
 
 
-def evaluate(ocp, xs, us) -> float:
+def finite_cost(ocp, xs, us) -> float:
+    """``ocp.cost(xs, us)``; ValueError when it is not finite (a trial iterate the solver must reject)."""
     cost = ocp.cost(xs, us)
     if not np.isfinite(cost):
         raise ValueError(f"non-finite cost {cost}")

@@ -46,7 +46,7 @@ from trajopt.protocol import check_complementarity_aware, knot_derivatives
 from trajopt.solution import Solution, Status
 
 from . import _ddp_kernels as _kernels
-from ._common import (SMOOTHING_HINT, Progress, check_derivatives, error_message, evaluate, finish, record,
+from ._common import (SMOOTHING_HINT, Progress, check_derivatives, error_message, finite_cost, finish, record,
                       rollout)
 
 
@@ -256,7 +256,7 @@ def line_search(ocp, state: DDPIterate, K, k, dV1, dV2, alphas):
     for alpha in alphas:
         try:
             xs_new, us_new = forward_pass(ocp, state.xs, state.us, K, k, alpha)
-            cost_new = evaluate(ocp, xs_new, us_new)
+            cost_new = finite_cost(ocp, xs_new, us_new)
         except (RuntimeError, ValueError):
             continue
         actual = state.cost - cost_new
@@ -353,7 +353,7 @@ def solve_ddp(ocp, *, us_init=None, max_iter: int = 100, tol: float = 1e-8, reg_
         return finish(ocp, method="ddp", xs=np.full((ocp.horizon + 1, ocp.nx), np.nan), us=us, cost=np.inf,
                       history=[], status=Status.FAILED, t0=t0, info={"error": str(exc)}, progress=progress,
                       message=f"the initial rollout failed: {exc}")
-    state = DDPIterate(xs, us, evaluate(ocp, xs, us), reg_init)
+    state = DDPIterate(xs, us, finite_cost(ocp, xs, us), reg_init)
 
     def late():
         return time_limit is not None and time.perf_counter() - t0 > time_limit

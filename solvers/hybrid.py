@@ -20,7 +20,7 @@ from trajopt.solution import Solution, Status
 from ._common import append_stage, finish, stage_callback
 from .cem import solve_cem
 from .ddp import solve_ddp
-from .gn import solve_gn
+from .single_shooting_gn import solve_gn
 from .shooting import solve_shooting
 
 LOCAL = {"ddp": solve_ddp, "gn": solve_gn, "shooting": solve_shooting}

@@ -28,7 +28,7 @@ import time
 import casadi as ca
 import numpy as np
 
-from trajopt.casadi_bridge import casadi_cost, casadi_cost_local, casadi_step, casadi_step_local
+from trajopt.casadi_bridge import CasadiCallback, casadi_cost, casadi_cost_local, casadi_step, casadi_step_local
 from trajopt.solution import Solution, Status
 
 from ._common import Progress, finish, rollout
@@ -61,38 +61,26 @@ def ipopt_status(return_status: str, max_defect: float, defect_tol: float) -> tu
     return status, message
 
 
-class _Recorder(ca.Callback):
-    """IPOPT's iteration callback: records cost, defect and time; stops on Ctrl-C or on request."""
+class _Recorder:
+    """IPOPT's iteration callback (``function``): records cost, defect and time; stops on Ctrl-C or on request."""
 
     def __init__(self, nz, ng, t0, history, callback, time_limit, stall=None, defect_tol=1e-6):
-        ca.Callback.__init__(self)
         self.nz, self.ng, self.t0 = nz, ng, t0
         self.history, self.callback, self.time_limit = history, callback, time_limit
         self.stall = stall  # (iterations, progress) or None
         self.defect_tol = defect_tol  # a run is judged only once its shots join
         self.interrupted = False
         self.stalled = None  # the reason IPOPT was stopped for lack of progress
-        self.construct("recorder", {})
+        names = [ca.nlpsol_out(i) for i in range(ca.nlpsol_n_out())]
+        self.function = CasadiCallback("recorder", [self._sparsity(n) for n in names], [ca.Sparsity.dense(1, 1)],
+                                       self.eval, names_in=names, names_out=("ret",))
 
-    def get_n_in(self):
-        return ca.nlpsol_n_out()
-
-    def get_n_out(self):
-        return 1
-
-    def get_name_in(self, i):
-        return ca.nlpsol_out(i)
-
-    def get_name_out(self, i):
-        return "ret"
-
-    def get_sparsity_in(self, i):
-        n = ca.nlpsol_out(i)
-        if n == "f":
+    def _sparsity(self, name):
+        if name == "f":
             return ca.Sparsity.scalar()
-        if n in ("x", "lam_x"):
+        if name in ("x", "lam_x"):
             return ca.Sparsity.dense(self.nz)
-        if n in ("g", "lam_g"):
+        if name in ("g", "lam_g"):
             return ca.Sparsity.dense(self.ng)
         return ca.Sparsity(0, 0)
 
@@ -211,7 +199,7 @@ def solve_shooting(ocp, *, shot_length: int | None = 1, hessian: str = "gauss-ne
     recorder = _Recorder(nz, ng, t0, history, callback, time_limit, stall, defect_tol)
     opts = {"ipopt.hessian_approximation": "exact" if hessian == "gauss-newton" else "limited-memory",
             "ipopt.max_iter": max_iter, "ipopt.tol": tol,
-            "ipopt.print_level": 5 if verbose else 0, "print_time": False, "iteration_callback": recorder,
+            "ipopt.print_level": 5 if verbose else 0, "print_time": False, "iteration_callback": recorder.function,
             "ipopt.sb": "yes"}
     if time_limit is not None:
         opts["ipopt.max_wall_time"] = max(float(time_limit), 1e-6)  # IPOPT refuses 0: out of time, one iterate

@@ -13,15 +13,15 @@ from trajopt.sensitivity import adjoint_gradient
 from trajopt.solution import Status
 
 
-def lifter(horizon=200, target=0.2):
+def lifter(horizon=200, target=0.2, **contact):
     """A 1 kg box on a vertical actuated slider, resting on a floor (Nimble's Figure 3): lift it
-    to ``target`` m by the last step."""
+    to ``target`` m by the last step. ``contact``: the Simulator's contact keywords (default LCP)."""
     b = ModelBuilder("lifter", gravity=(0, -9.81, 0))
     j = b.add_joint("prismatic", name="lift", axis="y", effort=100.0)
     b.add_body(j, mass=1.0, box=(0.1, 0.1, 0.1))
     b.add_static_box("floor", (1.0, 0.2, 0.5), (0, -0.15, 0))
     model, geom = b.build()
-    sim = Simulator(model, geometry=geom, dt=1e-3, actuated=["lift"], planar=True)
+    sim = Simulator(model, geometry=geom, dt=1e-3, actuated=["lift"], planar=True, **contact)
     return OCP(dynamics=sim, x0=np.zeros(sim.nx), horizon=horizon, running_cost=ControlCost(sim, 1e-6),
                terminal_cost=StateCost(sim, np.array([target, 0.0]), np.diag([100.0, 0.0])), name="lifter")
 
@@ -55,12 +55,22 @@ def test_aware_jacobians_are_the_exact_ones_away_from_a_reclassification():
     adj = np.random.default_rng(0).standard_normal(sim.ndx)
     for a, b in zip(sim.step_derivatives(x, np.zeros(sim.nu)), sim.step_derivatives(x, np.zeros(sim.nu), adjoint=adj)):
         assert np.array_equal(a, b)
-    go1 = problems.load("go1-hold", horizon=2)  # NCP contact: the heuristic is the LCP's, the step is exact
+    # In contact (Go1 on four clamping feet, LCP): the loss decides. Where the reclassification keeps the
+    # exact classification, the Jacobians are the exact ones; where it switches a contact, they are not.
+    go1 = problems.load("go1-hold", horizon=2)
     gsim = go1.dynamics
-    adj = np.random.default_rng(1).standard_normal(gsim.ndx)
-    for a, b in zip(gsim.step_derivatives(go1.x0, go1.us_init[0]),
-                    gsim.step_derivatives(go1.x0, go1.us_init[0], adjoint=adj)):
-        assert np.allclose(a, b, rtol=1e-12, atol=1e-12)
+    assert gsim.contact == "lcp"
+    exact = gsim.step_derivatives(go1.x0, go1.us_init[0])
+    assert len(gsim.contacts.points) == 4
+    switched = []
+    for seed in range(4):
+        adj = np.random.default_rng(seed).standard_normal(gsim.ndx)
+        before = gsim.warm_start_stats["aware_switches"]
+        aware = gsim.step_derivatives(go1.x0, go1.us_init[0], adjoint=adj)
+        switched.append(gsim.warm_start_stats["aware_switches"] > before)
+        same = all(np.allclose(a, b, rtol=1e-12, atol=1e-12) for a, b in zip(exact, aware, strict=True))
+        assert same != switched[-1], seed
+    assert any(switched) and not all(switched)  # both cases were met
     with pytest.raises(ValueError, match="adjoint has shape"):
         lif = lifter()
         lif.dynamics.step_derivatives(lif.x0, np.zeros(1), adjoint=np.zeros(3))

@@ -9,7 +9,7 @@ import pytest
 import problems
 from solvers import solve
 from solvers.ddp import solve_ddp
-from solvers.gn import solve_gn
+from solvers.single_shooting_gn import solve_gn
 from trajopt.cli import main
 from trajopt.sensitivity import adjoint_gradient, aware_trajectory_jacobians
 
@@ -59,6 +59,12 @@ def test_lcp_and_relaxed_keep_their_aware_jacobians():
     assert drone.dynamics.contact == "lcp" and drone.default_options["complementarity_aware"]
     _, _, g = adjoint_gradient(drone, np.zeros((20, drone.nu)), complementarity_aware=True)
     assert np.abs(g).max() > 0
+    # Relaxed contact: accepted, nothing to reclassify (its exact gradient already sees the floor).
+    relaxed = lifter(horizon=20, contact="relaxed", smoothing=1e-3)
+    _, _, exact = adjoint_gradient(relaxed, np.zeros((20, 1)))
+    _, _, aware = adjoint_gradient(relaxed, np.zeros((20, 1)), complementarity_aware=True)
+    assert relaxed.dynamics.contact == "relaxed" and relaxed.dynamics.warm_start_stats["aware_switches"] == 0
+    assert np.abs(exact).max() > 1e-5 and np.allclose(aware, exact, rtol=1e-12, atol=1e-18)
 
 
 def test_cli_refuses_aware_with_ncp_naming_both_options(tmp_path, capsys):

@@ -7,7 +7,7 @@ import pytest
 
 import problems
 from solvers import solve
-from solvers.gn import reduced_derivatives
+from solvers.single_shooting_gn import reduced_derivatives
 from trajopt.sensitivity import adjoint_gradient, trajectory_jacobians
 from trajopt.solution import Status
 

@@ -1,4 +1,5 @@
-"""3-D scenes of problems/legged.py: Go1 standing, UR5 pressing on a box, Talos standing.
+"""3-D scenes of problems/legged.py (Go1 standing, Talos standing) and problems/manipulators.py (UR5 pressing
+on a box).
 
 Each bench state is in contact with the expected contacts and impulses, stays put
 for 0.5 s under its own torques, and has step Jacobians that match central
@@ -11,7 +12,8 @@ import numpy as np
 import pytest
 
 import problems
-import problems.legged as legged  # registers go1-hold, ur5-box, talos-standing
+import problems.legged as legged  # registers go1-hold, talos-standing
+import problems.manipulators as manipulators  # registers ur5-box
 from problems._scene import lowest_point
 from trajopt import max_relative_error, step_jacobians_fd
 
@@ -51,7 +53,7 @@ def test_registered_and_shaped():
 
 def test_contact_keyword_is_passed_on():
     assert legged.go1_standing_simulator(contact="lcp").contact == "lcp"
-    for factory in (legged.go1_standing_simulator, legged.ur5_box_simulator, legged.talos_standing_simulator):
+    for factory in (legged.go1_standing_simulator, manipulators.ur5_box_simulator, legged.talos_standing_simulator):
         with pytest.raises(ValueError, match="unknown contact model"):
             factory(contact="no-such-model")
 
@@ -100,11 +102,11 @@ def test_bench_state_contacts(scene):
         touch = (rep.body_a == tip) & (rep.body_b == box) | (rep.body_a == box) & (rep.body_b == tip)
         assert ground.sum() == 4 and touch.sum() == 1 and len(rep) == 5
         corners = rep.points[ground]
-        assert np.allclose(np.sort(np.abs(corners[:, :2] - legged.BOX_CENTER[:2]), axis=0), 0.15)
+        assert np.allclose(np.sort(np.abs(corners[:, :2] - manipulators.BOX_CENTER[:2]), axis=0), 0.15)
         assert np.all(lam[ground, 0] > 0)
-        assert lam[touch, 0][0] == pytest.approx(legged.PRESS_FORCE * sim.dt, rel=1e-6)
-        assert lam[ground, 0].sum() == pytest.approx((legged.BOX_MASS * 9.81 + legged.PRESS_FORCE) * sim.dt, rel=1e-6)
-        assert rep.points[touch][0][2] == pytest.approx(legged.BOX_SIZE[2], abs=1e-9)  # on the top face
+        assert lam[touch, 0][0] == pytest.approx(manipulators.PRESS_FORCE * sim.dt, rel=1e-6)
+        assert lam[ground, 0].sum() == pytest.approx((manipulators.BOX_MASS * 9.81 + manipulators.PRESS_FORCE) * sim.dt, rel=1e-6)
+        assert rep.points[touch][0][2] == pytest.approx(manipulators.BOX_SIZE[2], abs=1e-9)  # on the top face
 
 
 def test_half_second_under_bench_torques_stays_put(scene):
@@ -162,8 +164,8 @@ def test_ur5_push_problem_start():
     rep = _contacts_at(sim, x0, ocp.us_init[0])
     tip = sim.model.getJointId("wrist_3_joint")
     gap = rep.phi[(rep.body_a == tip) | (rep.body_b == tip)]
-    assert gap.size == 1 and gap[0] == pytest.approx(legged.START_GAP, abs=1e-9)
-    assert ocp.info["target_box_x"] == pytest.approx(x0[0] + legged.PUSH_DISTANCE)
+    assert gap.size == 1 and gap[0] == pytest.approx(manipulators.START_GAP, abs=1e-9)
+    assert ocp.info["target_box_x"] == pytest.approx(x0[0] + manipulators.PUSH_DISTANCE)
     # the terminal cost's derivatives match finite differences in the tangent space
     x = x0.copy()
     x[0] += 0.03

@@ -132,7 +132,7 @@ def test_free_motion_arm():
 
 @pytest.mark.parametrize("contact", ["lcp", "ncp"])
 def test_ur5_box_pressing(contact):
-    from problems.legged import ur5_box_bench, ur5_box_press_state, ur5_box_simulator
+    from problems.manipulators import ur5_box_bench, ur5_box_press_state, ur5_box_simulator
 
     sim = ur5_box_simulator(contact=contact)
     x = ur5_box_press_state(sim)

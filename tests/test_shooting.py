@@ -36,7 +36,7 @@ def test_casadi_step_refuses_free_flyer_states():
 
 
 def test_local_chart_step_and_costs_have_the_exact_jacobians_of_a_free_flyer_in_contact():
-    """Go1 standing on its feet (NCP contact, free-flyer base): the local-chart step's and
+    """Go1 standing on its feet (LCP contact, free-flyer base): the local-chart step's and
     costs' CasADi derivatives equal central differences of the same functions."""
     ocp = problems.load("go1-hold", horizon=5)
     sim = ocp.dynamics

@@ -22,7 +22,7 @@ def held(name, steps, **options):
     prob = problems.load(name, **options)
     sol = gauss_newton(prob, verbose=False, max_iter=20)
     sim, x = prob.dynamics, prob.info["x_rest"]
-    xs = sim.rollout(x, np.tile(sol.us[0], (steps, 1)), data=sim.create_data())
+    xs = sim.rollout(x, np.tile(sol.z, (steps, 1)), data=sim.create_data())
     return prob, sol, xs
 
 
@@ -31,8 +31,8 @@ def assert_still(prob, sol, xs, *, contacts):
     assert sol.status == Status.CONVERGED and sol.info["final_residual"] <= TARGET
     assert np.abs(xs[:, sim.nq:]).max() < 1e-6  # nothing moves
     assert np.abs(xs[:, :3] - x[:3]).max() < 1e-6  # the base stays put (m)
-    assert np.all(np.abs(sol.us[0]) <= sim.u_upper)  # within the motors' limits
-    assert prob.evaluate(sol.us[0])["contacts"] == contacts
+    assert np.all(np.abs(sol.z) <= sim.u_upper)  # within the motors' limits
+    assert prob.evaluate(sol.z)["contacts"] == contacts
 
 
 @pytest.mark.parametrize("payload", [10.0, 5.0, 15.0])
@@ -48,8 +48,8 @@ def test_go1_payload_is_held_still_for_half_a_second(payload):
 
 
 def test_go1_payload_needs_more_torque_than_standing_alone():
-    bare = gauss_newton(problems.load("go1-standing"), verbose=False).us[0]
-    loaded = gauss_newton(problems.load("go1-payload"), verbose=False).us[0]
+    bare = gauss_newton(problems.load("go1-standing"), verbose=False).z
+    loaded = gauss_newton(problems.load("go1-payload"), verbose=False).z
     assert np.abs(loaded).max() > 1.5 * np.abs(bare).max()
 
 

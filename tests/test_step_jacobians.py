@@ -60,18 +60,64 @@ def test_checker_detects_a_wrong_jacobian(any_sim):
     assert max_relative_error(Fx_bad, fd.Fx) > fd_tolerance() * max(1.0, np.abs(Fx).max())
 
 
-def test_workspaces_are_independent(any_sim):
-    """Two knots' workspaces give the same answers as the default one and do not interfere."""
-    name, sim = any_sim
-    rng = np.random.default_rng(11)
-    x1, u1 = random_state(sim, rng), random_control(sim, rng)
-    x2, u2 = random_state(sim, rng), random_control(sim, rng)
-    d1, d2 = sim.create_data(), sim.create_data()
-    a = sim.step_derivatives(x1, u1, data=d1)
-    sim.step_derivatives(x2, u2, data=d2)
-    b = sim.step_derivatives(x1, u1)
-    for p, q in zip(a, b, strict=True):
-        assert np.array_equal(p, q)
+def _cube_on_the_ground(contact):
+    """A 1 kg cube (0.2 m) on the ground, and two states with different contacts: sliding flat on its
+    four bottom corners, and tilted, falling onto one corner."""
+    import pinocchio as pin
+
+    from dynamics import ModelBuilder, Simulator
+
+    b = ModelBuilder("cube")
+    b.add_body(b.add_joint("free", name="root"), mass=1.0, box=(0.2, 0.2, 0.2))
+    model, geom = b.build()
+    smoothing = {"smoothing": 1e-3} if contact == "relaxed" else {}
+    sim = Simulator(model, geometry=geom, dt=1e-3, ground=0.0, friction=0.5, contact=contact, **smoothing)
+    flat = sim.neutral_state()
+    flat[2] = 0.0999  # 0.1 mm deep
+    flat[sim.nq:sim.nq + 3] = (1.0, 0.3, -0.2)
+    tilted = sim.neutral_state()
+    tilted[:sim.nq] = pin.integrate(model, tilted[:sim.nq], np.array([0.0, 0.0, 0.1, 0.3, 0.2, 0.0]))
+    tilted[sim.nq + 2] = -0.5
+    return sim, flat, tilted
+
+
+@pytest.mark.parametrize("contact", ["lcp", "ncp", "relaxed"])
+def test_workspaces_are_independent(contact):
+    """Two knots' workspaces stepping different contact states (a cube sliding on four corners, one
+    landing on one corner), interleaved step by step, give bit for bit what each gives alone, and each
+    keeps its own contacts and counters: no warm start, kept solve or contact report crosses over."""
+    sim, flat, tilted = _cube_on_the_ground(contact)
+    u = np.zeros(0)
+    steps = 5
+
+    def alone(x):
+        d, out = sim.create_data(), []
+        for _ in range(steps):
+            sim.step(x, u, data=d)
+            out.append(sim.step_derivatives(x, u, data=d))  # reuses the kept contact solve of the step
+            x = out[-1][0]
+        return out, sim.contact_model.report(d.contact), d.stats
+
+    (ref_flat, flat_report, flat_stats), (ref_tilted, tilted_report, tilted_stats) = alone(flat), alone(tilted)
+    assert len(flat_report.points) == 4 and len(tilted_report.points) == 1  # different contact states
+    other = sim.create_data()
+    got_flat, got_tilted = [], []
+    x1, x2 = flat, tilted
+    for _ in range(steps):  # both steps, then both Jacobians: a forward pass, then a backward pass
+        sim.step(x1, u)  # the default workspace: sim.contacts, sim.warm_start_stats
+        sim.step(x2, u, data=other)
+        got_flat.append(sim.step_derivatives(x1, u))
+        got_tilted.append(sim.step_derivatives(x2, u, data=other))
+        x1, x2 = got_flat[-1][0], got_tilted[-1][0]
+    for got, ref in ((got_flat, ref_flat), (got_tilted, ref_tilted)):
+        for a, b in zip(got, ref, strict=True):
+            for p, q in zip(a, b, strict=True):
+                assert np.array_equal(p, q), contact
+    assert len(sim.contacts.points) == 4 and np.array_equal(sim.contacts.points, flat_report.points)
+    assert np.array_equal(sim.contact_model.report(other.contact).points, tilted_report.points)
+    # each workspace warm-starts from its own last solve only, and counts its own solves
+    assert sim.warm_start_stats == flat_stats and other.stats == tilted_stats
+    assert flat_stats["contact_steps"] == steps and flat_stats["warm_hits"] > 0
 
 
 def test_returned_arrays_are_not_views_into_workspace():

@@ -12,13 +12,13 @@ import pytest
 import problems
 from solvers import gauss_newton
 from trajopt.cli import main
-from trajopt.lsq import fd_jacobian
+from trajopt.numdiff import jacobian_fd
 
 
 def solve(prob, **kw):
     t = time.perf_counter()
     sol = gauss_newton(prob, verbose=False, max_iter=50, **kw)
-    return sol, prob.evaluate(sol.us[0]), time.perf_counter() - t
+    return sol, prob.evaluate(sol.z), time.perf_counter() - t
 
 
 def test_ur5_identified_subset_has_full_rank():
@@ -53,7 +53,7 @@ def ur5():
 def test_ur5_sysid_jacobian_matches_finite_differences():
     prob = problems.load("ur5-sysid", steps=30)
     r, J = prob.jacobian(prob.z0)
-    _, J_fd = fd_jacobian(prob.residual, prob.z0, 1e-7)
+    _, J_fd = jacobian_fd(prob.residual, prob.z0, 1e-7)
     assert np.abs(J - J_fd).max() <= 1e-5 * np.abs(J_fd).max()
 
 
@@ -91,7 +91,7 @@ def test_ur5_sysid_variant_that_needed_damping(options):
 def test_ur5_sysid_with_noise_reports_error_bars_that_hold():
     prob = problems.load("ur5-sysid", noise=1e-3)
     sol, m, _ = solve(prob)
-    bars = prob.info["error_bars"](sol.us[0])
+    bars = prob.info["error_bars"](sol.z)
     assert bars.shape == (20,) and np.all(bars > 0)
     assert m["max_sigma_error"] <= 4.0  # the true values within 4 sigma (observed 1.8)
 

@@ -54,31 +54,35 @@ def _vec(a) -> np.ndarray:
     return np.asarray(a, dtype=float).ravel()
 
 
-class _Blocks(ca.Callback):
-    """A callback with given input/output sparsities whose outputs come from ``fn(arg)``.
+class CasadiCallback(ca.Callback):
+    """A CasADi function evaluated in Python: the one callback class of the bridge (and of the shooting
+    solver's IPOPT iteration recorder).
 
-    With ``jacobian`` (a ``blocks`` function for :func:`_second_level`), CasADi may differentiate
-    it: the Jacobian callbacks of the step (``_ZERO``: the dynamics' curvature left out) and of
-    the costs (their exact Hessian blocks) are such callbacks.
+    ``sp_in``/``sp_out``: the sparsities of its inputs and outputs; ``fn(arg) -> [outputs]`` computes
+    them; ``names_in``/``names_out`` name them (CasADi's ``i0``, ``o0`` ... otherwise). ``jacobian``,
+    if given, lets CasADi differentiate it: ``jacobian(cb, name, opts)`` returns the Jacobian function
+    of callback ``cb`` (inputs: ``cb``'s inputs, then one empty placeholder per output,
+    :meth:`jacobian_sparsity_in`), kept alive here while CasADi uses it. :func:`block_jacobian`
+    makes one from dense blocks.
     """
 
-    def __init__(self, name, sp_in, sp_out, fn, opts=None, jacobian=None):
+    def __init__(self, name, sp_in, sp_out, fn, *, jacobian=None, names_in=(), names_out=(), opts=None):
         ca.Callback.__init__(self)
-        self.sp_in, self.sp_out, self.fn, self.jacobian_blocks = sp_in, sp_out, fn, jacobian
+        self.sp_in, self.sp_out, self.fn, self.jacobian = list(sp_in), list(sp_out), fn, jacobian
+        self.names_in, self.names_out = list(names_in), list(names_out)
         self.construct(name, opts or {})
-
-    def has_jacobian(self):
-        return self.jacobian_blocks is not None
-
-    def get_jacobian(self, name, inames, onames, opts):
-        self._jac = _second_level(name, self, opts, self.jacobian_blocks)
-        return self._jac
 
     def get_n_in(self):
         return len(self.sp_in)
 
     def get_n_out(self):
         return len(self.sp_out)
+
+    def get_name_in(self, i):
+        return self.names_in[i] if self.names_in else f"i{i}"
+
+    def get_name_out(self, i):
+        return self.names_out[i] if self.names_out else f"o{i}"
 
     def get_sparsity_in(self, i):
         return self.sp_in[i]
@@ -89,38 +93,51 @@ class _Blocks(ca.Callback):
     def eval(self, arg):
         return self.fn(arg)
 
+    def has_jacobian(self):
+        return self.jacobian is not None
 
-def _second_level(name, cb, opts, blocks):
-    """The Jacobian of a Jacobian callback ``cb``: one output block per (output, input) pair of
-    ``cb``; ``blocks(arg) -> {(o, i): DM}`` fills the dense ones, the rest are structural zeros."""
-    n_in, n_out = cb.get_n_in(), cb.get_n_out()
-    sp_in = [cb.get_sparsity_in(i) for i in range(n_in)] + [
-        ca.Sparsity(cb.get_sparsity_out(o).size1(), cb.get_sparsity_out(o).size2()) for o in range(n_out)]
-    dense = blocks(None)
-    sp_out = []
-    for o in range(n_out):
-        no = cb.get_sparsity_out(o).numel()
-        for i in range(n_in):
-            ni = cb.get_sparsity_in(i).numel()
-            sp_out.append(ca.Sparsity.dense(no, ni) if (o, i) in dense else ca.Sparsity(no, ni))
+    def get_jacobian(self, name, inames, onames, opts):
+        self._jac = self.jacobian(self, name, opts)
+        return self._jac
 
-    def fn(arg):
-        vals = blocks(arg)
-        out = []
+    def jacobian_sparsity_in(self):
+        """The inputs of this function's Jacobian: its own inputs, then an empty placeholder per output."""
+        return self.sp_in + [ca.Sparsity(sp.size1(), sp.size2()) for sp in self.sp_out]
+
+
+def block_jacobian(blocks):
+    """A ``jacobian`` for :class:`CasadiCallback`: one output block per (output, input) pair of the
+    callback; ``blocks(arg) -> {(o, i): DM}`` fills the dense ones (``blocks(None)``: which are dense),
+    the rest are structural zeros. Its own derivative is not defined (the second level)."""
+
+    def make(cb, name, opts):
+        n_in, n_out = len(cb.sp_in), len(cb.sp_out)
+        dense = blocks(None)
+        sp_out = []
         for o in range(n_out):
+            no = cb.sp_out[o].numel()
             for i in range(n_in):
-                out.append(vals[(o, i)] if (o, i) in vals else ca.DM(sp_out[len(out)]))
-        return out
+                ni = cb.sp_in[i].numel()
+                sp_out.append(ca.Sparsity.dense(no, ni) if (o, i) in dense else ca.Sparsity(no, ni))
 
-    return _Blocks(name, sp_in, sp_out, fn, opts)
+        def fn(arg):
+            vals = blocks(arg)
+            out = []
+            for o in range(n_out):
+                for i in range(n_in):
+                    out.append(vals[(o, i)] if (o, i) in vals else ca.DM(sp_out[len(out)]))
+            return out
+
+        return CasadiCallback(name, cb.jacobian_sparsity_in(), sp_out, fn, opts=opts)
+
+    return make
 
 
-def _ZERO(arg):
-    """No dense blocks: a Jacobian callback whose own derivative is zero."""
-    return {}
+#: A Jacobian callback whose own derivative is zero (no dense blocks): the dynamics' curvature left out.
+ZERO_CURVATURE = block_jacobian(lambda arg: {})
 
 
-def _step_jacobian(name, dyn, opts):
+def _step_jacobian(dyn):
     """``(Fx, Fu)`` of the step. Its own derivative (the dynamics' curvature) is declared zero: the
     Gauss-Newton Hessian keeps only the costs' curvature.
 
@@ -137,57 +154,28 @@ def _step_jacobian(name, dyn, opts):
             return [ca.DM.nan(nx, nx), ca.DM.nan(nx, nu)]
         return [ca.DM(Fx), ca.DM(Fu)]
 
-    sp_in = [ca.Sparsity.dense(nx, 1), ca.Sparsity.dense(nu, 1), ca.Sparsity(nx, 1)]
     sp_out = [ca.Sparsity.dense(nx, nx), ca.Sparsity.dense(nx, nu)]
-    return _Blocks(name, sp_in, sp_out, fn, opts, jacobian=_ZERO)
-
-
-class _Step(ca.Callback):
-    def __init__(self, name, dyn):
-        ca.Callback.__init__(self)
-        self.dyn = dyn
-        self.construct(name, {})
-
-    def get_n_in(self):
-        return 2
-
-    def get_n_out(self):
-        return 1
-
-    def get_name_in(self, i):
-        return ["x", "u"][i]
-
-    def get_name_out(self, i):
-        return "x_next"
-
-    def get_sparsity_in(self, i):
-        return ca.Sparsity.dense(self.dyn.nx if i == 0 else self.dyn.nu, 1)
-
-    def get_sparsity_out(self, i):
-        return ca.Sparsity.dense(self.dyn.nx, 1)
-
-    def eval(self, arg):
-        try:
-            return [ca.DM(self.dyn.step(_vec(arg[0]), _vec(arg[1])))]
-        except (RuntimeError, ValueError):
-            # A trial point where the simulation diverges: NaN tells IPOPT to cut its step back.
-            return [ca.DM.nan(self.dyn.nx, 1)]
-
-    def has_jacobian(self):
-        return True
-
-    def get_jacobian(self, name, inames, onames, opts):
-        self._jac = _step_jacobian(name, self.dyn, opts)
-        return self._jac
+    return lambda cb, name, opts: CasadiCallback(name, cb.jacobian_sparsity_in(), sp_out, fn,
+                                                 jacobian=ZERO_CURVATURE, opts=opts)
 
 
 def casadi_step(dyn, name: str = "step") -> ca.Callback:
     """``x_next = f(x, u)`` as a CasADi function with the simulator's exact Jacobian (see the module)."""
     _euclidean(dyn, "casadi_step")
-    return _Step(name, dyn)
+    nx, nu = dyn.nx, dyn.nu
+
+    def fn(arg):
+        try:
+            return [ca.DM(dyn.step(_vec(arg[0]), _vec(arg[1])))]
+        except (RuntimeError, ValueError):
+            # A trial point where the simulation diverges: NaN tells IPOPT to cut its step back.
+            return [ca.DM.nan(nx, 1)]
+
+    return CasadiCallback(name, [ca.Sparsity.dense(nx, 1), ca.Sparsity.dense(nu, 1)], [ca.Sparsity.dense(nx, 1)],
+                          fn, jacobian=_step_jacobian(dyn), names_in=("x", "u"), names_out=("x_next",))
 
 
-def _cost_gradient(name, cost, nx, nu, opts):
+def _cost_gradient(cost, nx, nu):
     """``(Lx', Lu')`` (``Lx'`` when terminal, ``nu = 0``); its Jacobian: the exact Hessian blocks."""
 
     def derivatives(arg):
@@ -205,188 +193,109 @@ def _cost_gradient(name, cost, nx, nu, opts):
             return {(0, 0): ca.DM(d.Lxx), (0, 1): ca.DM(d.Lxu), (1, 0): ca.DM(d.Lxu.T), (1, 1): ca.DM(d.Luu)}
         return {(0, 0): ca.DM(d.Lxx)}
 
-    sizes = [nx, nu] if nu else [nx]
-    sp_in = [ca.Sparsity.dense(k, 1) for k in sizes] + [ca.Sparsity(1, 1)]
-    sp_out = [ca.Sparsity.dense(1, k) for k in sizes]
-    return _Blocks(name, sp_in, sp_out, fn, opts, jacobian=hessian)
-
-
-class _Cost(ca.Callback):
-    def __init__(self, name, cost, nx, nu):
-        ca.Callback.__init__(self)
-        self.cost, self.nx, self.nu = cost, nx, nu
-        self.construct(name, {})
-
-    def get_n_in(self):
-        return 2 if self.nu else 1
-
-    def get_n_out(self):
-        return 1
-
-    def get_sparsity_in(self, i):
-        return ca.Sparsity.dense(self.nx if i == 0 else self.nu, 1)
-
-    def get_sparsity_out(self, i):
-        return ca.Sparsity.dense(1, 1)
-
-    def eval(self, arg):
-        if self.nu:
-            return [ca.DM(self.cost.value(_vec(arg[0]), _vec(arg[1])))]
-        return [ca.DM(self.cost.value(_vec(arg[0])))]
-
-    def has_jacobian(self):
-        return True
-
-    def get_jacobian(self, name, inames, onames, opts):
-        self._jac = _cost_gradient(name, self.cost, self.nx, self.nu, opts)
-        return self._jac
+    sp_out = [ca.Sparsity.dense(1, k) for k in ([nx, nu] if nu else [nx])]
+    return lambda cb, name, opts: CasadiCallback(name, cb.jacobian_sparsity_in(), sp_out, fn,
+                                                 jacobian=block_jacobian(hessian), opts=opts)
 
 
 def casadi_cost(cost, *, nx: int, nu: int, terminal: bool = False, name: str = "cost") -> ca.Callback:
     """A ``trajopt.Cost`` as a CasADi function ``l(x, u)`` (or ``l(x)`` when ``terminal``) with
     its exact gradient (Hessians are left to the solver, e.g. IPOPT's L-BFGS)."""
-    return _Cost(name, cost, nx, 0 if terminal else nu)
+    nu = 0 if terminal else nu
+
+    def fn(arg):
+        if nu:
+            return [ca.DM(cost.value(_vec(arg[0]), _vec(arg[1])))]
+        return [ca.DM(cost.value(_vec(arg[0])))]
+
+    sp_in = [ca.Sparsity.dense(k, 1) for k in ([nx, nu] if nu else [nx])]
+    return CasadiCallback(name, sp_in, [ca.Sparsity.dense(1, 1)], fn, jacobian=_cost_gradient(cost, nx, nu))
 
 
 # -- local charts: tangent increments around constant reference states (free-flyers) -----------------
 
 
-class _LocalStep(ca.Callback):
-    def __init__(self, name, dyn):
-        ca.Callback.__init__(self)
-        self.dyn = dyn
-        self.construct(name, {})
+def _local_step_jacobian(dyn):
+    """``(J1 Fx Jd, J1 Fu)`` and structural zeros for the reference states; curvature declared zero."""
+    ndx, nu, nx = dyn.ndx, dyn.nu, dyn.nx
 
-    def get_n_in(self):
-        return 4
-
-    def get_n_out(self):
-        return 1
-
-    def get_name_in(self, i):
-        return ["d", "u", "xb", "xb_next"][i]
-
-    def get_name_out(self, i):
-        return "d_next"
-
-    def get_sparsity_in(self, i):
-        d = self.dyn
-        return ca.Sparsity.dense([d.ndx, d.nu, d.nx, d.nx][i], 1)
-
-    def get_sparsity_out(self, i):
-        return ca.Sparsity.dense(self.dyn.ndx, 1)
-
-    def eval(self, arg):
-        d, u, xb, xb1 = (_vec(a) for a in arg)
+    def fn(arg):
+        d, u, xb, xb1 = (_vec(a) for a in arg[:4])
         try:
-            x_next = self.dyn.step(self.dyn.state_integrate(xb, d), u)
-            return [ca.DM(self.dyn.state_difference(xb1, x_next))]
+            x = dyn.state_integrate(xb, d)
+            x_next, Fx, Fu = dyn.step_derivatives(x, u)
+            _, Jd = dyn.state_integrate_jacobians(xb, d)
+            _, J1 = dyn.state_difference_jacobians(xb1, x_next)
+            A, B = J1 @ Fx @ Jd, J1 @ Fu
         except (RuntimeError, ValueError):
-            return [ca.DM.nan(self.dyn.ndx, 1)]
+            A, B = np.full((ndx, ndx), np.nan), np.full((ndx, nu), np.nan)
+        return [ca.DM(A), ca.DM(B), ca.DM(ca.Sparsity(ndx, nx)), ca.DM(ca.Sparsity(ndx, nx))]
 
-    def has_jacobian(self):
-        return True
-
-    def get_jacobian(self, name, inames, onames, opts):
-        dyn = self.dyn
-        ndx, nu, nx = dyn.ndx, dyn.nu, dyn.nx
-
-        def blocks(arg):
-            d, u, xb, xb1 = (_vec(a) for a in arg[:4])
-            try:
-                x = dyn.state_integrate(xb, d)
-                x_next, Fx, Fu = dyn.step_derivatives(x, u)
-                _, Jd = dyn.state_integrate_jacobians(xb, d)
-                _, J1 = dyn.state_difference_jacobians(xb1, x_next)
-                A, B = J1 @ Fx @ Jd, J1 @ Fu
-            except (RuntimeError, ValueError):
-                A, B = np.full((ndx, ndx), np.nan), np.full((ndx, nu), np.nan)
-            return [ca.DM(A), ca.DM(B), ca.DM(ca.Sparsity(ndx, nx)), ca.DM(ca.Sparsity(ndx, nx))]
-
-        n_in = self.get_n_in()
-        sp_in = [self.get_sparsity_in(i) for i in range(n_in)] + [ca.Sparsity(ndx, 1)]
-        sp_out = [ca.Sparsity.dense(ndx, ndx), ca.Sparsity.dense(ndx, nu), ca.Sparsity(ndx, nx), ca.Sparsity(ndx, nx)]
-        self._jac = _Blocks(name, sp_in, sp_out, blocks, opts, jacobian=_ZERO)
-        return self._jac
+    sp_out = [ca.Sparsity.dense(ndx, ndx), ca.Sparsity.dense(ndx, nu), ca.Sparsity(ndx, nx), ca.Sparsity(ndx, nx)]
+    return lambda cb, name, opts: CasadiCallback(name, cb.jacobian_sparsity_in(), sp_out, fn,
+                                                 jacobian=ZERO_CURVATURE, opts=opts)
 
 
 def casadi_step_local(dyn, name: str = "step_local") -> ca.Callback:
     """``d' = step_local(d, u, xb, xb')``: the step in local charts around constant reference
     states (see the module), with its exact Jacobian ``J1 Fx Jd`` / ``J1 Fu`` (``Jd`` of
     ``xb (+) d``, ``J1`` of ``x+ (-) xb'``). Works for every state, Euclidean or not."""
-    return _LocalStep(name, dyn)
 
+    def fn(arg):
+        d, u, xb, xb1 = (_vec(a) for a in arg)
+        try:
+            x_next = dyn.step(dyn.state_integrate(xb, d), u)
+            return [ca.DM(dyn.state_difference(xb1, x_next))]
+        except (RuntimeError, ValueError):
+            return [ca.DM.nan(dyn.ndx, 1)]
 
-class _LocalCost(ca.Callback):
-    """``l(xb (+) d, u)`` (or ``l(xb (+) d)``): gradient ``Jd' Lx``; Gauss-Newton Hessian ``Jd' Lxx Jd``."""
-
-    def __init__(self, name, cost, dyn, terminal):
-        ca.Callback.__init__(self)
-        self.cost, self.dyn, self.terminal = cost, dyn, terminal
-        self.construct(name, {})
-
-    def _sizes(self):
-        d = self.dyn
-        return [d.ndx, d.nx] if self.terminal else [d.ndx, d.nu, d.nx]
-
-    def get_n_in(self):
-        return len(self._sizes())
-
-    def get_n_out(self):
-        return 1
-
-    def get_sparsity_in(self, i):
-        return ca.Sparsity.dense(self._sizes()[i], 1)
-
-    def get_sparsity_out(self, i):
-        return ca.Sparsity.dense(1, 1)
-
-    def _x(self, arg):
-        return self.dyn.state_integrate(_vec(arg[-1]), _vec(arg[0]))
-
-    def eval(self, arg):
-        x = self._x(arg)
-        return [ca.DM(self.cost.value(x) if self.terminal else self.cost.value(x, _vec(arg[1])))]
-
-    def has_jacobian(self):
-        return True
-
-    def get_jacobian(self, name, inames, onames, opts):
-        outer = self
-        sizes = self._sizes()
-        n = len(sizes)
-
-        def derivs(arg):  # arg: this function's inputs (reference state last), then placeholders
-            xb, d = _vec(arg[n - 1]), _vec(arg[0])
-            x = outer.dyn.state_integrate(xb, d)
-            dv = outer.cost.derivatives(x) if outer.terminal else outer.cost.derivatives(x, _vec(arg[1]))
-            _, Jd = outer.dyn.state_integrate_jacobians(xb, d)
-            return dv, Jd
-
-        def hessian(arg):  # Gauss-Newton: Jd' Lxx Jd (and the u blocks)
-            if arg is None:
-                return {(0, 0): 1} if outer.terminal else {(0, 0): 1, (0, 1): 1, (1, 0): 1, (1, 1): 1}
-            dv, Jd = derivs(arg)
-            out = {(0, 0): ca.DM(Jd.T @ dv.Lxx @ Jd)}
-            if not outer.terminal:
-                out.update({(0, 1): ca.DM(Jd.T @ dv.Lxu), (1, 0): ca.DM(dv.Lxu.T @ Jd), (1, 1): ca.DM(dv.Luu)})
-            return out
-
-        def grad(arg):
-            dv, Jd = derivs(arg)
-            out = [ca.DM(Jd.T @ dv.Lx).T]
-            if not outer.terminal:
-                out.append(ca.DM(dv.Lu).T)
-            out.append(ca.DM(ca.Sparsity(1, outer.dyn.nx)))
-            return out
-
-        sp_in = [ca.Sparsity.dense(k, 1) for k in sizes] + [ca.Sparsity(1, 1)]
-        sp_out = [ca.Sparsity.dense(1, k) for k in sizes[:-1]] + [ca.Sparsity(1, sizes[-1])]
-        self._jac = _Blocks(name, sp_in, sp_out, grad, opts, jacobian=hessian)
-        return self._jac
+    sp_in = [ca.Sparsity.dense(k, 1) for k in (dyn.ndx, dyn.nu, dyn.nx, dyn.nx)]
+    return CasadiCallback(name, sp_in, [ca.Sparsity.dense(dyn.ndx, 1)], fn, jacobian=_local_step_jacobian(dyn),
+                          names_in=("d", "u", "xb", "xb_next"), names_out=("d_next",))
 
 
 def casadi_cost_local(cost, dyn, *, terminal: bool = False, name: str = "cost_local") -> ca.Callback:
     """A ``trajopt.Cost`` in a local chart: ``l(d, u, xb)`` (``l(d, xb)`` when ``terminal``) of
-    ``x = xb (+) d``, with its exact gradient and Gauss-Newton Hessian."""
-    return _LocalCost(name, cost, dyn, terminal)
+    ``x = xb (+) d``, with its exact gradient ``Jd' Lx`` and Gauss-Newton Hessian ``Jd' Lxx Jd``."""
+    sizes = [dyn.ndx, dyn.nx] if terminal else [dyn.ndx, dyn.nu, dyn.nx]
+    n = len(sizes)
+
+    def x_of(arg):
+        return dyn.state_integrate(_vec(arg[n - 1]), _vec(arg[0]))
+
+    def fn(arg):
+        x = x_of(arg)
+        return [ca.DM(cost.value(x) if terminal else cost.value(x, _vec(arg[1])))]
+
+    def derivs(arg):  # arg: the function's inputs (reference state last), then placeholders
+        xb, d = _vec(arg[n - 1]), _vec(arg[0])
+        x = dyn.state_integrate(xb, d)
+        dv = cost.derivatives(x) if terminal else cost.derivatives(x, _vec(arg[1]))
+        _, Jd = dyn.state_integrate_jacobians(xb, d)
+        return dv, Jd
+
+    def hessian(arg):  # Gauss-Newton: Jd' Lxx Jd (and the u blocks)
+        if arg is None:
+            return {(0, 0): 1} if terminal else {(0, 0): 1, (0, 1): 1, (1, 0): 1, (1, 1): 1}
+        dv, Jd = derivs(arg)
+        out = {(0, 0): ca.DM(Jd.T @ dv.Lxx @ Jd)}
+        if not terminal:
+            out.update({(0, 1): ca.DM(Jd.T @ dv.Lxu), (1, 0): ca.DM(dv.Lxu.T @ Jd), (1, 1): ca.DM(dv.Luu)})
+        return out
+
+    def grad(arg):
+        dv, Jd = derivs(arg)
+        out = [ca.DM(Jd.T @ dv.Lx).T]
+        if not terminal:
+            out.append(ca.DM(dv.Lu).T)
+        out.append(ca.DM(ca.Sparsity(1, dyn.nx)))
+        return out
+
+    sp_grad = [ca.Sparsity.dense(1, k) for k in sizes[:-1]] + [ca.Sparsity(1, sizes[-1])]
+
+    def gradient(cb, jname, opts):
+        return CasadiCallback(jname, cb.jacobian_sparsity_in(), sp_grad, grad, jacobian=block_jacobian(hessian),
+                              opts=opts)
+
+    return CasadiCallback(name, [ca.Sparsity.dense(k, 1) for k in sizes], [ca.Sparsity.dense(1, 1)], fn,
+                          jacobian=gradient)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .numdiff import cost_derivatives_fd
 from .protocol import difference_jacobians
 
 
@@ -228,31 +229,9 @@ class FunctionCost(Cost):
     def derivatives(self, x, u=None) -> CostDerivatives:
         if self._derivatives is not None:
             return self._derivatives(x, u)
-        x = np.asarray(x, dtype=float)
-        nz = self.ndx + (self.nu if u is not None else 0)
-        u0 = None if u is None else np.asarray(u, dtype=float)
-        eye = np.eye(nz)
-
-        def at(z):
-            xz = self.dynamics.state_integrate(x, z[: self.ndx])
-            uz = None if u0 is None else u0 + z[self.ndx:]
-            return xz, uz
-
-        def grad(z):
-            g = np.empty(nz)
-            for k in range(nz):
-                g[k] = (self.value(*at(z + self.h * eye[k])) - self.value(*at(z - self.h * eye[k]))) / (2 * self.h)
-            return g
-
-        z0 = np.zeros(nz)
-        g0 = grad(z0)
-        hstep = 1e-4
-        H = np.empty((nz, nz))
-        for k in range(nz):
-            H[:, k] = (grad(z0 + hstep * eye[k]) - grad(z0 - hstep * eye[k])) / (2 * hstep)
-        H = 0.5 * (H + H.T)
+        L, g0, H = cost_derivatives_fd(self.value, self.dynamics, x, u, h=self.h)
         out = CostDerivatives.zeros(self.ndx, self.nu)
-        out.L = self.value(x, u)
+        out.L = L
         out.Lx = g0[: self.ndx]
         out.Lxx = H[: self.ndx, : self.ndx]
         if u is not None:

@@ -44,14 +44,3 @@ class LeastSquares:
             out.update({k: float(v) for k, v in self.metrics(np.asarray(z, dtype=float)).items()})
         return out
 
-
-def fd_jacobian(residual, z, h: float = 1e-6) -> tuple[np.ndarray, np.ndarray]:
-    """``(r, J)`` with ``J`` by central differences of ``residual`` (the comparison baseline)."""
-    z = np.asarray(z, dtype=float)
-    r = residual(z)
-    J = np.empty((len(r), len(z)))
-    for k in range(len(z)):
-        e = np.zeros(len(z))
-        e[k] = h
-        J[:, k] = (residual(z + e) - residual(z - e)) / (2 * h)
-    return r, J

@@ -22,7 +22,12 @@ class Status(str, enum.Enum):
 class Solution:
     """``xs`` (T+1, nx), ``us`` (T, nu), total ``cost``, per-iteration ``history`` (dicts with at
     least ``iteration``, ``cost``, ``time``), ``status``, the ``method`` name and solver ``info``
-    (``info["message"]``: why the solve ended, from ``solvers._common.finish``)."""
+    (``info["message"]``: why the solve ended, from ``solvers._common.finish``).
+
+    A least-squares problem (``trajopt.LeastSquares``, solved by ``solvers.gauss_newton``) has no
+    trajectory: its answer is ``z`` (n,), and ``cost = 0.5 |r(z)|^2``. For it ``xs`` holds the
+    iterates ``z`` (iterations+1, n) and ``us`` the answer again as one row (1, n) (``us[0]``, the
+    form earlier code reads); ``z`` is None for an optimal-control solve."""
 
     xs: np.ndarray
     us: np.ndarray
@@ -32,6 +37,7 @@ class Solution:
     method: str = ""
     wall_time: float = 0.0
     info: dict = field(default_factory=dict)
+    z: np.ndarray | None = None
 
     @property
     def iterations(self) -> int:

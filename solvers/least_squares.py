@@ -27,7 +27,7 @@ import time
 
 import numpy as np
 
-from trajopt.lsq import fd_jacobian
+from trajopt.numdiff import jacobian_fd
 from trajopt.solution import Solution, Status
 
 from ._common import Progress, check_options, out_of_time, record
@@ -37,15 +37,16 @@ def gauss_newton(problem, *, z0=None, jacobian: str = "analytic", max_iter: int 
                  tol_step: float = 1e-14, lam_init: float = 1e-8, fd_step: float = 1e-6, stagnation: int = 3,
                  tol_gradient: float = 1e-6,
                  verbose: bool = True, callback=None, time_limit: float | None = None) -> Solution:
-    """Solve ``problem`` (a ``trajopt.LeastSquares``). Returns a Solution whose ``xs`` holds the
-    iterates ``z`` (iterations+1, n), ``us`` the answer ``z`` (1, n) and ``cost = 0.5 |r|^2``."""
+    """Solve ``problem`` (a ``trajopt.LeastSquares``). Returns a Solution whose ``z`` is the answer (n,),
+    ``xs`` the iterates (iterations+1, n), ``us`` the answer again as one row (1, n: kept for code that
+    reads ``us[0]``) and ``cost = 0.5 |r|^2``."""
     if jacobian not in ("analytic", "fd"):
         raise ValueError(f"unknown jacobian {jacobian!r}; expected 'analytic' or 'fd'")
     check_options({"time_limit": time_limit, "max_iter": max_iter})
     t0 = time.perf_counter()
 
     def jac(z):
-        return problem.jacobian(z) if jacobian == "analytic" else fd_jacobian(problem.residual, z, fd_step)
+        return problem.jacobian(z) if jacobian == "analytic" else jacobian_fd(problem.residual, z, fd_step)
 
     name = f"gauss-newton ({jacobian})"
     progress = Progress(name, verbose, ["residual", "damping", "alpha"])
@@ -150,4 +151,4 @@ def gauss_newton(problem, *, z0=None, jacobian: str = "analytic", max_iter: int 
     progress.done(status, cost, wall, message=reason if status == Status.STALLED else None)
     return Solution(np.array(iterates), z[None, :].copy(), cost, history, status, name, wall,
                     {"final_residual": float(np.linalg.norm(final)), "jacobian": jacobian,
-                     **({"reason": reason} if reason and status == Status.STALLED else {})})
+                     **({"reason": reason} if reason and status == Status.STALLED else {})}, z=z.copy())

@@ -63,7 +63,7 @@ from trajopt.protocol import check_complementarity_aware
 from trajopt.sensitivity import aware_trajectory_jacobians, trajectory_jacobians
 from trajopt.solution import Solution, Status
 
-from ._common import (Progress, check_derivatives, error_message, evaluate, finish, knot_weights, out_of_time, record,
+from ._common import (Progress, check_derivatives, error_message, finite_cost, finish, knot_weights, out_of_time, record,
                       sensitivity_sweep)
 
 
@@ -226,7 +226,7 @@ def line_search(ocp, state: GNIterate, model: GNModel, du, P):
         us_new = np.clip(P @ Z_new, ocp.u_lower, ocp.u_upper) if P is not None else Z_new
         try:
             xs_new = ocp.rollout(us_new)
-            cost_new = evaluate(ocp, xs_new, us_new)
+            cost_new = finite_cost(ocp, xs_new, us_new)
         except (RuntimeError, ValueError):
             continue
         actual = state.cost - cost_new
@@ -339,7 +339,7 @@ def solve_gn(ocp, *, us_init=None, knots: int | None = None, max_iter: int = 200
         return finish(ocp, method="gn", xs=np.full((T + 1, ocp.nx), np.nan), us=us, cost=np.inf, history=[],
                       status=Status.FAILED, t0=t0, info={"error": str(exc)}, progress=progress,
                       message=f"the initial rollout failed: {exc}")
-    state = GNIterate(us, Z, jac.xs, evaluate(ocp, jac.xs, us), lam_init, jac)
+    state = GNIterate(us, Z, jac.xs, finite_cost(ocp, jac.xs, us), lam_init, jac)
     stride = metric_stride if metric == "state" else 0
     try:
         for it in range(max_iter):
