@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from trajopt.cli import main
-from trajopt.sweep import Run, SweepError, parse_seeds, parse_set, plan, run_sweep
+from app.cli import main
+from app.sweep import Run, SweepError, parse_seeds, parse_set, plan, run_sweep
 
 FAST = ["--method", "cem", "--max-iter", "2"]  # pendulum, CEM: a fraction of a second per run
 
@@ -144,7 +144,7 @@ def test_sweep_on_a_separately_started_scheduler_and_worker(dask_cluster, tmp_pa
 
 def test_ctrl_c_cancels_pending_runs_and_keeps_finished_ones(tmp_path):
     out = tmp_path / "sweep"
-    cmd = [sys.executable, "-c", "import sys; from trajopt.cli import main; sys.exit(main())", "sweep", "pendulum",
+    cmd = [sys.executable, "-c", "import sys; from app.cli import main; sys.exit(main())", "sweep", "pendulum",
            "--seeds", "0-7", "--set", "horizon=15", *FAST, "--workers", "1", "--out", str(out)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
     lines = []

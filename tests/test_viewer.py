@@ -1,4 +1,4 @@
-"""3-D playback pages (trajopt.viewer): what they hold, that solve/simulate write them, and
+"""3-D playback pages (app.viewer): what they hold, that solve/simulate write them, and
 that they render in a real headless browser (Chromium through Playwright)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 
 import problems
 from dynamics import ModelBuilder, Simulator
-from trajopt.cli import main
-from trajopt.viewer import (MAX_FRAMES, decimate, frame_indices, read_scene, scene_array, scene_data,
+from app.cli import main
+from app.viewer import (MAX_FRAMES, decimate, frame_indices, read_scene, scene_array, scene_data,
                             write_scene)
 
 CHROMIUM = "/usr/bin/chromium"

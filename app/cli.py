@@ -1,11 +1,11 @@
-"""The ``trajopt`` command.
+"""The ``trajopt`` command (the console script ``trajopt``, or ``python -m app``).
 
     trajopt list                                   registered problems
     trajopt simulate PROBLEM [--steps N] [--perturb] [--no-scene] [--out DIR]
                                                    rollout from the problem's start (or a
                                                    seeded perturbation of it) with zero
                                                    controls; writes a plot of the states and
-                                                   scene.html (3-D playback, trajopt.viewer)
+                                                   scene.html (3-D playback, app.viewer)
     trajopt solve PROBLEM [--method M] [--smoothing auto|none|KAPPA] [--seed N]
                       [--contact lcp|ncp|penalty] [--max-iter N] [--time-limit S] [--out DIR]
                                                    optimize (by default with the problem's own
@@ -20,7 +20,7 @@
                       [--time-limit S] [--scheduler tcp://HOST:PORT] [--workers N] [--out DIR]
                                                    one solve per combination, on Dask (a local
                                                    cluster, or an existing one); sweep.csv and
-                                                   a folder per run (trajopt.sweep)
+                                                   a folder per run (app.sweep)
     trajopt bench [PROBLEM ...] [--contact lcp|ncp] [--json FILE] [--ddp-iterations N] [--suite ncp-paper]
                                                    step / Jacobian timings and errors;
                                                    DDP per iteration (catapult, go1-hold)
@@ -293,7 +293,7 @@ def check_budget(args) -> None:
 
 
 def _problems():
-    import problems  # the CLI is the one place where trajopt reaches up to the problems
+    import problems
 
     return problems
 
@@ -362,7 +362,7 @@ def cmd_simulate(args) -> int:
     write_npz(os.path.join(out, "simulate.npz"), xs=xs, us=us[: len(xs) - 1], dt=dyn.dt)
     names = dyn.state_names() if hasattr(dyn, "state_names") else None
     png = os.path.join(out, "simulate_states.png")
-    from .plots import plot_states
+    from trajopt.plots import plot_states
 
     plot_states(xs, dt=dyn.dt, names=names, nq=getattr(dyn, "nq", None), path=png,
                 title=f"{args.problem}: {len(xs) - 1} steps, zero controls"
@@ -376,8 +376,8 @@ def cmd_simulate(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from .bench import (DDP_PROBLEMS, bench_ddp, bench_dynamics, bench_parameters, bench_state, bench_trajectory,
-                        format_ddp_table, format_parameter_table, format_table)
+    from trajopt.bench import (DDP_PROBLEMS, bench_ddp, bench_dynamics, bench_parameters, bench_state,
+                               bench_trajectory, format_ddp_table, format_parameter_table, format_table)
 
     if args.ddp_iterations < 0:
         raise CLIError(f"--ddp-iterations must be >= 0, got {args.ddp_iterations}")
@@ -437,7 +437,7 @@ def _versions() -> dict:
 
 
 def write_scene_file(dyn, xs, us, out_dir: str, *, title: str, target=None) -> bool:
-    """Write ``out_dir/scene.html`` (:func:`trajopt.viewer.write_scene`) when ``dyn`` is a simulator
+    """Write ``out_dir/scene.html`` (:func:`app.viewer.write_scene`) when ``dyn`` is a simulator
     with a Pinocchio model (a user's own dynamics has nothing to draw); True when written."""
     if getattr(dyn, "model", None) is None or not hasattr(dyn, "geometry"):
         return False
@@ -452,7 +452,7 @@ def write_solution(ocp, sol, *, problem: str, contact: str | None, out_dir: str,
     """Save a solution: solution.npz, summary.json, plots, scene.html (3-D playback; ``scene``)
     and a GIF for planar problems. solution.npz, summary.json and scene.html are written atomically
     (a temporary file in ``out_dir``, then os.replace): never half a file."""
-    from .plots import animate_planar, plot_controls, plot_convergence, plot_states
+    from trajopt.plots import animate_planar, plot_controls, plot_convergence, plot_states
 
     os.makedirs(out_dir, exist_ok=True)
     dyn = ocp.dynamics
@@ -518,7 +518,7 @@ def _solve_least_squares(problem, args, out) -> int:
 
 
 def _write_least_squares(problem, args, out, runs) -> int:
-    from .plots import plot_residuals
+    from trajopt.plots import plot_residuals
 
     png = plot_residuals({f"{k} Jacobian": v.history for k, v in runs.items()}, path=os.path.join(out, "residuals.png"),
                          title=f"{args.problem}: Gauss-Newton")
@@ -665,7 +665,7 @@ def _compare(args, methods, options, folder) -> int:
     only the current method: its result and those before it are saved, the rest do not run."""
     from solvers import resolve, solve
 
-    from .plots import plot_convergence
+    from trajopt.plots import plot_convergence
 
     histories, rows = {}, []
     interrupted = False

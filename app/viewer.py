@@ -4,7 +4,7 @@
     data = read_scene("out/scene.html")          # what the page embeds, decoded (tests, tools)
 
 The page needs no server and no network: three.js (r170, MIT, vendored in
-``trajopt/_vendor/``) and the scene are inlined, each gzip-compressed and base64-encoded,
+``app/_vendor/``) and the scene are inlined, each gzip-compressed and base64-encoded,
 and the page inflates them with the browser's ``DecompressionStream`` (Chrome 80+,
 Firefox 113+, Safari 16.4+). It plays the motion with play/pause, a time slider, a speed
 choice, mouse orbit (drag) and zoom (wheel).
@@ -346,7 +346,7 @@ def scene_data(sim, xs, *, dt: float | None = None, us=None, contacts: bool = Tr
 
 
 def _three_js() -> bytes:
-    return resources.files("trajopt").joinpath("_vendor", "three.module.min.js").read_bytes()
+    return resources.files("app").joinpath("_vendor", "three.module.min.js").read_bytes()
 
 
 def render_html(scene: dict) -> str:
@@ -383,7 +383,7 @@ def read_scene(path) -> dict:
         html = f.read()
     m = re.search(r'<script type="application/octet-stream" id="scene-data">([A-Za-z0-9+/=\s]+)</script>', html)
     if m is None:
-        raise ValueError(f"{path}: no scene data (not a page written by trajopt.viewer)")
+        raise ValueError(f"{path}: no scene data (not a page written by app.viewer)")
     return json.loads(gzip.decompress(base64.b64decode(m.group(1))))
 
 
