@@ -161,8 +161,7 @@ def _describe(shape):
 
 def _static_objects(sim, drawn_names):
     """Static objects of the contact model's scene that ``sim.geometry`` lacks (ground, floor)."""
-    scene = getattr(getattr(sim, "contact_model", None), "scene", None)
-    gm = getattr(scene, "geometry", None)
+    gm = getattr(sim, "collision_geometry", None)
     if gm is None:
         return []
     return [o for o in gm.geometryObjects if o.parentJoint == 0 and o.name not in drawn_names]
@@ -295,14 +294,14 @@ def scene_data(sim, xs, *, dt: float | None = None, us=None, contacts: bool = Tr
         else:
             target = None
 
-    planar = bool(getattr(getattr(getattr(sim, "contact_model", None), "kin", None), "planar", False))
+    planar = bool(getattr(sim, "planar", False))
     if not planar and model.gravity.linear[1] != 0 and model.gravity.linear[2] == 0:
         planar = True  # y up: a planar scene (drawn in the xy plane, seen along z)
 
     # contacts of each drawn frame's step
     points, forces, counts = [], [], np.zeros(len(idx), np.int64)
     contact_frames = 0
-    if contacts and us is not None and getattr(sim, "contact_model", None) is not None:
+    if contacts and us is not None and getattr(sim, "contact_report", None) is not None and sim.contact_report() is not None:
         us = np.asarray(us, float)
         from dynamics import SimulationError
 

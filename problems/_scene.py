@@ -48,8 +48,8 @@ def first_contact_state(sim: Simulator, x0: np.ndarray, horizon: int):
     u = np.zeros(sim.nu)
     for _ in range(horizon):
         x_next = sim.step(x, u, data=data)
-        st = data.contact
-        if st is not None and st.m_contact and np.abs(st.lam[: st.m_contact]).max() > 0:
+        report = sim.contact_report(data)
+        if report is not None and len(report) and np.abs(report.impulses).max() > 0:
             return x.copy(), u
         x = x_next
     return x.copy(), u

@@ -186,16 +186,12 @@ def static_contact_torques(sim: Simulator, q: np.ndarray, *, normal_share=None, 
     fixed contact-frame impulses (r,) (kept exactly). Actuated torques:
     ``u = (g dt - J^T lam)_actuated / dt``.
     """
-    model, cm, dt = sim.model, sim.contact_model, sim.dt
-    data = model.createData()
-    gdata = cm.scene.create_data()
-    contacts = cm.scene.detect(model, data, gdata, q)
-    nc, r = len(contacts), cm.rows
+    model, dt = sim.model, sim.dt
+    contacts, J = sim.contact_jacobian(q)
+    nc, r = len(contacts), sim.contact_rows
     if nc == 0:
         raise ValueError("no contact at this configuration")
-    pin.computeJointJacobians(model, data, q)
-    J = cm.kin.geometry(data, contacts).J
-    g = pin.computeGeneralizedGravity(model, data, q).copy()
+    g = pin.computeGeneralizedGravity(model, model.createData(), q).copy()
     weight = sum(I.mass for I in model.inertias[1:]) * np.linalg.norm(model.gravity.linear)
     lam_ref = np.zeros(nc * r)
     lam_ref[::r] = weight * dt / nc if normal_share is None else np.asarray(normal_share, dtype=float)
@@ -449,8 +445,7 @@ def ur5_box_bench(sim: Simulator, x: np.ndarray, force: float = PRESS_FORCE):
     """``(u, lam)``: torques holding the arm against gravity while its fingertip presses with ``force``
     along its contact normal, and the contact impulses (box corners share the rest)."""
     q = x[: sim.nq]
-    cm = sim.contact_model
-    contacts = cm.scene.detect(sim.model, sim.model.createData(), cm.scene.create_data(), q)
+    contacts, _ = sim.contact_jacobian(q)
     tip_joint = sim.geometry.geometryObjects[sim.geometry.getGeometryId("fingertip")].parentJoint
     tip = [i for i in range(len(contacts)) if tip_joint in (contacts.body_a[i], contacts.body_b[i])]
     if len(tip) != 1:

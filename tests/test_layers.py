@@ -85,3 +85,28 @@ def test_the_check_sees_imports_inside_functions(tmp_path):
     f = tmp_path / "m.py"
     f.write_text("import numpy\n\ndef f():\n    from problems import load\n    import solvers.ddp\n")
     assert imports_of(f) == [(1, "numpy"), (4, "problems"), (5, "solvers")]
+
+
+def internals_read(path: Path) -> list[str]:
+    """``line: expression`` for each read of a simulator's internals in ``path``: its contact model
+    (``.contact_model``), a workspace's contact state (``data.contact``, ``....contact.lam``) or a private
+    attribute of another object (``sim._x``; ``self._x`` is the module's own)."""
+    bad = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if not isinstance(node, ast.Attribute):
+            continue
+        a, v = node.attr, node.value
+        own = isinstance(v, ast.Name) and v.id in ("self", "cls")
+        if (a == "contact_model"
+                or (a.startswith("_") and not a.startswith("__") and not own)
+                or (a == "contact" and isinstance(v, ast.Name) and "data" in v.id)
+                or (isinstance(v, ast.Attribute) and v.attr == "contact" and not own)):
+            bad.append(f"{node.lineno}: {ast.unparse(node)}")
+    return bad
+
+
+@pytest.mark.parametrize("path", modules("problems"), ids=lambda p: p.name)
+def test_problems_read_the_simulator_through_its_public_api(path):
+    """Problems use Simulator.contact_report / contact_jacobian / contact_rows / planar /
+    collision_geometry, not the contact model's or a workspace's internals."""
+    assert internals_read(path) == []
