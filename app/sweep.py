@@ -206,6 +206,7 @@ def run_one(run: Run, out: str) -> dict:
             options["seed"] = run.seed
         sol = solve(ocp, method=run.method, **options)
         summary = write_solution(ocp, sol, problem=run.problem, contact=run.options.get("contact"), out_dir=tmp,
+                                 options=run.options,
                                  animate=False, extra={"sweep": {"run": run.name, "seed": run.seed,
                                                                  "options": {k: _label(v) for k, v in
                                                                              run.options.items()}}})
