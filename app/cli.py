@@ -117,6 +117,35 @@ class _deferred_signals:
         _signal["deferred"] = self.before
 
 
+class held_signals(_deferred_signals):
+    """Within this block a signal is noted, not raised; on leaving it, a signal that arrived inside is
+    raised then (KeyboardInterrupt, or :class:`Stopped` for SIGTERM / SIGHUP). For steps that must not be
+    cut in half but after which the run should stop at once (a Dask cluster being started: interrupted
+    midway, it could not be closed)."""
+
+    def __enter__(self):
+        self.seen = _signal["received"]
+        super().__enter__()
+
+    def __exit__(self, exc_type, *exc):
+        super().__exit__(exc_type, *exc)
+        signum = _signal["received"]
+        if exc_type is None and signum is not None and self.seen is None and not _signal["deferred"]:
+            import signal
+
+            if signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            raise Stopped(signal.Signals(signum).name)
+
+
+def signal_label() -> str:
+    """What stopped the run, for messages: ``Ctrl-C`` (SIGINT, or no signal noted), ``SIGTERM``, ``SIGHUP``."""
+    import signal
+
+    signum = _signal["received"]
+    return "Ctrl-C" if signum is None or signum == signal.SIGINT else signal.Signals(signum).name
+
+
 class CompileNote:
     """Explains a slow first call: numba compiles the contact and DDP kernels on their first use on
     a machine (or after their code changed), then keeps them in its disk cache. While installed
