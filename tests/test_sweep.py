@@ -208,5 +208,6 @@ def test_a_signal_while_the_cluster_starts_waits_for_it_then_closes_it(tmp_path,
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
+        cli._signal["received"] = None
     assert closed == ["started", "client", "cluster"]
     assert [r["error"] for r in _table(tmp_path / "sweep.csv")] == ["cancelled (SIGTERM)"] * 2
