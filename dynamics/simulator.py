@@ -1206,9 +1206,57 @@ class Simulator:
     @property
     def contacts(self):
         """The contacts of the last step on the default workspace (:class:`ContactReport`)."""
+        return self.contact_report()
+
+    def contact_report(self, data: SimData | None = None):
+        """The contacts of the last step taken on the workspace ``data`` (None: the default one, as
+        :attr:`contacts`): a :class:`ContactReport` (empty before any step with contact), or None
+        when the system has no contact at all."""
         if self.contact_model is None:
             return None
-        return self.contact_model.report(self._data.contact)
+        return self.contact_model.report(self._workspace(data).contact)
+
+    @property
+    def planar(self) -> bool:
+        """The system moves in the xy plane (``planar=True``: one friction direction per contact)."""
+        return bool(self._options["planar"])
+
+    @property
+    def collision_geometry(self):
+        """The ``pinocchio.GeometryModel`` collision detection runs on (None without contact): a copy of
+        :attr:`geometry` whose meshes are their convex hulls, plus the ground half-space when ``ground`` is
+        given (a static object on the world, ``parentJoint`` 0). Read it; changing it changes the contacts."""
+        return None if self.contact_model is None else self.contact_model.scene.geometry
+
+    @property
+    def contact_rows(self) -> int:
+        """Rows per contact in contact-frame quantities (impulses, :meth:`contact_jacobian`): 2 when
+        planar (normal, tangent), 3 otherwise (normal, two tangents)."""
+        return 2 if self.planar else 3
+
+    def contact_jacobian(self, q):
+        """Collision detection and the contact Jacobian at the configuration ``q``, without a step.
+
+        Returns ``(contacts, J)``: ``contacts`` the :class:`contact.detection.Contacts` found at ``q``
+        (``points``, ``normals``, ``phi``, ``body_a``/``body_b`` joint indices, ... ; ``len(contacts)``
+        of them, in the order the step uses), and ``J`` (``len(contacts) * contact_rows``, nv) mapping
+        ``v`` to each contact's relative velocity in its contact frame (rows: normal, then tangents).
+        Joint limits are not included. A system without contact returns no contacts.
+        """
+        from contact.detection import Contacts
+
+        q = np.asarray(q, dtype=float)
+        if q.shape != (self.nq,) or not np.all(np.isfinite(q)):
+            raise ValueError(f"configuration q must be {self.nq} finite numbers, got shape {q.shape}")
+        cm = self.contact_model
+        if cm is None:
+            return Contacts.empty(), np.zeros((0, self.nv))
+        data = self.model.createData()
+        contacts = cm.scene.detect(self.model, data, cm.scene.create_data(), q)
+        if len(contacts) == 0:
+            return contacts, np.zeros((0, self.nv))
+        pin.computeJointJacobians(self.model, data, q)
+        return contacts, cm.kin.geometry(data, contacts).J
 
     @property
     def warm_start_stats(self) -> dict:

@@ -48,8 +48,8 @@ def first_contact_state(sim: Simulator, x0: np.ndarray, horizon: int):
     u = np.zeros(sim.nu)
     for _ in range(horizon):
         x_next = sim.step(x, u, data=data)
-        st = data.contact
-        if st is not None and st.m_contact and np.abs(st.lam[: st.m_contact]).max() > 0:
+        report = sim.contact_report(data)
+        if report is not None and len(report) and np.abs(report.impulses).max() > 0:
             return x.copy(), u
         x = x_next
     return x.copy(), u
@@ -66,16 +66,12 @@ def static_contact_torques(sim: Simulator, q: np.ndarray, *, normal_share=None, 
     fixed contact-frame impulses (r,) (kept exactly). Actuated torques:
     ``u = (g dt - J^T lam)_actuated / dt``.
     """
-    model, cm, dt = sim.model, sim.contact_model, sim.dt
-    data = model.createData()
-    gdata = cm.scene.create_data()
-    contacts = cm.scene.detect(model, data, gdata, q)
-    nc, r = len(contacts), cm.rows
+    model, dt = sim.model, sim.dt
+    contacts, J = sim.contact_jacobian(q)
+    nc, r = len(contacts), sim.contact_rows
     if nc == 0:
         raise ValueError("no contact at this configuration")
-    pin.computeJointJacobians(model, data, q)
-    J = cm.kin.geometry(data, contacts).J
-    g = pin.computeGeneralizedGravity(model, data, q).copy()
+    g = pin.computeGeneralizedGravity(model, model.createData(), q).copy()
     weight = sum(I.mass for I in model.inertias[1:]) * np.linalg.norm(model.gravity.linear)
     lam_ref = np.zeros(nc * r)
     lam_ref[::r] = weight * dt / nc if normal_share is None else np.asarray(normal_share, dtype=float)

@@ -48,7 +48,7 @@ def _first_loaded_state(sim, x0, steps: int):
     x = x0
     for _ in range(steps):
         x_next = sim.step(x, u, data=data)
-        report = sim.contact_model.report(data.contact) if data.contact is not None else None
+        report = sim.contact_report(data)
         if report is not None and len(report.impulses) and report.impulses[:, 0].max() > 0:
             return x.copy(), u
         x = x_next

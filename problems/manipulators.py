@@ -186,8 +186,7 @@ def ur5_box_bench(sim: Simulator, x: np.ndarray, force: float = PRESS_FORCE):
     """``(u, lam)``: torques holding the arm against gravity while its fingertip presses with ``force``
     along its contact normal, and the contact impulses (box corners share the rest)."""
     q = x[: sim.nq]
-    cm = sim.contact_model
-    contacts = cm.scene.detect(sim.model, sim.model.createData(), cm.scene.create_data(), q)
+    contacts, _ = sim.contact_jacobian(q)
     tip_joint = sim.geometry.geometryObjects[sim.geometry.getGeometryId("fingertip")].parentJoint
     tip = [i for i in range(len(contacts)) if tip_joint in (contacts.body_a[i], contacts.body_b[i])]
     if len(tip) != 1:

@@ -7,7 +7,7 @@ import pytest
 
 from problems.inverse import cube_simulator
 from trajopt.bench import bench_parameters, format_parameter_table
-from trajopt.cli import main
+from app.cli import main
 
 
 def test_bench_parameters_times_inertial_and_all_parameters():

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from trajopt.cli import main
+from app.cli import main
 
 
 def test_bad_suite_options_are_refused(capsys):

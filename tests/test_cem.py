@@ -10,7 +10,7 @@ import pytest
 
 import problems
 from solvers import solve
-from trajopt.cli import main
+from app.cli import main
 from trajopt.solution import Status
 
 

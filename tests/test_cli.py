@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import problems
-from trajopt.cli import main
+from app.cli import main
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

@@ -10,7 +10,7 @@ import problems
 from solvers import solve
 from solvers.ddp import solve_ddp
 from solvers.single_shooting_gn import solve_gn
-from trajopt.cli import main
+from app.cli import main
 from trajopt.sensitivity import adjoint_gradient, aware_trajectory_jacobians
 
 from .test_complementarity_aware import lifter

@@ -234,3 +234,36 @@ def test_ncp_sphere_rolling_and_sliding_jacobians():
     x = np.r_[0, 0, 0.1, 0, 0, 0, 1.0, 0.8, -0.2, 0, 1.0, 3.0, -0.5]
     rep = _check(sim, x, np.zeros(0))
     assert len(rep) == 1 and rep.impulses[0, 0] > 0
+
+
+def test_the_public_contact_accessors():
+    """contact_report(data), contact_jacobian(q), contact_rows, planar and collision_geometry: what problems
+    read instead of the contact model's and the workspaces' internals."""
+    import problems
+
+    sim = cube_sim()
+    d = sim.create_data()
+    assert len(sim.contact_report(d)) == 0  # no step yet
+    v = np.array([0.3, -0.2, -1.0, 0.0, 0.0, 0.0])
+    x = np.r_[cube_state()[:7], v]
+    sim.step(x, np.zeros(0), data=d)
+    rep = sim.contact_report(d)
+    assert len(rep) == 4 and rep.impulses[:, 0].min() > 0
+    assert len(sim.contacts) == 0  # the default workspace has not stepped: workspaces are separate
+    contacts, J = sim.contact_jacobian(x[:7])
+    assert sim.contact_rows == 3 and not sim.planar and J.shape == (4 * 3, 6)
+    assert np.allclose(np.sort(contacts.points, axis=0), np.sort(rep.points, axis=0))
+    c = (J @ v).reshape(4, 3)  # each contact's velocity in its frame: normal first, then the tangents
+    assert np.allclose(c[:, 0], -1.0) and np.allclose(np.linalg.norm(c[:, 1:], axis=1), np.hypot(0.3, 0.2))
+    far, Jfar = sim.contact_jacobian(np.r_[0, 0, 1.0, 0, 0, 0, 1])
+    assert len(far) == 0 and Jfar.shape == (0, 6)
+    assert "__ground__" in [o.name for o in sim.collision_geometry.geometryObjects]
+    with pytest.raises(ValueError, match="configuration q must be 7"):
+        sim.contact_jacobian(np.zeros(3))
+    with pytest.raises(ValueError, match="not a workspace of this simulator"):
+        sim.contact_report(problems.load("catapult").dynamics.create_data())
+    catapult = problems.load("catapult").dynamics
+    assert catapult.planar and catapult.contact_rows == 2
+    pendulum = problems.load("pendulum").dynamics  # no contact at all
+    assert pendulum.contact_report() is None and pendulum.collision_geometry is None
+    assert len(pendulum.contact_jacobian(np.zeros(pendulum.nq))[0]) == 0

@@ -9,7 +9,7 @@ import problems
 from dynamics import SimulationError, Simulator
 from problems.cartpole import cartpole_simulator
 from trajopt import OCP, ControlCost, StateCost
-from trajopt.cli import main
+from app.cli import main
 
 
 @pytest.fixture(scope="module")

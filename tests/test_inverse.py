@@ -10,7 +10,7 @@ import pytest
 import problems
 from solvers import gauss_newton
 from trajopt import LeastSquares
-from trajopt.cli import main
+from app.cli import main
 from trajopt.numdiff import jacobian_fd
 from trajopt.solution import Status
 

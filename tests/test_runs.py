@@ -1,7 +1,7 @@
 """Runs that never lose a result, and options refused before any solving (issue 16).
 
 The process-level behaviour (signals, exit statuses, an unwritable ``--out``, two runs into one
-folder) is tested on the real command, ``python -m trajopt.cli`` in a subprocess, on the pendulum
+folder) is tested on the real command, ``python -m app`` in a subprocess, on the pendulum
 with a few iterations. A long run is CEM with a huge iteration budget, stopped by a signal once
 its progress table shows a few rows.
 """
@@ -26,7 +26,7 @@ import pytest
 import problems
 import solvers
 from solvers import gauss_newton, solve
-from trajopt.cli import LOCK_NAME, main
+from app.cli import LOCK_NAME, main
 from trajopt.solution import Status
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,7 +45,7 @@ def _the_command_imports_this_tree():
 
 def run_cli(*argv, timeout=120):
     t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-m", "trajopt.cli", *argv], env=ENV, capture_output=True, text=True,
+    p = subprocess.run([sys.executable, "-m", "app", *argv], env=ENV, capture_output=True, text=True,
                        timeout=timeout)
     return p, time.perf_counter() - t0
 
@@ -54,7 +54,7 @@ class Running:
     """A CLI subprocess whose stdout is read line by line in a thread."""
 
     def __init__(self, *argv):
-        self.proc = subprocess.Popen([sys.executable, "-m", "trajopt.cli", *argv], env=ENV, text=True,
+        self.proc = subprocess.Popen([sys.executable, "-m", "app", *argv], env=ENV, text=True,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.lines: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
@@ -270,7 +270,7 @@ def test_a_numba_compilation_is_announced_once_and_timed():
 
     from numba import njit
 
-    from trajopt.cli import CompileNote
+    from app.cli import CompileNote
 
     @njit(cache=False)
     def inner(x):
@@ -293,7 +293,7 @@ def test_a_numba_compilation_is_announced_once_and_timed():
 
 
 def test_no_compilation_no_note():
-    from trajopt.cli import CompileNote
+    from app.cli import CompileNote
 
     note = CompileNote().install()
     note.uninstall()

@@ -11,7 +11,7 @@ import pytest
 import problems
 from problems.static_holds import G1_HANDS, G1_TOES, GO1_FRONT_FEET, support_line_offset
 from solvers import gauss_newton
-from trajopt.cli import main
+from app.cli import main
 from trajopt.solution import Status
 
 TARGET = 1e-8

@@ -11,7 +11,7 @@ import pytest
 
 import problems
 from solvers import gauss_newton
-from trajopt.cli import main
+from app.cli import main
 from trajopt.numdiff import jacobian_fd
 
 

@@ -1,4 +1,4 @@
-"""3-D playback pages (trajopt.viewer): what they hold, that solve/simulate write them, and
+"""3-D playback pages (app.viewer): what they hold, that solve/simulate write them, and
 that they render in a real headless browser (Chromium through Playwright)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 
 import problems
 from dynamics import ModelBuilder, Simulator
-from trajopt.cli import main
-from trajopt.viewer import (MAX_FRAMES, decimate, frame_indices, read_scene, scene_array, scene_data,
+from app.cli import main
+from app.viewer import (MAX_FRAMES, decimate, frame_indices, read_scene, scene_array, scene_data,
                             write_scene)
 
 CHROMIUM = "/usr/bin/chromium"
@@ -200,4 +200,81 @@ def test_page_reports_corrupt_data_instead_of_a_blank_canvas(page_of, falling_bo
     assert "could not show the scene" in page.locator("#error").inner_text()
     assert page.evaluate("document.body.dataset.ready") is None
     assert any(kind == "error" for kind, _ in messages)
+    page.close()
+
+
+# -- trajopt view DIR ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def solved_catapult(tmp_path_factory):
+    """A short catapult solve with a non-default target and contact model (so the page can only be right
+    if view rebuilds the problem from the options recorded in summary.json); its page moved aside."""
+    out = tmp_path_factory.mktemp("view")
+    assert main(["solve", "catapult", "--method", "ddp", "--max-iter", "1", "--horizon", "60", "--contact", "ncp",
+                 "--option", "target=(2.6, 2.0)", "--no-animation", "--out", str(out)]) in (0, 1)
+    folder = out / "catapult" / "ddp"
+    (folder / "scene.html").rename(out / "written-by-solve.html")
+    return folder, out / "written-by-solve.html"
+
+
+def test_view_rebuilds_scene_html_from_a_result_folder(solved_catapult, capsys):
+    folder, original = solved_catapult
+    assert main(["view", str(folder)]) == 0
+    page = folder / "scene.html"
+    assert page.is_file() and f"wrote {page}" in capsys.readouterr().out
+    html = page.read_text()
+    assert "http://" not in html and "https://" not in html and "<script src" not in html  # self-contained
+    scene = read_scene(page)
+    sol = np.load(folder / "solution.npz")
+    assert scene["frames"] == len(sol["xs"]) == 61 and scene["planar"]
+    assert scene["target"] == pytest.approx([2.6, 2.0, 0.0])  # the recorded option, not the default (2.2, 2.2)
+    # the trajectory: the projectile (the first moving body) is where the solution's states put it
+    P = scene_array(scene, "placements")
+    np.testing.assert_allclose(P[:, 0, :2], sol["xs"][scene["frame_indices"], :2], atol=1e-6)
+    assert scene == read_scene(original)  # the same page as the solve wrote
+    # a path to the npz works too, and --out puts the page elsewhere
+    assert main(["view", str(folder / "solution.npz"), "--out", str(folder.parent / "other.html")]) == 0
+    assert read_scene(folder.parent / "other.html") == scene
+
+
+def _result(folder, summary, **arrays):
+    import json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    if arrays:
+        np.savez(folder / "solution.npz", **arrays)
+    (folder / "summary.json").write_text(json.dumps(summary))
+    return folder
+
+
+def test_view_names_what_is_wrong_with_the_folder(tmp_path, capsys, solved_catapult):
+    cases = {
+        "no such folder": tmp_path / "missing",
+        "no solution.npz there": _result(tmp_path / "empty", {"problem": "pendulum"}),
+        "not a NumPy .npz file": tmp_path / "text",
+        "arrays ['a', 'b'], not a trajectory": _result(tmp_path / "foreign", {"problem": "pendulum"},
+                                                       a=np.zeros(3), b=np.ones(2)),
+        "an inverse problem's answer": _result(tmp_path / "inverse", {"problem": "cube-throw"}, z=np.zeros(6),
+                                               iterates=np.zeros((3, 6))),
+        "not registered": _result(tmp_path / "unknown", {"problem": "no-such-problem"}, xs=np.zeros((3, 2)),
+                                  us=np.zeros((2, 1)), dt=0.01),
+        "has nx = 2, nu = 1: not its result": _result(tmp_path / "mismatch", {"problem": "pendulum"},
+                                                     **dict(np.load(solved_catapult[0] / "solution.npz"))),
+        "no problem name": _result(tmp_path / "nosummary", {"status": "converged"}, xs=np.zeros((3, 2)),
+                                   us=np.zeros((2, 1))),
+    }
+    _result(tmp_path / "text", {"problem": "pendulum"})
+    (tmp_path / "text" / "solution.npz").write_text("not a zip")
+    for message, folder in cases.items():
+        assert main(["view", str(folder)]) == 2, message
+        err = capsys.readouterr().err
+        assert message in err and err.startswith("trajopt: error:"), (message, err)
+        assert not (folder / "scene.html").exists()
+
+
+def test_a_viewed_page_renders_in_chromium(page_of, solved_catapult):
+    folder, _ = solved_catapult
+    assert main(["view", str(folder)]) == 0
+    page, messages = page_of(folder / "scene.html")
+    assert page.locator("#view canvas").count() == 1
+    assert not [m for m in messages if m[0] == "error"]
     page.close()

@@ -19,8 +19,10 @@ run that raises still gets its folder, with a summary.json holding the error. Th
 ``OUT/sweep.csv`` (one row per run: its parameters, status, cost, iterations, wall time, the
 problem's metrics, the error if any) and prints the same table. A run whose folder already
 holds a summary.json (a re-run of the same sweep into the same ``OUT``) is not solved again:
-its row is read back. Ctrl-C cancels the runs not yet finished (their rows say ``cancelled``)
-and still writes the table of the finished ones.
+its row is read back. Ctrl-C, SIGTERM and SIGHUP (through ``trajopt sweep``, :mod:`app.cli`'s
+handlers) cancel the runs not yet finished (their rows say ``cancelled`` and by what), still write
+the table of the finished ones and close the cluster; the command exits 130, 143 or 129. A signal
+while the local cluster starts is held until it has started, so that it can be closed.
 """
 
 from __future__ import annotations
@@ -206,6 +208,7 @@ def run_one(run: Run, out: str) -> dict:
             options["seed"] = run.seed
         sol = solve(ocp, method=run.method, **options)
         summary = write_solution(ocp, sol, problem=run.problem, contact=run.options.get("contact"), out_dir=tmp,
+                                 options=run.options,
                                  animate=False, extra={"sweep": {"run": run.name, "seed": run.seed,
                                                                  "options": {k: _label(v) for k, v in
                                                                              run.options.items()}}})
@@ -240,6 +243,24 @@ def _finished_row(out: str, run: Run) -> dict | None:
     return row if row.get("status") != STATUS_ERROR else None
 
 
+def _start_resource_tracker() -> None:
+    """multiprocessing's resource tracker (the local cluster's worker processes use it) ignores SIGINT and
+    SIGTERM but dies of a SIGHUP sent to the process group (a closed terminal), and the workers then print
+    its tracebacks. Started with SIGHUP blocked (a blocked signal stays blocked across exec), it outlives the
+    hangup and ends with the sweep, as it does on Ctrl-C."""
+    import signal
+    from multiprocessing import resource_tracker
+
+    if not (hasattr(signal, "SIGHUP") and hasattr(signal, "pthread_sigmask")):
+        resource_tracker.ensure_running()
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
 def _client(scheduler: str | None, workers: int | None):
     from distributed import Client, LocalCluster
 
@@ -249,6 +270,7 @@ def _client(scheduler: str | None, workers: int | None):
         except (OSError, TimeoutError) as exc:
             raise SweepError(f"--scheduler {scheduler}: no Dask scheduler answered ({exc})") from None
     n = workers or os.cpu_count() or 1
+    _start_resource_tracker()
     cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
                            silence_logs=logging.ERROR)
     return Client(cluster), cluster
@@ -278,12 +300,20 @@ def run_sweep(runs: list[Run], *, out: str, scheduler: str | None = None, worker
             todo.append(run)
     if rows:
         echo(f"{len(rows)} of {len(runs)} runs already finished in {out}: kept, not run again")
+    from .cli import _deferred_signals, held_signals, signal_label
+
     t0 = time.perf_counter()
     client = cluster = None
     futures = {}
     try:
         if todo:
-            client, cluster = _client(scheduler, workers)
+            started = []
+            try:
+                with held_signals():  # a cluster interrupted while it starts could not be closed
+                    started.append(_client(scheduler, workers))
+            finally:
+                if started:
+                    client, cluster = started[0]
             nw = len(client.scheduler_info()["workers"])
             echo(f"sweep: {len(todo)} runs on {nw} Dask worker(s) at {client.scheduler.address}")
             futures = {client.submit(run_one, run, os.path.abspath(out), key=f"sweep-{run.name}-{time.time_ns()}",
@@ -304,27 +334,31 @@ def run_sweep(runs: list[Run], *, out: str, scheduler: str | None = None, worker
                      + (f", cost {cost:.6g}" if isinstance(cost, float) else "")
                      + (f", {row['wall_time_s']:.1f} s" if isinstance(row.get("wall_time_s"), float) else "")
                      + (f" ({row['error']})" if row.get("error") else ""))
-    except KeyboardInterrupt:
-        pending = [f for f, r in futures.items() if r.name not in rows]
-        if client is not None and pending:
-            client.cancel(pending)
-        for run in runs:
-            rows.setdefault(run.name, {"run": run.name, "seed": run.seed,
-                                       **{k: _label(v) for k, v in run.options.items()},
-                                       "status": STATUS_CANCELLED, "error": "cancelled (Ctrl-C)", "folder": ""})
-        ordered = [rows[r.name] for r in runs]
-        write_table(ordered, os.path.join(out, "sweep.csv"))
-        echo(format_table(ordered))
-        echo(f"interrupted: {sum(r['status'] != STATUS_CANCELLED for r in ordered)} finished runs kept in "
-             f"{os.path.join(out, 'sweep.csv')}")
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM or SIGHUP (app.cli): a second one cannot cut this short
+        with _deferred_signals():
+            why = signal_label()
+            pending = [f for f, r in futures.items() if r.name not in rows]
+            if client is not None and pending:
+                client.cancel(pending)
+            for run in runs:
+                rows.setdefault(run.name, {"run": run.name, "seed": run.seed,
+                                           **{k: _label(v) for k, v in run.options.items()},
+                                           "status": STATUS_CANCELLED, "error": f"cancelled ({why})", "folder": ""})
+            ordered = [rows[r.name] for r in runs]
+            write_table(ordered, os.path.join(out, "sweep.csv"))
+            echo(format_table(ordered))
+            echo(f"interrupted ({why}): {sum(r['status'] != STATUS_CANCELLED for r in ordered)} finished runs kept "
+                 f"in {os.path.join(out, 'sweep.csv')}")
         raise
     finally:
-        if client is not None:
-            client.close()
-        if cluster is not None:
-            cluster.close()
+        with _deferred_signals():  # the cluster is closed whatever arrives meanwhile
+            if client is not None:
+                client.close()
+            if cluster is not None:
+                cluster.close()
     ordered = [rows[r.name] for r in runs]
-    write_table(ordered, os.path.join(out, "sweep.csv"))
+    with held_signals():  # every run finished: the table is written whole, then a signal stops the command
+        write_table(ordered, os.path.join(out, "sweep.csv"))
     echo(f"sweep: {len(runs)} runs in {time.perf_counter() - t0:.1f} s")
     return ordered
 

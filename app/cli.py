@@ -1,11 +1,11 @@
-"""The ``trajopt`` command.
+"""The ``trajopt`` command (the console script ``trajopt``, or ``python -m app``).
 
     trajopt list                                   registered problems
     trajopt simulate PROBLEM [--steps N] [--perturb] [--no-scene] [--out DIR]
                                                    rollout from the problem's start (or a
                                                    seeded perturbation of it) with zero
                                                    controls; writes a plot of the states and
-                                                   scene.html (3-D playback, trajopt.viewer)
+                                                   scene.html (3-D playback, app.viewer)
     trajopt solve PROBLEM [--method M] [--smoothing auto|none|KAPPA] [--seed N]
                       [--contact lcp|ncp|penalty] [--max-iter N] [--time-limit S] [--out DIR]
                                                    optimize (by default with the problem's own
@@ -20,7 +20,9 @@
                       [--time-limit S] [--scheduler tcp://HOST:PORT] [--workers N] [--out DIR]
                                                    one solve per combination, on Dask (a local
                                                    cluster, or an existing one); sweep.csv and
-                                                   a folder per run (trajopt.sweep)
+                                                   a folder per run (app.sweep)
+    trajopt view DIR [--out FILE]                  rebuild DIR/scene.html from DIR/solution.npz and
+                                                   the problem named in DIR/summary.json
     trajopt bench [PROBLEM ...] [--contact lcp|ncp] [--json FILE] [--ddp-iterations N] [--suite ncp-paper]
                                                    step / Jacobian timings and errors;
                                                    DDP per iteration (catapult, go1-hold)
@@ -113,6 +115,35 @@ class _deferred_signals:
 
     def __exit__(self, *exc):
         _signal["deferred"] = self.before
+
+
+class held_signals(_deferred_signals):
+    """Within this block a signal is noted, not raised; on leaving it, a signal that arrived inside is
+    raised then (KeyboardInterrupt, or :class:`Stopped` for SIGTERM / SIGHUP). For steps that must not be
+    cut in half but after which the run should stop at once (a Dask cluster being started: interrupted
+    midway, it could not be closed)."""
+
+    def __enter__(self):
+        self.seen = _signal["received"]
+        super().__enter__()
+
+    def __exit__(self, exc_type, *exc):
+        super().__exit__(exc_type, *exc)
+        signum = _signal["received"]
+        if exc_type is None and signum is not None and self.seen is None and not _signal["deferred"]:
+            import signal
+
+            if signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            raise Stopped(signal.Signals(signum).name)
+
+
+def signal_label() -> str:
+    """What stopped the run, for messages: ``Ctrl-C`` (SIGINT, or no signal noted), ``SIGTERM``, ``SIGHUP``."""
+    import signal
+
+    signum = _signal["received"]
+    return "Ctrl-C" if signum is None or signum == signal.SIGINT else signal.Signals(signum).name
 
 
 class CompileNote:
@@ -293,7 +324,7 @@ def check_budget(args) -> None:
 
 
 def _problems():
-    import problems  # the CLI is the one place where trajopt reaches up to the problems
+    import problems
 
     return problems
 
@@ -362,7 +393,7 @@ def cmd_simulate(args) -> int:
     write_npz(os.path.join(out, "simulate.npz"), xs=xs, us=us[: len(xs) - 1], dt=dyn.dt)
     names = dyn.state_names() if hasattr(dyn, "state_names") else None
     png = os.path.join(out, "simulate_states.png")
-    from .plots import plot_states
+    from trajopt.plots import plot_states
 
     plot_states(xs, dt=dyn.dt, names=names, nq=getattr(dyn, "nq", None), path=png,
                 title=f"{args.problem}: {len(xs) - 1} steps, zero controls"
@@ -376,8 +407,8 @@ def cmd_simulate(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from .bench import (DDP_PROBLEMS, bench_ddp, bench_dynamics, bench_parameters, bench_state, bench_trajectory,
-                        format_ddp_table, format_parameter_table, format_table)
+    from trajopt.bench import (DDP_PROBLEMS, bench_ddp, bench_dynamics, bench_parameters, bench_state,
+                               bench_trajectory, format_ddp_table, format_parameter_table, format_table)
 
     if args.ddp_iterations < 0:
         raise CLIError(f"--ddp-iterations must be >= 0, got {args.ddp_iterations}")
@@ -437,7 +468,7 @@ def _versions() -> dict:
 
 
 def write_scene_file(dyn, xs, us, out_dir: str, *, title: str, target=None) -> bool:
-    """Write ``out_dir/scene.html`` (:func:`trajopt.viewer.write_scene`) when ``dyn`` is a simulator
+    """Write ``out_dir/scene.html`` (:func:`app.viewer.write_scene`) when ``dyn`` is a simulator
     with a Pinocchio model (a user's own dynamics has nothing to draw); True when written."""
     if getattr(dyn, "model", None) is None or not hasattr(dyn, "geometry"):
         return False
@@ -447,12 +478,25 @@ def write_scene_file(dyn, xs, us, out_dir: str, *, title: str, target=None) -> b
     return True
 
 
+def _json_options(options) -> dict:
+    """The problem's factory options as JSON (tuples as lists; a value JSON cannot hold as its repr)."""
+    out = {}
+    for key, value in (options or {}).items():
+        try:
+            json.dumps(value)
+            out[key] = value
+        except (TypeError, ValueError):
+            out[key] = repr(value)
+    return out
+
+
 def write_solution(ocp, sol, *, problem: str, contact: str | None, out_dir: str, animate: bool = True,
-                   extra: dict | None = None, scene: bool = True) -> dict:
+                   extra: dict | None = None, scene: bool = True, options: dict | None = None) -> dict:
     """Save a solution: solution.npz, summary.json, plots, scene.html (3-D playback; ``scene``)
     and a GIF for planar problems. solution.npz, summary.json and scene.html are written atomically
-    (a temporary file in ``out_dir``, then os.replace): never half a file."""
-    from .plots import animate_planar, plot_controls, plot_convergence, plot_states
+    (a temporary file in ``out_dir``, then os.replace): never half a file. ``options``: the problem's
+    factory options the run used, kept in summary.json (``trajopt view`` rebuilds the problem from them)."""
+    from trajopt.plots import animate_planar, plot_controls, plot_convergence, plot_states
 
     os.makedirs(out_dir, exist_ok=True)
     dyn = ocp.dynamics
@@ -465,7 +509,7 @@ def write_solution(ocp, sol, *, problem: str, contact: str | None, out_dir: str,
         "problem": problem, "method": sol.method, "contact": contact or getattr(dyn, "contact", "none"),
         "status": sol.status.value, "message": sol.info.get("message", ""), "cost": float(sol.cost),
         "iterations": sol.iterations, "wall_time_s": float(sol.wall_time), "horizon": ocp.horizon, "dt": dt, "versions": _versions(),
-        "metrics": metrics,
+        "metrics": metrics, "options": _json_options(options),
         **(extra or {}),
     }
     write_json(os.path.join(out_dir, "summary.json"), summary)
@@ -480,8 +524,7 @@ def write_solution(ocp, sol, *, problem: str, contact: str | None, out_dir: str,
                     title=f"{problem}: {sol.method}, {sol.status.value}")
         plot_controls(sol.us, dt=dt, lower=ocp.u_lower, upper=ocp.u_upper, path=os.path.join(out_dir, "controls.png"))
         files += ["states.png", "controls.png"]
-        planar = getattr(getattr(dyn, "contact_model", None), "kin", None)
-        if animate and hasattr(dyn, "shapes_2d") and (planar is not None and planar.planar):
+        if animate and hasattr(dyn, "shapes_2d") and getattr(dyn, "planar", False):
             animate_planar(sol.xs[:, : dyn.nq], dyn.shapes_2d, dt=dt, path=os.path.join(out_dir, "animation.gif"),
                            target=ocp.info.get("target"), title=problem)
             files.append("animation.gif")
@@ -518,7 +561,7 @@ def _solve_least_squares(problem, args, out) -> int:
 
 
 def _write_least_squares(problem, args, out, runs) -> int:
-    from .plots import plot_residuals
+    from trajopt.plots import plot_residuals
 
     png = plot_residuals({f"{k} Jacobian": v.history for k, v in runs.items()}, path=os.path.join(out, "residuals.png"),
                          title=f"{args.problem}: Gauss-Newton")
@@ -630,7 +673,7 @@ def cmd_solve(args) -> int:
         _note_signal(sol)
         with _deferred_signals():
             summary = write_solution(ocp, sol, problem=args.problem, contact=args.contact, out_dir=out,
-                                     animate=not args.no_animation, scene=not args.no_scene,
+                                     options=options, animate=not args.no_animation, scene=not args.no_scene,
                                      extra={"complementarity_aware": True} if args.complementarity_aware else None)
     figures = ", ".join(f"{k} {v:.4g}" for k, v in summary["metrics"].items())
     print(f"{args.problem} / {name}: {summary['status']}, cost {summary['cost']:.6g}, "
@@ -665,7 +708,7 @@ def _compare(args, methods, options, folder) -> int:
     only the current method: its result and those before it are saved, the rest do not run."""
     from solvers import resolve, solve
 
-    from .plots import plot_convergence
+    from trajopt.plots import plot_convergence
 
     histories, rows = {}, []
     interrupted = False
@@ -681,7 +724,7 @@ def _compare(args, methods, options, folder) -> int:
             break
         _note_signal(sol)
         with _deferred_signals():
-            summary = write_solution(ocp, sol, problem=args.problem, contact=args.contact,
+            summary = write_solution(ocp, sol, problem=args.problem, contact=args.contact, options=options,
                                      out_dir=os.path.join(folder, method), animate=False)
         histories[method] = sol.history
         rows.append(summary)
@@ -701,6 +744,106 @@ def _compare(args, methods, options, folder) -> int:
             print(f"wrote {png}")
         write_json(os.path.join(folder, "compare.json"), rows)
     return _interrupted_exit() if interrupted else 0
+
+
+def _tuples(value):
+    """JSON lists back to the tuples the command line gave (``target=(2.6, 2.0)``)."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
+
+def read_result(folder: str):
+    """``(xs, us, dt, summary)`` of the result folder a solve wrote (solution.npz, summary.json), each
+    checked: a missing folder or file, a file that is not an .npz, or an .npz without a trajectory
+    (a foreign file, an inverse problem's answer) is a CLIError naming it."""
+    if not os.path.exists(folder):
+        raise CLIError(f"{folder}: no such folder (give the folder `trajopt solve` wrote, e.g. "
+                       f"{os.path.join(DEFAULT_OUT, 'catapult', 'cem-ddp')})")
+    if not os.path.isdir(folder):
+        raise CLIError(f"{folder}: not a folder (give the folder holding solution.npz and summary.json)")
+    npz, js = os.path.join(folder, "solution.npz"), os.path.join(folder, "summary.json")
+    for path in (npz, js):
+        if not os.path.isfile(path):
+            raise CLIError(f"{folder}: no {os.path.basename(path)} there (trajopt view reads the folder a "
+                           "`trajopt solve`, `compare` or `sweep` run wrote)")
+    try:
+        with np.load(npz, allow_pickle=False) as f:
+            arrays = {k: f[k] for k in f.files}
+    except Exception as exc:  # noqa: BLE001 -- zipfile, pickle or format errors: all mean "not ours"
+        raise CLIError(f"{npz}: not a NumPy .npz file ({type(exc).__name__}: {exc})") from None
+    if "xs" not in arrays or "us" not in arrays:
+        what = ("an inverse problem's answer (z), which has no trajectory to play" if "z" in arrays else
+                f"arrays {sorted(arrays) or 'none'}, not a trajectory (xs, us, dt) written by trajopt solve")
+        raise CLIError(f"{npz}: {what}")
+    xs, us = np.asarray(arrays["xs"]), np.asarray(arrays["us"])
+    if (xs.ndim != 2 or us.ndim != 2 or len(xs) != len(us) + 1 or not np.issubdtype(xs.dtype, np.number)
+            or not np.issubdtype(us.dtype, np.number)):
+        raise CLIError(f"{npz}: xs {xs.shape} and us {us.shape} are not a trajectory (xs (T+1, nx), us (T, nu))")
+    try:
+        with open(js) as f:
+            summary = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise CLIError(f"{js}: not readable as JSON ({exc})") from None
+    if not isinstance(summary, dict) or not isinstance(summary.get("problem"), str):
+        raise CLIError(f"{js}: no problem name in it (not a summary written by trajopt solve)")
+    dt = float(arrays["dt"]) if "dt" in arrays and np.size(arrays["dt"]) == 1 else None
+    return xs.astype(float), us.astype(float), dt, summary
+
+
+def _rebuild(summary: dict, horizon: int):
+    """The problem a result came from, from its summary: the recorded factory options (older summaries:
+    the contact model), at the result's horizon."""
+    import inspect
+
+    name = summary["problem"]
+    problems = _problems()
+    if name not in problems.names():
+        raise CLIError(f"the result is of problem {name!r}, which is not registered; available: "
+                       f"{', '.join(problems.names())}")
+    params = inspect.signature(problems.factory(name)).parameters
+    options = {k: _tuples(v) for k, v in (summary.get("options") or {}).items()}
+    if "options" not in summary and summary.get("contact") not in (None, "none") and "contact" in params:
+        options["contact"] = summary["contact"]
+    if "horizon" in params:
+        options["horizon"] = horizon
+    try:
+        return _require_ocp(problems.load(name, **options), name, "view"), options
+    except CLIError:
+        raise
+    except Exception as exc:  # noqa: BLE001 -- the factory refused the recorded options
+        opts = ", ".join(f"{k}={v!r}" for k, v in options.items()) or "its defaults"
+        raise CLIError(f"could not rebuild {name!r} with {opts}: {type(exc).__name__}: {exc}") from None
+
+
+def cmd_view(args) -> int:
+    """``trajopt view DIR``: scene.html rebuilt from DIR/solution.npz and the problem in DIR/summary.json."""
+    folder = args.folder
+    if os.path.isfile(folder) and os.path.basename(folder) in ("solution.npz", "summary.json"):
+        folder = os.path.dirname(folder) or "."
+    xs, us, dt, summary = read_result(folder)
+    page = args.out or os.path.join(folder, "scene.html")
+    check_writable(os.path.dirname(os.path.abspath(page)), "--out" if args.out else "the folder")
+    ocp, options = _rebuild(summary, len(us))
+    dyn = ocp.dynamics
+    given = ", ".join(f"{k}={v!r}" for k, v in options.items()) or "its defaults"
+    if xs.shape[1] != dyn.nx or us.shape[1] != dyn.nu:
+        raise CLIError(f"{folder}/solution.npz: states of size {xs.shape[1]} and controls of size {us.shape[1]}, "
+                       f"but {summary['problem']!r} ({given}) has nx = {dyn.nx}, nu = {dyn.nu}: not its result")
+    if dt is not None and getattr(dyn, "dt", None) is not None and not np.isclose(dt, dyn.dt, rtol=1e-9):
+        raise CLIError(f"{folder}/solution.npz: dt = {dt:g}, but {summary['problem']!r} ({given}) steps "
+                       f"dt = {dyn.dt:g}: not its result")
+    if getattr(dyn, "model", None) is None or not hasattr(dyn, "geometry"):
+        raise CLIError(f"{summary['problem']!r}: its dynamics ({type(dyn).__name__}) is not a simulator with a "
+                       "Pinocchio model; there is nothing to draw")
+    if not np.isfinite(xs[0]).all():
+        raise CLIError(f"{folder}/solution.npz: the first state is not finite; there is nothing to draw")
+    from .viewer import write_scene
+
+    title = f"{summary['problem']}: {summary.get('method', '?')}, {summary.get('status', '?')}"
+    with ResultLock([os.path.dirname(os.path.abspath(page))]):
+        info = write_scene(dyn, xs, page, us=us, title=title, target=ocp.info.get("target"))
+    print(f"wrote {page}: {info.frames} frames, {info.geometries} shapes, {info.contact_frames} frames with "
+          f"contacts, {info.bytes / 1024:.0f} KB")
+    return 0
 
 
 def cmd_sweep(args) -> int:
@@ -830,6 +973,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="worker processes of the local cluster (default: one per core)")
     s.add_argument("--out", default=None, help="output folder (default: out/PROBLEM/sweep/)")
     s.set_defaults(func=cmd_sweep)
+
+    s = sub.add_parser("view", help="rebuild scene.html (3-D playback) from a result folder's solution.npz")
+    s.add_argument("folder", metavar="DIR",
+                   help="a folder a solve wrote (solution.npz and summary.json), e.g. out/catapult/cem-ddp")
+    s.add_argument("--out", default=None, metavar="FILE", help="the page to write (default: DIR/scene.html)")
+    s.set_defaults(func=cmd_view)
 
     s = sub.add_parser("bench", help="time one step and its Jacobians; compare with finite differences")
     s.add_argument("problems", nargs="*", help=f"problems (default: {' '.join(DEFAULT_BENCH)})")

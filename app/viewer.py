@@ -4,7 +4,7 @@
     data = read_scene("out/scene.html")          # what the page embeds, decoded (tests, tools)
 
 The page needs no server and no network: three.js (r170, MIT, vendored in
-``trajopt/_vendor/``) and the scene are inlined, each gzip-compressed and base64-encoded,
+``app/_vendor/``) and the scene are inlined, each gzip-compressed and base64-encoded,
 and the page inflates them with the browser's ``DecompressionStream`` (Chrome 80+,
 Firefox 113+, Safari 16.4+). It plays the motion with play/pause, a time slider, a speed
 choice, mouse orbit (drag) and zoom (wheel).
@@ -161,8 +161,7 @@ def _describe(shape):
 
 def _static_objects(sim, drawn_names):
     """Static objects of the contact model's scene that ``sim.geometry`` lacks (ground, floor)."""
-    scene = getattr(getattr(sim, "contact_model", None), "scene", None)
-    gm = getattr(scene, "geometry", None)
+    gm = getattr(sim, "collision_geometry", None)
     if gm is None:
         return []
     return [o for o in gm.geometryObjects if o.parentJoint == 0 and o.name not in drawn_names]
@@ -295,14 +294,14 @@ def scene_data(sim, xs, *, dt: float | None = None, us=None, contacts: bool = Tr
         else:
             target = None
 
-    planar = bool(getattr(getattr(getattr(sim, "contact_model", None), "kin", None), "planar", False))
+    planar = bool(getattr(sim, "planar", False))
     if not planar and model.gravity.linear[1] != 0 and model.gravity.linear[2] == 0:
         planar = True  # y up: a planar scene (drawn in the xy plane, seen along z)
 
     # contacts of each drawn frame's step
     points, forces, counts = [], [], np.zeros(len(idx), np.int64)
     contact_frames = 0
-    if contacts and us is not None and getattr(sim, "contact_model", None) is not None:
+    if contacts and us is not None and getattr(sim, "contact_report", None) is not None and sim.contact_report() is not None:
         us = np.asarray(us, float)
         from dynamics import SimulationError
 
@@ -346,7 +345,7 @@ def scene_data(sim, xs, *, dt: float | None = None, us=None, contacts: bool = Tr
 
 
 def _three_js() -> bytes:
-    return resources.files("trajopt").joinpath("_vendor", "three.module.min.js").read_bytes()
+    return resources.files("app").joinpath("_vendor", "three.module.min.js").read_bytes()
 
 
 def render_html(scene: dict) -> str:
@@ -383,7 +382,7 @@ def read_scene(path) -> dict:
         html = f.read()
     m = re.search(r'<script type="application/octet-stream" id="scene-data">([A-Za-z0-9+/=\s]+)</script>', html)
     if m is None:
-        raise ValueError(f"{path}: no scene data (not a page written by trajopt.viewer)")
+        raise ValueError(f"{path}: no scene data (not a page written by app.viewer)")
     return json.loads(gzip.decompress(base64.b64decode(m.group(1))))
 
 
