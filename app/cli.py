@@ -1012,6 +1012,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM or SIGHUP before a solver had anything to save
         print("trajopt: interrupted", file=sys.stderr)
         return _interrupted_exit()
+    except BrokenPipeError:  # `trajopt list | head`: the reader left; no traceback, and none at exit either
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell tool reports
     finally:
         import signal
 

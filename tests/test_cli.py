@@ -220,3 +220,20 @@ def test_bench_ddp_iteration_and_trajectory_fields(capsys):
     assert "catapult" in table and "pendulum" not in table
     assert main(["bench", "pendulum", "--ddp-iterations", "-1"]) == 2
     assert "--ddp-iterations must be >= 0" in capsys.readouterr().err
+
+
+def test_a_closed_pipe_is_not_a_traceback():
+    """`trajopt list | head -1`: the reader leaves; the command stops quietly with 141 (was a BrokenPipeError
+    traceback)."""
+    import os
+    import subprocess
+    import sys
+
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "app", "list"], stdout=w, stderr=subprocess.PIPE, text=True,
+                              timeout=120)
+    finally:
+        os.close(w)
+    assert proc.returncode == 141 and "Traceback" not in proc.stderr, proc.stderr
