@@ -46,8 +46,9 @@ co-design DDP; seed 0, 60 s) it did worse than the fixed design's 40 s: at 4.5 m
 and (3.90, 2.25) 0.99 m off (fixed: 4 of 4 within 1.5 mm); at 5.0 m (3.99, 3.01) hit, (4.33, 2.50) 2.40 m and
 (3.54, 3.54) 1.38 m off (fixed: hit, 13.5 cm, 28 cm); CEM's knot of its own for the design (``lead=1``, with or
 without sampling it) did not help: 0.30-1.94 m off at (4.33, 2.50), (3.54, 3.54), (3.01, 3.99).
-So the recipe is staged:
-the factory first solves the fixed design (0.25 m links) with the catapult's method (``cem-ddp``,
+So the recipe is staged
+(``baseline=True``; ``trajopt solve catapult-design --option baseline=True``): the factory first solves the
+fixed design (0.25 m links) with the catapult's method (``cem-ddp``,
 ``baseline_time`` = 40 s, ``baseline_seed``): that is ``fixed_design_distance``; the co-design then starts
 from its torques at the nominal design (``us_init``) and runs ``cem-ddp`` with the design knot its own CEM
 knot held at ``us_init``'s design (``lead=1, lead_sigma=0``: :func:`solvers.cem.solve_cem`; before, CEM's
@@ -57,7 +58,8 @@ co-design's answer is therefore never worse than the fixed design's (DDP and the
 
 **Baseline.** ``fixed_design_distance`` (a metric of every answer): the fixed design's best **with the
 catapult's method and this budget** (``cem-ddp``, 40 s, one seed), not a proof that the fixed design cannot
-do better; ``info["baseline_time"]`` its time. ``baseline=False``: no baseline, zero torques (fast to build).
+do better; ``info["baseline_time"]`` its time. ``baseline=False`` (the default: the suite builds every
+problem): no baseline, zero torques, CEM at the nominal design then co-design DDP (the weak start above).
 
 **The fixed design's reach** (``scripts/design_reach.py``; 2 cores shared with ~5 other jobs, load 7-9, so a
 time limit buys fewer iterations than on an idle machine and a seed does not repeat exactly). cem-ddp, 40 s,
@@ -369,22 +371,25 @@ def _check_design(links, bounds):
 
 
 @register("catapult-design", "co-design: the catapult with torques +-250 N m throws its box to (4, 3), optimizing the "
-          "lengths of arm links 1 and 2 with the torques, from the fixed design's answer (building it solves the "
-          "fixed design, 40 s)",
+          "lengths of arm links 1 and 2 with the torques; --option baseline=True: from the fixed design's answer "
+          "(solved first, 40 s), reporting fixed_design_distance",
           method="cem-ddp", options={"time_limit": 60.0, "lead": 1, "lead_sigma": 0.0})
 def catapult_design(*, horizon: int = 500, dt: float = 1e-3, target=DESIGN_TARGET, torque: float = DESIGN_TORQUE,
                     links=DESIGN_LINKS, bounds=DESIGN_BOUNDS,
-                    control_weight: float = 1e-14, baseline: bool = True, baseline_seed: int = 0,
+                    control_weight: float = 1e-14, baseline: bool = False, baseline_seed: int = 0,
                     baseline_time: float = 40.0, contact: str = "lcp") -> OCP:
     """Module docstring. ``links``: the designed links (a subset of :data:`DESIGN_LINKS`); ``bounds``:
     ``(lower, upper)`` in m for every designed link, or one pair per link; ``horizon`` physical steps (the
-    OCP has one more knot, the design knot, first). ``baseline=True`` (default) solves the fixed design first
-    (the catapult's ``cem-ddp``, ``baseline_time`` s, ``baseline_seed``), reports ``fixed_design_distance`` and
-    starts the co-design from its answer (``us_init``: the nominal design, then the baseline's torques: the
-    staging of the module docstring); ``baseline=False``: from zero torques, no baseline (fast to build)."""
+    OCP has one more knot, the design knot, first). ``baseline=True`` (the staged recipe: ``trajopt solve
+    catapult-design --option baseline=True``) solves the fixed design first (the catapult's ``cem-ddp``,
+    ``baseline_time`` s, ``baseline_seed``), reports ``fixed_design_distance`` and starts the co-design from its
+    answer (``us_init``: the nominal design, then the baseline's torques). ``baseline=False`` (default, so that
+    building the problem stays instant: the suite loads every problem): zero torques, no baseline."""
     links, lower, upper = _check_design(links, bounds)
     if not (isinstance(torque, (int, float)) and torque > 0):
         raise ValueError(f"torque must be a limit > 0 N m, got {torque!r}")
+    if not isinstance(baseline, bool):
+        raise ValueError(f"baseline must be True or False (CLI: --option baseline=True), got {baseline!r}")
     target = np.asarray(target, dtype=float)
     if target.shape != (2,) or not np.isfinite(target).all():
         raise ValueError(f"target must be a point (x, y), got {target!r}")

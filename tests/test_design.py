@@ -74,6 +74,7 @@ def test_cost_derivative_wrt_lengths_matches_central_differences_through_the_reb
     ({"bounds": [(0.2, 0.3)] * 3}, "one such pair per link"),
     ({"bounds": (0.15, 0.35)}, "bat inside the box at the start"),  # the old default: 2 cm inside
     ({"torque": -1.0}, "torque"),
+    ({"baseline": "false"}, "baseline must be True or False"),
     ({"target": (1.0, 2.0, 3.0)}, "target"),
 ])
 def test_bad_options_raise_clear_errors(options, message):
@@ -133,7 +134,7 @@ def test_codesign_starts_from_the_fixed_design_and_never_ends_worse(target, seed
     was exact)."""
     from solvers import solve
 
-    ocp = problems.load("catapult-design", target=target, baseline_seed=seed)
+    ocp = problems.load("catapult-design", target=target, baseline=True, baseline_seed=seed)
     dyn = ocp.dynamics
     assert np.allclose(dyn.lengths_of(ocp.us_init[0]), NOMINAL_LENGTH)
     sol = solve(ocp, seed=seed, verbose=False)
@@ -152,7 +153,7 @@ def test_codesign_starts_from_the_fixed_design_and_never_ends_worse(target, seed
 def test_codesign_reaches_within_1_cm_where_the_fixed_design_stays_10_cm_off(target, seed):
     from solvers import solve
 
-    ocp = problems.load("catapult-design", target=target, baseline_seed=seed)
+    ocp = problems.load("catapult-design", target=target, baseline=True, baseline_seed=seed)
     sol = solve(ocp, seed=seed, verbose=False)
     figures = ocp.info["final_metrics"](sol.xs, sol.us)
     assert figures["fixed_design_distance"] > 0.10, figures
