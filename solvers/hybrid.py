@@ -94,7 +94,8 @@ def solve_cem_then(ocp, local: str, *, cem_iterations: int = 2, population: int 
                 break
             ran = r + 1
             cem = run(solve_cem, "cem", r, us_init=us_init, max_iter=cem_iterations, population=population,
-                      knots=knots, lead=lead, lead_sigma=lead_sigma, sigma_init=sigma_init, seed=seed + r, time_limit=remaining)
+                      knots=knots, lead=lead, lead_sigma=lead_sigma, sigma_init=sigma_init, seed=seed + r,
+                      time_limit=remaining)
             if cem.status == Status.INTERRUPTED:  # Ctrl-C during the search: stop, with what it found
                 return interrupted()
             deadline = time_limit
