@@ -74,15 +74,17 @@ seed 5 with 120 s **reached (4, 3)**, 3.3e-5 m (converged at 85 s). A design (0.
 
 **No physical bound excludes these targets.** The box's final position is a ballistic arc from its last
 contact; to be at ``p`` at ``T = 0.5`` s after leaving its start at ``t = 0`` (the most flight time there is)
-it needs ``v = (p - p0 + g T^2/2 y)/T``: for (4, 3) 11.5 m/s, 66 J, for 6 m at 45 deg ~ 16 m/s, 130 J. The
+it needs ``v = (p - p0 + g T^2/2 y)/T``: for (4, 3) 11.5 m/s, 66 J, for 6 m at 45 deg 13.7 m/s, 94 J. The
 torques' work over one monotone sweep of each joint's range is ``3 x 250 N m x pi = 2356 J``, enough for
-~68 m/s; the links (1 kg each) are light next to the torques (one sweep of the bat alone: ~0.02 s). So no
-energy or joint-limit argument proves a target at these distances out of the fixed design's reach: the
-fixed design's "cannot" is only its method's best.
+~68 m/s; the links (1 kg each) are light next to the torques (the bat alone, about its hinge, sweeps pi in
+~0.02 s). That is no bound either way (a joint may sweep back and forth), but it shows that no energy or
+joint-limit argument proves a target at these distances out of the fixed design's reach: the fixed design's
+"cannot" is only its method's best.
 
 **Co-design, staged recipe** (``baseline=True``; 60 s; 2 shared cores at load 7-9): in the 13 runs where the
 fixed design's best stayed more than 10 cm off ((4, 3) seeds 0-4 and ncp; (4.2, 3.2) ncp; (4.6, 2.2), (4.9, 2.4),
-(4.33, 2.50), (3.54, 3.54), (3.01, 3.99), (4.76, 2.75) seed 0) it ended 4.2-146 cm off (e.g. (4, 3) seed 0:
+(4.33, 2.50), (3.54, 3.54), (3.01, 3.99), (4.76, 2.75) seed 0, the last four with plain ``ddp`` as the
+co-design stage) it ended 4.2-146 cm off (e.g. (4, 3) seed 0:
 fixed 2.20 m, co-design 9.1 cm, lengths (0.245, 0.242)); never within 1 cm; no designed-link impulse before the
 release in any answer. Table: ``README.md``, section catapult-design. Open: a compiled ``Fp`` (or alternating
 torque solves at a fixed design with design steps), and a target family whose fixed-design miss is physical.
