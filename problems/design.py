@@ -1,9 +1,10 @@
 """Co-design through contact: the catapult's link lengths optimized together with its torques (issue 14).
 
 ``catapult-design`` is the catapult of :mod:`problems.planar` with torque limits a quarter of today's
-(+-250 N m instead of +-1000) and a farther target, (4.0, 3.0) instead of (2.2, 2.2), which the fixed design
-did not reach with the catapult's own method (measured below). The lengths of arm links 1 and 2 become design
-variables.
+(+-250 N m instead of +-1000) and a farther target, (4.0, 3.0) instead of (2.2, 2.2). The lengths of arm
+links 1 and 2 become design variables. **Issue 14's target is not met** (measured below): the fixed design
+reaches (4, 3) itself with a longer search (cem-ddp, seed 5, 120 s: 3.3e-5 m) and no physical bound excludes
+farther targets, and the co-design does not reach targets within 1 cm where the fixed design's best stays off.
 
 **What a link length is.** Link ``i`` (``arm1`` or ``arm2``) of length ``l_i`` is rebuilt consistently, as a
 uniform box ``0.05 x l_i x 0.05`` m hinged at one end, of mass ``1 kg * l_i / 0.25 m`` (the original density)
@@ -11,8 +12,12 @@ with its own box inertia, and the next joint sits at its far end, ``(0, l_i, 0)`
 (:func:`design_simulator` builds it from scratch.) Link 3, the bat that strikes the box, keeps its 0.25 m:
 its collision box is what touches the projectile, and a box's size has no parameter Jacobian in the
 project (``d(contact)/d(size)``: contact points, normals and distances as the faces move). The design
-vector is ``l = (l_1, l_2)`` (option ``links``: a subset), each within ``bounds`` (default +-40 %:
-[0.15, 0.35] m).
+vector is ``l = (l_1, l_2)`` (option ``links``: a subset), each within ``bounds`` (default
+:data:`DESIGN_BOUNDS`, [0.15, 0.33] m, -40 % .. +32 %). The upper bound is set by the start: links 1 and 2 in
+line at 45 deg put the bat's top at ``-0.45 + (l1 + l2) cos 45 + 0.025``, under the box's bottom (0.05) only while
+``l1 + l2 < 0.6718`` m (:func:`start_gap`, :data:`MAX_LENGTH_SUM`; bounds past it are refused). The former
+default, +-40 % ([0.15, 0.35] m), let the design start the box 2 cm inside the bat: the first step pushed it
+out (3.7 cm in one step, upwards at 0.08 m/s), and the former registered answer, (0.35, 0.3498), did exactly that.
 
 **Its derivative.** The step depends on ``l_i`` through named parameters of :mod:`dynamics.parameters`:
 the placement of the next joint (``placement:arm{i+1}``, a translation along the link: ``d delta / d l_i =
@@ -30,26 +35,59 @@ the control sets the design, ``l = c + h u'[:k] / tau`` (``c``, ``h`` the bounds
 ``tau`` the torque limit, so the controls' box ``[-tau, tau]`` is the design's bounds), and nothing moves;
 every later knot (``phase = 1``) is the simulator's step at the design ``l`` carried in the state, which
 stays constant: ``F'x = [[Fx, Fp dp/dl], [0, I]]``. The design is thus time-invariant by construction,
-and the catapult's own recipe, ``cem-ddp`` (a short CEM search, then box-constrained DDP, fresh rounds
-on stalls), optimizes it together with the torques without a new solver: the CEM search samples designs
-as it samples torques, DDP's feedback reacts to the design through ``F'x``, and its box constraints
-hold the bounds. Chosen over Gauss-Newton over ``(l, us)`` (needs the controls' bounds, which
-:func:`solvers.gauss_newton` has not) and over an outer loop on ``l`` (a whole ``cem-ddp`` solve per
-outer step) because it reuses the method measured on the catapult as it is.
+and DDP on the augmented OCP optimizes it together with the torques without a new solver: its feedback
+reacts to the design through ``F'x``, its box constraints hold the bounds.
 
-**Baseline.** ``fixed_design_distance``: the catapult's default method (``cem-ddp``, 40 s, ``seed``) on the
-fixed design (all lengths 0.25 m) with the same torque limit and target, solved when the problem is built
-(``baseline=True``, its time in ``info["baseline_time"]``); reported among the metrics.
+**Staging: the fixed design first.** One derivative sweep of the augmented OCP costs ~25 times the fixed
+design's (0.84 s against 32 ms for 500 steps, measured: ``Fp`` comes from the Python parameter path,
+``dynamics.parameters``, the state Jacobians from the fused compiled step), so a co-design DDP run gets ~25
+times fewer iterations in the same time. Started from zero torques (CEM over designs and torques, then
+co-design DDP; seed 0, 60 s) it did worse than the fixed design's 40 s: at 4.5 m, 3 of 4 rays within 1.2 cm
+and (3.90, 2.25) 0.99 m off (fixed: 4 of 4 within 1.5 mm); at 5.0 m (3.99, 3.01) hit, (4.33, 2.50) 2.40 m and
+(3.54, 3.54) 1.38 m off (fixed: hit, 13.5 cm, 28 cm); CEM's knot of its own for the design (``lead=1``, with or
+without sampling it) did not help: 0.30-1.94 m off at (4.33, 2.50), (3.54, 3.54), (3.01, 3.99).
+So the recipe is staged
+(``baseline=True``; ``trajopt solve catapult-design --option baseline=True``): the factory first solves the
+fixed design (0.25 m links) with the catapult's method (``cem-ddp``,
+``baseline_time`` = 40 s, ``baseline_seed``): that is ``fixed_design_distance``; the co-design then starts
+from its torques at the nominal design (``us_init``) and runs ``cem-ddp`` with the design knot its own CEM
+knot held at ``us_init``'s design (``lead=1, lead_sigma=0``: :func:`solvers.cem.solve_cem`; before, CEM's
+piecewise-linear knots interpolated the design knot's value into the first ~70 steps' torques), 60 s: CEM's
+best is the baseline's answer unless a sample beats it, and DDP moves design and torques from there. The
+co-design's answer is therefore never worse than the fixed design's (DDP and the rounds only keep lower costs).
 
-**Measured** (2 shared cores, 2026-11-23): fixed design, target (4, 3), cem-ddp 40 s, seeds 0, 1, 2: 0.266 m
-off each time, all at (3.742, 3.065) with every joint at its torque limit (the hybrid's rounds use seeds
-``seed + r``, so these runs share CEM seeds: not three independent searches). Co-design, target (4, 3),
-seeds 0 and 1: 5.6e-6 m, lengths (0.35, 0.3498), 38 s and 19 s (the same answer, from CEM seed 2), no
-designed-link impulse before the release (step 122). **Not established**: that (4, 3) is physically out of
-the fixed design's reach -- the same fixed design reaches (4.3, 3.2) (1e-5 m, 18 s) and (3.8, 3.4), so the
-miss at (4, 3) may be cem-ddp's basin, not the torque limit; and the co-design is not robust: at (4.3, 3.2),
-seed 3, it ended 1.25 m off after 60 s (10 rounds). A fixed design with links (0.35, 0.35) reaches (4, 3)
-with cem-ddp in 10 s.
+**Baseline.** ``fixed_design_distance`` (a metric of every answer): the fixed design's best **with the
+catapult's method and this budget** (``cem-ddp``, 40 s, one seed), not a proof that the fixed design cannot
+do better; ``info["baseline_time"]`` its time. ``baseline=False`` (the default: the suite builds every
+problem): no baseline, zero torques, CEM at the nominal design then co-design DDP (the weak start above).
+
+**The fixed design's reach** (``scripts/design_reach.py``; 2 cores shared with ~5 other jobs, load 7-9, so a
+time limit buys fewer iterations than on an idle machine and a seed does not repeat exactly). cem-ddp, 40 s,
+seed 0, targets on rays from the origin at 30/37/45/53 deg: distance 4.5 m: 4 of 4 hit (< 1.5 mm); 5.0 m:
+(3.99, 3.01) hit, (4.33, 2.50) 13.5 cm, (3.54, 3.54) 28 cm, (3.01, 3.99) 20 cm off; 5.5 m: 19 cm, 1.96 m,
+1.75 m, 1.79 m off. But the misses are the method's, not the design's: the fixed design also hit (4.3, 3.2)
+(5.36 m), (4.6, 2.2) (5.10 m; another run of the same seed 1.03 m off), and aimed at (5.6, 4.2) its box
+ended at (4.14, 4.56), 6.16 m out; (4, 3) itself: 0.266 m off from seeds 0-2 (earlier), 2.20 m, 0.266 m,
+0.266 m from seeds 0-2 (today), 1.75 m and 1.74 m from seeds 3-4, cem-gn 60 s seed 0 0.55 m -- but cem-ddp
+seed 5 with 120 s **reached (4, 3)**, 3.3e-5 m (converged at 85 s). A design (0.33, 0.33) fixed hit (4, 3)
+(1.7e-5 m, 31 s) but missed (4.8, 3.6) by 3.0 m and (5.6, 4.2) by 3.0 m as the nominal design did (2.9 m, 1.5 m).
+
+**No physical bound excludes these targets.** The box's final position is a ballistic arc from its last
+contact; to be at ``p`` at ``T = 0.5`` s after leaving its start at ``t = 0`` (the most flight time there is)
+it needs ``v = (p - p0 + g T^2/2 y)/T``: for (4, 3) 11.5 m/s, 66 J, for 6 m at 45 deg 13.7 m/s, 94 J. The
+torques' work over one monotone sweep of each joint's range is ``3 x 250 N m x pi = 2356 J``, enough for
+~68 m/s; the links (1 kg each) are light next to the torques (the bat alone, about its hinge, sweeps pi in
+~0.02 s). That is no bound either way (a joint may sweep back and forth), but it shows that no energy or
+joint-limit argument proves a target at these distances out of the fixed design's reach: the fixed design's
+"cannot" is only its method's best.
+
+**Co-design, staged recipe** (``baseline=True``; 60 s; 2 shared cores at load 7-9): in the 13 runs where the
+fixed design's best stayed more than 10 cm off ((4, 3) seeds 0-4 and ncp; (4.2, 3.2) ncp; (4.6, 2.2), (4.9, 2.4),
+(4.33, 2.50), (3.54, 3.54), (3.01, 3.99), (4.76, 2.75) seed 0, the last four with plain ``ddp`` as the
+co-design stage) it ended 4.2-146 cm off (e.g. (4, 3) seed 0:
+fixed 2.20 m, co-design 9.1 cm, lengths (0.245, 0.242)); never within 1 cm; no designed-link impulse before the
+release in any answer. Table: ``README.md``, section catapult-design. Open: a compiled ``Fp`` (or alternating
+torque solves at a fixed design with design steps), and a target family whose fixed-design miss is physical.
 """
 
 from __future__ import annotations
@@ -69,8 +107,23 @@ NOMINAL_LENGTH = LINK_SIZE[1]
 #: torque limit (N m): a quarter of the catapult's 1000
 DESIGN_TORQUE = 250.0
 DESIGN_TARGET = (4.0, 3.0)
+#: the lengths' default bounds (m): -40 % .. +32 %; at the upper corner the box starts 8.3 mm above the bat
+#: (0.35 m each, +40 %, would start it 2 cm inside: module docstring)
+DESIGN_BOUNDS = (0.15, 0.33)
 #: the catapult's start: box at (0, 0.1), arm angles (45, 0, 45) deg
 START = (0.0, 0.1, np.deg2rad(45.0), 0.0, np.deg2rad(45.0))
+
+
+def start_gap(l1: float, l2: float) -> float:
+    """The gap (m) between the box's bottom and the bat's top face at the start, links 1 and 2 of lengths ``l1``,
+    ``l2``: the start has links 1 and 2 in line at 45 deg and the bat horizontal, so the bat's top is at
+    ``-0.45 + (l1 + l2) cos 45 + 0.025`` and the box's bottom at 0.05."""
+    return START[1] - BOX_SIDE / 2 - (-0.45 + (l1 + l2) * np.cos(START[2]) + LINK_SIZE[0] / 2)
+
+
+#: l1 + l2 (m) at which the start's gap closes (beyond it the box starts inside the bat)
+MAX_LENGTH_SUM = (START[1] - BOX_SIDE / 2 + 0.45 - LINK_SIZE[0] / 2) / np.cos(START[2])
+START_GAP_AT_NOMINAL = start_gap(NOMINAL_LENGTH, NOMINAL_LENGTH)
 
 
 def _lengths(lengths) -> dict:
@@ -316,23 +369,34 @@ def _check_design(links, bounds):
         raise ValueError(f"lower bounds must exceed 0.05 m (a link is a 0.05 m-thick box), got {b[:, 0].tolist()}")
     if not ((b[:, 0] <= NOMINAL_LENGTH) & (NOMINAL_LENGTH <= b[:, 1])).all():
         raise ValueError(f"bounds {b.tolist()} must contain the nominal length {NOMINAL_LENGTH} m")
+    longest = _lengths(dict(zip(links, b[:, 1], strict=True)))
+    if start_gap(longest["arm1"], longest["arm2"]) <= 0.0:
+        raise ValueError(f"upper bounds {b[:, 1].tolist()} m: links 1 and 2 that long put the bat inside the box at "
+                         f"the start (it rests {START_GAP_AT_NOMINAL:.3f} m above the bat at 0.25 m each; the gap "
+                         f"closes when l1 + l2 reaches {MAX_LENGTH_SUM:.4f} m)")
     return links, b[:, 0].copy(), b[:, 1].copy()
 
 
-@register("catapult-design", "co-design: the catapult with torques +-250 N m throws its box to (4, 3), which the fixed "
-          "design misses, by optimizing the lengths of arm links 1 and 2 with the torques",
-          method="cem-ddp", options={"time_limit": 60.0})
+@register("catapult-design", "co-design: the catapult with torques +-250 N m throws its box to (4, 3), optimizing the "
+          "lengths of arm links 1 and 2 with the torques; --option baseline=True: from the fixed design's answer "
+          "(solved first, 40 s), reporting fixed_design_distance",
+          method="cem-ddp", options={"time_limit": 60.0, "lead": 1, "lead_sigma": 0.0})
 def catapult_design(*, horizon: int = 500, dt: float = 1e-3, target=DESIGN_TARGET, torque: float = DESIGN_TORQUE,
-                    links=DESIGN_LINKS, bounds=(0.6 * NOMINAL_LENGTH, 1.4 * NOMINAL_LENGTH),
+                    links=DESIGN_LINKS, bounds=DESIGN_BOUNDS,
                     control_weight: float = 1e-14, baseline: bool = False, baseline_seed: int = 0,
                     baseline_time: float = 40.0, contact: str = "lcp") -> OCP:
     """Module docstring. ``links``: the designed links (a subset of :data:`DESIGN_LINKS`); ``bounds``:
     ``(lower, upper)`` in m for every designed link, or one pair per link; ``horizon`` physical steps (the
-    OCP has one more knot, the design knot, first). ``baseline=True`` solves the fixed design first (the
-    catapult's ``cem-ddp``, ``baseline_time`` s, ``baseline_seed``) and reports ``fixed_design_distance``."""
+    OCP has one more knot, the design knot, first). ``baseline=True`` (the staged recipe: ``trajopt solve
+    catapult-design --option baseline=True``) solves the fixed design first (the catapult's ``cem-ddp``,
+    ``baseline_time`` s, ``baseline_seed``), reports ``fixed_design_distance`` and starts the co-design from its
+    answer (``us_init``: the nominal design, then the baseline's torques). ``baseline=False`` (default, so that
+    building the problem stays instant: the suite loads every problem): zero torques, no baseline."""
     links, lower, upper = _check_design(links, bounds)
     if not (isinstance(torque, (int, float)) and torque > 0):
         raise ValueError(f"torque must be a limit > 0 N m, got {torque!r}")
+    if not isinstance(baseline, bool):
+        raise ValueError(f"baseline must be True or False (CLI: --option baseline=True), got {baseline!r}")
     target = np.asarray(target, dtype=float)
     if target.shape != (2,) or not np.isfinite(target).all():
         raise ValueError(f"target must be a point (x, y), got {target!r}")
@@ -347,6 +411,7 @@ def catapult_design(*, horizon: int = 500, dt: float = 1e-3, target=DESIGN_TARGE
     if baseline:
         info.update(fixed_design_baseline(target=target, torque=torque, horizon=horizon, dt=dt, contact=contact,
                                           seed=baseline_seed, time_limit=baseline_time))
+        us_init[1:] = info["baseline_us"]
 
     def metrics(xs, us):
         out = {"distance_to_target": float(np.linalg.norm(xs[-1, :2] - target))}
@@ -365,6 +430,19 @@ def catapult_design(*, horizon: int = 500, dt: float = 1e-3, target=DESIGN_TARGE
                us_init=us_init, info=info)
 
 
+def fixed_design_ocp(*, target, lengths=(NOMINAL_LENGTH, NOMINAL_LENGTH), torque=DESIGN_TORQUE, horizon=500,
+                     dt=1e-3, contact="lcp") -> OCP:
+    """The catapult (:func:`problems.planar.catapult`'s start, cost and metrics) with arm links 1 and 2 fixed at
+    ``lengths`` and torques +-``torque``: the fixed design's problem (its default method ``cem-ddp``)."""
+    from .planar import catapult
+
+    ref = catapult(horizon=horizon, dt=dt, target=tuple(target), contact=contact)
+    sim = design_simulator(dict(zip(DESIGN_LINKS, lengths, strict=True)), torque=torque, dt=dt, contact=contact)
+    return OCP(dynamics=sim, x0=ref.x0, horizon=horizon, running_cost=ControlCost(sim, 1e-14),
+               terminal_cost=ref.terminal_cost, name="catapult-fixed-design", metrics=ref.metrics,
+               default_method="cem-ddp")
+
+
 def fixed_design_baseline(*, target, torque=DESIGN_TORQUE, horizon=500, dt=1e-3, contact="lcp", seed=0,
                           time_limit=40.0, verbose=False) -> dict:
     """The fixed design's best: the catapult (:func:`problems.planar.catapult`) with torques +-``torque``,
@@ -374,13 +452,7 @@ def fixed_design_baseline(*, target, torque=DESIGN_TORQUE, horizon=500, dt=1e-3,
 
     from solvers import solve
 
-    from .planar import catapult
-
-    ocp = catapult(horizon=horizon, dt=dt, target=tuple(target), contact=contact)
-    sim = design_simulator(torque=torque, dt=dt, contact=contact)
-    ocp = OCP(dynamics=sim, x0=ocp.x0, horizon=horizon, running_cost=ControlCost(sim, 1e-14),
-              terminal_cost=ocp.terminal_cost, name="catapult-fixed-design", metrics=ocp.metrics,
-              default_method="cem-ddp")
+    ocp = fixed_design_ocp(target=target, torque=torque, horizon=horizon, dt=dt, contact=contact)
     t0 = time.perf_counter()
     sol = solve(ocp, seed=seed, time_limit=time_limit, verbose=verbose)
     return {"fixed_design_distance": float(np.linalg.norm(sol.xs[-1, :2] - np.asarray(target))),

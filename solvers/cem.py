@@ -20,8 +20,11 @@ from trajopt.solution import Solution, Status
 from ._common import Progress, finish, knot_weights, out_of_time, record
 
 
-def _expand(P, T):
-    """Piecewise-linear controls (T, nu) from knot values P (K, nu)."""
+def _expand(P, T, lead=0):
+    """Piecewise-linear controls (T, nu) from knot values P (K, nu); the first ``lead`` rows of ``P`` are the
+    first ``lead`` controls themselves, the rest spread over the remaining steps."""
+    if lead:
+        return np.concatenate((P[:lead], _expand(P[lead:], T - lead)))
     K = len(P)
     if K == T:
         return P
@@ -31,23 +34,33 @@ def _expand(P, T):
 
 
 def solve_cem(ocp, *, us_init=None, population: int = 64, elite: float = 0.1, max_iter: int = 100,
-              sigma_init: float = 0.3, alpha: float = 0.8, knots: int | None = 20, seed: int = 0,
+              sigma_init: float = 0.3, alpha: float = 0.8, knots: int | None = 20, seed: int = 0, lead: int = 0,
+              lead_sigma: float | None = None,
               time_limit: float | None = None, tol: float = 1e-10, verbose: bool = True, callback=None) -> Solution:
     """Minimise ``ocp`` by the cross-entropy method (see the module docstring).
 
     ``sigma_init`` is relative to the control bounds' half-range (1 where unbounded).
+    ``lead``: the first ``lead`` controls are knots of their own, sampled but not interpolated into the
+    steps after them (a knot that sets time-invariant parameters, e.g. ``catapult-design``'s design knot);
+    ``knots`` then spread over the remaining steps. ``lead_sigma``: their ``sigma_init`` (None: ``sigma_init``;
+    0 keeps them at ``us_init``'s).
     Stops after ``max_iter`` iterations or ``time_limit`` seconds, or when the
     sampling distribution has collapsed (CONVERGED).
     """
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     T, nu = ocp.horizon, ocp.nu
-    K = T if knots is None else max(2, min(knots, T))
+    if not (isinstance(lead, (int, np.integer)) and 0 <= lead <= T - 2):
+        raise ValueError(f"lead must be a number of leading controls from 0 to horizon - 2 = {T - 2}, got {lead!r}")
+    K = T - lead if knots is None else max(2, min(knots, T - lead))
     lo, hi = ocp.u_lower, ocp.u_upper
     half = np.where(np.isfinite(hi - lo), 0.5 * (hi - lo), 1.0)
     us0 = np.clip(ocp.check_controls(ocp.us_init if us_init is None else us_init), lo, hi)
-    mean = us0[np.linspace(0, T - 1, K).round().astype(int)]
+    mean = us0[np.concatenate((np.arange(lead), lead + np.linspace(0, T - lead - 1, K).round().astype(int)))]
+    K += lead
     std = np.broadcast_to(sigma_init * half, (K, nu)).copy()
+    if lead_sigma is not None:
+        std[:lead] = lead_sigma * half
     n_elite = max(2, int(round(elite * population)))
     best_us = us0
     best_cost, best_xs, _ = _evaluate(ocp, us0)
@@ -58,7 +71,7 @@ def solve_cem(ocp, *, us_init=None, population: int = 64, elite: float = 0.1, ma
         for it in range(max_iter):
             samples = mean + std * rng.standard_normal((population, K, nu))
             samples = np.clip(samples, lo, hi)
-            controls = [_expand(P, T) for P in samples]
+            controls = [_expand(P, T, lead) for P in samples]
             results = [_evaluate(ocp, us) for us in controls]
             broken = [err for _, _, err in results if err is not None]
             if broken and it == 0:  # the cost itself is broken, not the simulation: say so, do not rank it

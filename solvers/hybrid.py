@@ -31,14 +31,16 @@ HYBRIDS = {f"cem-{m}": m for m in LOCAL}
 KINK_STEP = 0.1
 
 
-def solve_cem_then(ocp, local: str, *, cem_iterations: int = 2, population: int = 16, knots: int = 8,
+def solve_cem_then(ocp, local: str, *, cem_iterations: int = 2, population: int = 16, knots: int = 8, lead: int = 0,
+                   lead_sigma: float | None = None,
                    sigma_init: float = 0.3, seed: int = 0, rounds: int = 10, max_iter: int = 200,
                    chunk: int | None = 5, min_progress: float = 1e-2, round_share: float | None = 0.5,
                    time_limit: float | None = None,
                    verbose: bool = True, callback=None, us_init=None, **local_options) -> Solution:
     """``cem_iterations`` of CEM (``population`` samples, ``knots`` control knots), then the
     ``local`` method (``"ddp"``, ``"gn"`` or ``"shooting"``) from its best controls until it converges, stops
-    after ``max_iter`` iterations or the ``time_limit`` (total seconds) runs out.
+    after ``max_iter`` iterations or the ``time_limit`` (total seconds) runs out. ``lead``, ``lead_sigma``: CEM's
+    leading controls of their own (:func:`solvers.cem.solve_cem`).
 
     When the local method STALLS (no step decreases the cost: a kink where the contact
     events change) or crawls (line-search steps all below ``KINK_STEP`` while its cost falls
@@ -92,7 +94,8 @@ def solve_cem_then(ocp, local: str, *, cem_iterations: int = 2, population: int 
                 break
             ran = r + 1
             cem = run(solve_cem, "cem", r, us_init=us_init, max_iter=cem_iterations, population=population,
-                      knots=knots, sigma_init=sigma_init, seed=seed + r, time_limit=remaining)
+                      knots=knots, lead=lead, lead_sigma=lead_sigma, sigma_init=sigma_init, seed=seed + r,
+                      time_limit=remaining)
             if cem.status == Status.INTERRUPTED:  # Ctrl-C during the search: stop, with what it found
                 return interrupted()
             deadline = time_limit

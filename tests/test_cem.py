@@ -187,3 +187,21 @@ def test_a_round_that_overstays_its_share_of_the_time_gives_way_to_a_new_search(
 def test_bad_round_share_is_refused():
     with pytest.raises(ValueError, match="round_share"):
         solve(problems.load("pendulum", horizon=5), method="cem-ddp", round_share=1.5, verbose=False)
+
+
+def test_cem_lead_controls_are_knots_of_their_own():
+    """``lead=1``: the first control is sampled on its own (``lead_sigma=0``: kept at ``us_init``'s), and the
+    steps after it are piecewise linear over ``knots`` knots of their own, not interpolated from it."""
+    ocp = problems.load("pendulum", horizon=60)
+    us_init = np.zeros((60, ocp.nu))
+    us_init[0] = 0.7 * ocp.u_upper
+    sol = solve(ocp, method="cem", us_init=us_init, lead=1, lead_sigma=0.0, knots=4, max_iter=5, population=16,
+                seed=3, verbose=False)
+    assert sol.us[0] == pytest.approx(us_init[0], abs=0.0)
+    kinks = np.abs(np.diff(sol.us[1:, 0], 2)) > 1e-9
+    assert 0 < kinks.sum() <= 4  # 4 knots over steps 1..59: two interior breakpoints, each between two steps
+    free = solve(ocp, method="cem", us_init=us_init, lead=1, knots=4, max_iter=5, population=16, seed=3,
+                 verbose=False)
+    assert free.us[0, 0] != us_init[0, 0]  # sampled
+    with pytest.raises(ValueError, match="lead must be"):
+        solve(ocp, method="cem", lead=-1, max_iter=1, verbose=False)
