@@ -418,6 +418,11 @@ bool fused_lcp_solve(nb::handle fused, nb::handle model, nb::handle data, nb::ha
 
 bool is_step_state(nb::handle state) { return nb::isinstance<StepState>(state); }
 
+StepStateView step_state_view(nb::handle state) {
+  const StepState& st = nb::cast<const StepState&>(state);
+  return {st.J, st.Minv, st.MJt, st.problem, st.solution, st.m_contact()};
+}
+
 const Eigen::VectorXd* step_state_correction(nb::handle state) {
   if (state.is_none()) return nullptr;
   const StepState& st = nb::cast<const StepState&>(state);

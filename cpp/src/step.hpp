@@ -5,6 +5,7 @@
 #include <nanobind/eigen/dense.h>
 #include <pinocchio/multibody.hpp>
 
+#include "lcp.hpp"
 #include "linalg.hpp"
 
 namespace contactraj {
@@ -22,6 +23,19 @@ const Eigen::VectorXd* step_state_correction(nb::handle state);
 
 // ``state`` is a StepState.
 bool is_step_state(nb::handle state);
+
+// What the parameter Jacobians (params.cpp) read of a StepState, by reference (valid while the state
+// lives): J, M^-1, M^-1 J^T, the LCP and its solution, and the contact rows' count (nc r).
+struct StepStateView {
+  const RowMat& J;
+  const RowMat& Minv;
+  const RowMat& MJt;
+  const lcp::Problem& problem;
+  const lcp::Solution& solution;
+  int64_t m_contact;
+};
+// The view of ``state`` (a StepState; throws nanobind's cast error otherwise).
+StepStateView step_state_view(nb::handle state);
 
 // FusedLCP.jacobian's body (Simulator._contact_velocity_jacobian without adjoint) for the StepState ``state``.
 void fused_lcp_jacobian(nb::handle fused, const pinocchio::Model& M, pinocchio::Data& D, nb::handle state,
