@@ -168,7 +168,20 @@ def _table(sim) -> dict:
     return t
 
 
-def resolve(sim, params) -> list[Block]:
+class Blocks(list):
+    """The blocks of a parameter list (a list of :class:`Block`) with what each step reads of them, made once:
+    ``key`` (the names), ``npar`` (the total size), ``placements`` (their joints) and ``friction`` (its offset,
+    -1 when absent)."""
+
+    def __init__(self, blocks):
+        super().__init__(blocks)
+        self.key = tuple(b.name for b in blocks)
+        self.npar = sum(b.size for b in blocks)
+        self.placements = [b.joint for b in blocks if b.kind == "placement"]
+        self.friction = next((b.offset for b in blocks if b.kind == "friction"), -1)
+
+
+def resolve(sim, params) -> Blocks:
     """The blocks of ``params`` (a name or a sequence of names), in the order given; ValueError on an unknown
     or repeated name."""
     if isinstance(params, str):
@@ -193,6 +206,7 @@ def resolve(sim, params) -> list[Block]:
         kind, j = table[name]
         out.append(Block(name, kind, j, KINDS[kind], off))
         off += KINDS[kind]
+    out = Blocks(out)
     if key is not None:
         cache[key] = out
     return out
@@ -388,7 +402,7 @@ class _Workspace:
         return self._chains(sim, blocks)[1]
 
     def _chains(self, sim, blocks):
-        key = tuple(b.name for b in blocks)
+        key = blocks.key if isinstance(blocks, Blocks) else tuple(b.name for b in blocks)
         if key not in self.chains:
             npar = sum(b.size for b in blocks)
             inertial = [b for b in blocks if b.kind in ("mass", "com", "inertia")]
@@ -517,13 +531,12 @@ def _implicit(lin, dc, e, dF, A):
 def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
     """``Simulator.step_derivatives`` with ``params`` and/or ``impulses`` (module docstring)."""
     x, u = sim._check_x(x), sim._check_u(u)
-    blocks = [] if params is None else resolve(sim, params)
-    npar = sum(b.size for b in blocks)
+    blocks = Blocks([]) if params is None else resolve(sim, params)
+    npar = blocks.npar
     if blocks and sim.contact_model is not None and sim.smoothing > 0:
         raise NotImplementedError(f"parameter derivatives under relaxed contact (smoothing = {sim.smoothing:g}) are "
                                   "not implemented yet (hard LCP and NCP contact are)")
-    if (sim.contact_model is not None and sim.contact_model.restitution is not None
-            and any(b.kind == "placement" for b in blocks)):
+    if sim.contact_model is not None and sim.contact_model.restitution is not None and blocks.placements:
         # the impact rows' target e J_n(q) v moves with the placements: a term not chained yet
         raise NotImplementedError("placement derivatives with restitution (e > 0) are not implemented yet "
                                   "(friction, mass, COM and inertia are: the impact target does not depend on them)")
@@ -544,8 +557,7 @@ def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
     v_next = out[nq:]
     tau = np.array(sim._tau(u, d, q, v), dtype=float)
     ws = _workspace(sim)
-    placements = [b.joint for b in blocks if b.kind == "placement"]
-    aug = ws.aug(sim, placements) if placements else None
+    aug = ws.aug(sim, blocks.placements) if blocks.placements else None
     geo_aug = None
     if state is not None and aug is not None and state.m_contact:
         geo_aug = aug.geometry(q, state.geo.contacts)
@@ -644,7 +656,7 @@ def _compiled_jacobian(sim, ws, blocks, npar, q, v, tau, v_next, state, aug, geo
     if corr is not None:
         dqp_extra = _correction_derivative(sim, ws, blocks, npar, q, state, corr, aug, geo_aug)
     dq = v_next * dt if corr is None else v_next * dt + corr.dq
-    friction = next((b.offset for b in blocks if b.kind == "friction"), -1) if state is not None else -1
+    friction = blocks.friction if state is not None else -1
     Fp = np.empty((ndx, npar))
     dlam = np.empty((m, npar))
     _core.parameter_jacobian(sim._step_model, sim.model, ws.data, core_state, q, v, tau, dq, dt, sim._euclidean,

@@ -13,8 +13,9 @@
 //
 // R_extra / dc_extra / dqp_extra are the placement columns and the position correction's derivative, made
 // in Python (augmented model, contact kinematics) and passed in; None where there is none. The factor of K
-// is the state Jacobians' (lcp::linearize and sym_lstsq / lstsq of linalg.cpp, the functions the fused
-// jacobian calls), made again here for the parameter columns: for a kept solve it is a few microseconds.
+// and its factor are the state Jacobians' (the StepState's ReducedFactor, step.hpp: lcp::linearize and
+// sym_lstsq's factor, made once per state by the first Jacobian that asks); a bounded K (lstsq) is solved
+// again here (small: the sliding rows' reduced block).
 #include "common.hpp"
 #include "lcp.hpp"
 #include "linalg.hpp"
@@ -143,7 +144,7 @@ void parameter_jacobian(nb::handle step_model, nb::handle model, nb::handle data
         }
       if (any_e) dc.col(friction_col).noalias() += prob.A * dlam.col(friction_col);
     }
-    const lcp::Reduced red = lcp::linearize(prob, sol.modes, sol.signs);
+    const lcp::Reduced& red = st->factor.red;
     const int64_t k = red.C.size();
     if (k) {
       RowMat rhs(k, npar);
@@ -153,7 +154,7 @@ void parameter_jacobian(nb::handle step_model, nb::handle model, nb::handle data
         dz = lstsq(red.K, rhs, RANK_RTOL);
         dlam.noalias() += red.P * dz;
       } else {
-        sym_lstsq(red.K, rhs, RANK_RTOL, dz);
+        st->factor.sym.solve(rhs, dz);  // sym_lstsq(K, rhs): the state Jacobians' factor
         for (int64_t i = 0; i < k; ++i) dlam.row(red.C[i]) += dz.row(i);
       }
     }
