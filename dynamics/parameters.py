@@ -89,10 +89,16 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pinocchio as pin
 
-from contact import lambda_jacobian
+from contact import core, lambda_jacobian
 from contact.adapter import RANK_RTOL
 from contact.detection import Contacts
 from contact.kinematics import ContactKinematics
+
+from .contact_step import FusedContactState
+
+#: The compiled core's parameter Jacobian (``cpp/src/params.cpp``), or None (the Python path: no core, or a build
+#: that predates it).
+_core = core.module if core.available() and hasattr(core.module, "parameter_jacobian") else None
 
 #: Pinocchio's order of the 6 entries of a symmetric 3x3 inertia: xx, xy, yy, xz, yz, zz.
 SYM = ((0, 0), (0, 1), (1, 1), (0, 2), (1, 2), (2, 2))
@@ -197,7 +203,23 @@ def _table(sim) -> dict:
     return t
 
 
-def resolve(sim, params) -> list[Block]:
+class Blocks(list):
+    """The blocks of a parameter list (a list of :class:`Block`) with what each step reads of them, made once:
+    ``key`` (the names), ``npar`` (the total size), ``placements`` (their joints) and ``friction`` (its offset,
+    -1 when absent)."""
+
+    def __init__(self, blocks):
+        super().__init__(blocks)
+        self.key = tuple(b.name for b in blocks)
+        self.npar = sum(b.size for b in blocks)
+        self.placements = [b.joint for b in blocks if b.kind == "placement"]
+        self.friction = next((b.offset for b in blocks if b.kind == "friction"), -1)
+        #: the compiled core takes one friction coefficient and no restitution (per-pair coefficients and
+        #: restitution run the Python reference; their steps are not fused either)
+        self.compiled = all(b.kind != "restitution" and b.pair < 0 for b in blocks)
+
+
+def resolve(sim, params) -> Blocks:
     """The blocks of ``params`` (a name or a sequence of names), in the order given; ValueError on an unknown
     or repeated name."""
     if isinstance(params, str):
@@ -222,6 +244,7 @@ def resolve(sim, params) -> list[Block]:
         kind, j, pair = table[name]
         out.append(Block(name, kind, j, KINDS[kind], off, pair))
         off += KINDS[kind]
+    out = Blocks(out)
     if key is not None:
         cache[key] = out
     return out
@@ -419,16 +442,29 @@ class _Workspace:
     def chain(self, sim, blocks):
         """``d pi / d p`` (10 (njoints - 1), npar) of every body's dynamic parameters for the inertial blocks of
         ``blocks`` (zero columns elsewhere), or None when there is none; made once per parameter list."""
-        key = tuple(b.name for b in blocks)
+        return self._chains(sim, blocks)[0]
+
+    def compact_chain(self, sim, blocks):
+        """The same chain by columns, as the compiled core takes it: ``body`` (npar,) the joint whose 10 dynamic
+        parameters column ``k`` moves (0: none) and ``dpi`` (10, npar) that column's 10 entries."""
+        return self._chains(sim, blocks)[1]
+
+    def _chains(self, sim, blocks):
+        key = blocks.key if isinstance(blocks, Blocks) else tuple(b.name for b in blocks)
         if key not in self.chains:
+            npar = sum(b.size for b in blocks)
             inertial = [b for b in blocks if b.kind in ("mass", "com", "inertia")]
             C = None
+            body = np.zeros(npar, dtype=np.int64)
+            dpi = np.zeros((10, npar))
             if inertial:
-                C = np.zeros((10 * (sim.model.njoints - 1), sum(b.size for b in blocks)))
+                C = np.zeros((10 * (sim.model.njoints - 1), npar))
                 for b in inertial:
-                    C[10 * (b.joint - 1):10 * b.joint, b.offset:b.offset + b.size] = dynamic_parameter_jacobian(
-                        sim.model.inertias[b.joint], b.kind)
-            self.chains[key] = C
+                    block = dynamic_parameter_jacobian(sim.model.inertias[b.joint], b.kind)
+                    C[10 * (b.joint - 1):10 * b.joint, b.offset:b.offset + b.size] = block
+                    body[b.offset:b.offset + b.size] = b.joint
+                    dpi[:, b.offset:b.offset + b.size] = block
+            self.chains[key] = (C, (body, dpi))
         return self.chains[key]
 
     def aug(self, sim, joints) -> _Augmented:
@@ -452,19 +488,28 @@ def _rnea_derivative(sim, ws, blocks, npar, q, v, a, model, data, aug_model, aug
     None without contact)."""
     nv = sim.nv
     chain = ws.chain(sim, blocks)
-    if chain is not None:
+    if chain is not None and _core is not None:
+        R = _core.parameter_regressor(model, data, q, v, a, *ws.compact_chain(sim, blocks))
+    elif chain is not None:
         Y = np.asarray(pin.computeJointTorqueRegressor(model, data, q, v, a)).reshape(nv, -1)  # 1-D when nv = 1
         R = Y @ chain
     else:
         R = np.zeros((nv, npar))
     if aug is not None:
-        dtau_dq, _, _ = pin.computeRNEADerivatives(aug_model, aug_data, aug.q(q), aug.v(v), aug.v(a))
-        dtau_dq = dtau_dq[aug.dofs]
-        F = fext_derivative()
-        for b in blocks:
-            if b.kind == "placement":
-                cols = aug.cols[b.joint]
-                R[:, b.offset:b.offset + 6] = dtau_dq[:, cols] - (0.0 if F is None else F[aug.dofs][:, cols])
+        R += _placement_rnea(blocks, npar, q, v, a, aug_model, aug_data, aug, fext_derivative)
+    return R
+
+
+def _placement_rnea(blocks, npar, q, v, a, aug_model, aug_data, aug, fext_derivative):
+    """The placement columns of :func:`_rnea_derivative` (nv, npar; zero elsewhere), on the augmented model."""
+    dtau_dq, _, _ = pin.computeRNEADerivatives(aug_model, aug_data, aug.q(q), aug.v(v), aug.v(a))
+    dtau_dq = dtau_dq[aug.dofs]
+    F = fext_derivative()
+    R = np.zeros((len(aug.dofs), npar))
+    for b in blocks:
+        if b.kind == "placement":
+            cols = aug.cols[b.joint]
+            R[:, b.offset:b.offset + 6] = dtau_dq[:, cols] - (0.0 if F is None else F[aug.dofs][:, cols])
     return R
 
 
@@ -567,18 +612,17 @@ def _implicit(lin, dc, e, dF, A):
 def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
     """``Simulator.step_derivatives`` with ``params`` and/or ``impulses`` (module docstring)."""
     x, u = sim._check_x(x), sim._check_u(u)
-    blocks = [] if params is None else resolve(sim, params)
-    npar = sum(b.size for b in blocks)
+    blocks = Blocks([]) if params is None else resolve(sim, params)
+    npar = blocks.npar
     if blocks and sim.contact_model is not None and sim.smoothing > 0:
         raise NotImplementedError(f"parameter derivatives under relaxed contact (smoothing = {sim.smoothing:g}) are "
                                   "not implemented yet (hard LCP and NCP contact are)")
-    if (sim.contact_model is not None and sim.contact_model.restitution is not None
-            and any(b.kind == "placement" for b in blocks)):
+    if sim.contact_model is not None and sim.contact_model.restitution is not None and blocks.placements:
         # the impact rows' target e J_n(q) v moves with the placements: a term not chained yet
         raise NotImplementedError("placement derivatives with restitution (e > 0) are not implemented yet "
                                   "(friction, mass, COM and inertia are: the impact target does not depend on them)")
     d = data or sim._data
-    nq, nv, ndx, dt = sim.nq, sim.nv, sim.ndx, sim.dt
+    nq, ndx = sim.nq, sim.ndx
     out = np.empty(sim.nx)
     Fx = np.empty((ndx, ndx))
     Fu = np.empty((ndx, sim.nu))
@@ -594,64 +638,112 @@ def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
     v_next = out[nq:]
     tau = np.array(sim._tau(u, d, q, v), dtype=float)
     ws = _workspace(sim)
-    model, pdata = sim._step_model, ws.data
-    placements = [b.joint for b in blocks if b.kind == "placement"]
-    aug = ws.aug(sim, placements) if placements else None
+    aug = ws.aug(sim, blocks.placements) if blocks.placements else None
     geo_aug = None
     if state is not None and aug is not None and state.m_contact:
         geo_aug = aug.geometry(q, state.geo.contacts)
-    lam_c = None if state is None else state.lam[:state.m_contact]
 
-    Fp = None
-    if blocks:
-        if state is None:
-            tau_total = tau
-            Minv = np.array(pin.computeMinverse(model, pdata, q)).reshape(nv, nv)
-        else:
-            tau_total = tau + state.J.T @ state.lam / dt
-            Minv = state.Minv
-        a = pin.aba(model, pdata, q, v, tau_total).copy()
-
-        def fext():  # d(J^T lambda / dt)/dq_aug: the impulses enter RNEA as forces lambda / dt
-            return None if geo_aug is None else aug.kin.force_derivative(geo_aug, lam_c) / dt
-
-        R = _rnea_derivative(sim, ws, blocks, npar, q, v, a, model, pdata,
-                             None if aug is None else aug.model, None if aug is None else aug.data, aug, fext)
-        G = -dt * (Minv @ R)
-        if state is None:
-            dv = G
-        else:
-            J = state.J
-            dc = J @ G
-            if geo_aug is not None:
-                mc = state.m_contact
-                dc[:mc] += _placement_columns(blocks, aug, aug.kin.velocity_derivative(geo_aug, aug.v(v_next)))
-                on = state.normal_rows < mc
-                nrows, slope = state.normal_rows[on], np.asarray(state.bias_slope)[on]
-                dc[nrows] += slope[:, None] / dt * _placement_columns(blocks, aug, geo_aug.J[nrows])
-            _restitution_term(sim, state, blocks, dc)
-            e, dF = _friction_terms(sim, state, blocks, npar)
-            lin = state.adapter.linearize(state.problem, state.solution)
-            A = state.problem.A if hasattr(state.problem, "A") else state.problem.G
-            dlam_p = _implicit(lin, dc, e, dF, A)
-            dv = G + state.MJt @ dlam_p
-        Fp = np.empty((ndx, npar))
-        Fp[nv:] = dv
-        dqp = dt * dv
-        corr = None if state is None else state.correction
-        if corr is not None:
-            dqp = dqp + _correction_derivative(sim, ws, blocks, npar, q, state, corr, aug, geo_aug)
-        dq = v_next * dt if corr is None else v_next * dt + corr.dq
-        if sim._euclidean:
-            Fp[:nv] = dqp
-        else:
-            Fp[:nv] = pin.dIntegrate(sim.model, q, dq, pin.ArgumentPosition.ARG1) @ dqp
+    Fp = dlam_p = None
+    if blocks and _core is not None and (state is None or type(state) is FusedContactState) and blocks.compiled:
+        Fp, dlam_p = _compiled_jacobian(sim, ws, blocks, npar, q, v, tau, v_next, state, aug, geo_aug)
+    elif blocks:
+        Fp, dlam_p = _reference_jacobian(sim, ws, blocks, npar, q, v, tau, v_next, state, aug, geo_aug)
 
     result = (out, Fx, Fu) if Fp is None else (out, Fx, Fu, Fp)
     if impulses:
-        result = result + (_impulses(sim, d, q, v, tau, v_next, state, blocks, dlam_p if (blocks and state is not None)
-                                     else None, npar),)
+        result = result + (_impulses(sim, d, q, v, tau, v_next, state, blocks, dlam_p, npar),)
     return result
+
+
+def _reference_jacobian(sim, ws, blocks, npar, q, v, tau, v_next, state, aug, geo_aug):
+    """``(Fp, dlambda/dp)`` (dlambda None without contact) in Python: the reference, and the path of the contact
+    states the compiled core does not hold (NCP, the Python LCP's)."""
+    nv, ndx, dt = sim.nv, sim.ndx, sim.dt
+    model, pdata = sim._step_model, ws.data
+    lam_c = None if state is None else state.lam[:state.m_contact]
+    dlam_p = None
+    if state is None:
+        tau_total = tau
+        Minv = np.array(pin.computeMinverse(model, pdata, q)).reshape(nv, nv)
+    else:
+        tau_total = tau + state.J.T @ state.lam / dt
+        Minv = state.Minv
+    a = pin.aba(model, pdata, q, v, tau_total).copy()
+
+    def fext():  # d(J^T lambda / dt)/dq_aug: the impulses enter RNEA as forces lambda / dt
+        return None if geo_aug is None else aug.kin.force_derivative(geo_aug, lam_c) / dt
+
+    R = _rnea_derivative(sim, ws, blocks, npar, q, v, a, model, pdata,
+                         None if aug is None else aug.model, None if aug is None else aug.data, aug, fext)
+    G = -dt * (Minv @ R)
+    if state is None:
+        dv = G
+    else:
+        J = state.J
+        dc = J @ G
+        if geo_aug is not None:
+            mc = state.m_contact
+            dc[:mc] += _placement_columns(blocks, aug, aug.kin.velocity_derivative(geo_aug, aug.v(v_next)))
+            on = state.normal_rows < mc
+            nrows, slope = state.normal_rows[on], np.asarray(state.bias_slope)[on]
+            dc[nrows] += slope[:, None] / dt * _placement_columns(blocks, aug, geo_aug.J[nrows])
+        _restitution_term(sim, state, blocks, dc)
+        e, dF = _friction_terms(sim, state, blocks, npar)
+        lin = state.adapter.linearize(state.problem, state.solution)
+        A = state.problem.A if hasattr(state.problem, "A") else state.problem.G
+        dlam_p = _implicit(lin, dc, e, dF, A)
+        dv = G + state.MJt @ dlam_p
+    Fp = np.empty((ndx, npar))
+    Fp[nv:] = dv
+    dqp = dt * dv
+    corr = None if state is None else state.correction
+    if corr is not None:
+        dqp = dqp + _correction_derivative(sim, ws, blocks, npar, q, state, corr, aug, geo_aug)
+    dq = v_next * dt if corr is None else v_next * dt + corr.dq
+    if sim._euclidean:
+        Fp[:nv] = dqp
+    else:
+        Fp[:nv] = pin.dIntegrate(sim.model, q, dq, pin.ArgumentPosition.ARG1) @ dqp
+    return Fp, dlam_p
+
+
+def _compiled_jacobian(sim, ws, blocks, npar, q, v, tau, v_next, state, aug, geo_aug):
+    """:func:`_reference_jacobian` in one compiled call (``cpp/src/params.cpp``) for a step without contact or
+    with a fused LCP state: the regressor chain, the fixed-impulse and implicit parts and the configuration rows;
+    the placement columns and the position correction's derivative are made here and passed in."""
+    ndx, dt = sim.ndx, sim.dt
+    core_state = None if state is None else state.core
+    m = 0 if state is None else len(state.J)
+    R_extra = dc_extra = dqp_extra = None
+    corr = None if state is None else state.correction
+    if aug is not None:  # placements: dRNEA/ddelta - dF/ddelta, and their terms of dc
+        if state is None:
+            tau_total = tau
+        else:
+            tau_total = tau + state.J.T @ state.lam / dt
+        a = pin.aba(sim._step_model, ws.data, q, v, tau_total).copy()
+        lam_c = None if state is None else state.lam[:state.m_contact]
+
+        def fext():
+            return None if geo_aug is None else aug.kin.force_derivative(geo_aug, lam_c) / dt
+
+        R_extra = _placement_rnea(blocks, npar, q, v, a, aug.model, aug.data, aug, fext)
+        if geo_aug is not None:
+            mc = state.m_contact
+            dc_extra = np.zeros((m, npar))
+            dc_extra[:mc] = _placement_columns(blocks, aug, aug.kin.velocity_derivative(geo_aug, aug.v(v_next)))
+            on = state.normal_rows < mc
+            nrows, slope = state.normal_rows[on], np.asarray(state.bias_slope)[on]
+            dc_extra[nrows] += slope[:, None] / dt * _placement_columns(blocks, aug, geo_aug.J[nrows])
+    if corr is not None:
+        dqp_extra = _correction_derivative(sim, ws, blocks, npar, q, state, corr, aug, geo_aug)
+    dq = v_next * dt if corr is None else v_next * dt + corr.dq
+    friction = blocks.friction if state is not None else -1
+    Fp = np.empty((ndx, npar))
+    dlam = np.empty((m, npar))
+    _core.parameter_jacobian(sim._step_model, sim.model, ws.data, core_state, q, v, tau, dq, dt, sim._euclidean,
+                             *ws.compact_chain(sim, blocks), friction, R_extra, dc_extra, dqp_extra, Fp, dlam)
+    return Fp, (None if state is None else dlam)
 
 
 def _correction_derivative(sim, ws, blocks, npar, q, state, corr, aug, geo_aug):

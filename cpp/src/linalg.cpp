@@ -1,5 +1,6 @@
 // numpy.linalg's lstsq and solve on Eigen (see linalg.hpp).
 #include "linalg.hpp"
+#include "factor.hpp"
 
 #include <Eigen/LU>
 #include <Eigen/QR>
@@ -52,23 +53,24 @@ RowMat lstsq(const CRowRef& A, const CRowRef& B, double rcond) {
   return X;
 }
 
-void sym_lstsq(const CRowRef& E, const CRowRef& B, double rcond, Eigen::Ref<RowMat> X) {
+void SymLstsq::compute(const CRowRef& E, double rcond) {
   const Eigen::Index k = E.rows();
   if (E.cols() != k) throw std::invalid_argument("sym_lstsq: E is not square");
-  if (B.rows() != k || X.rows() != k || X.cols() != B.cols())
-    throw std::invalid_argument("sym_lstsq: B and X must have E's rows and the same columns");
+  k_ = k;
+  chol_ = false;
+  V_.resize(k, 0);
+  lam_.resize(0);
   if (k == 0) return;
   Eigen::MatrixXd S(k, k);
   for (Eigen::Index i = 0; i < k; ++i)
     for (Eigen::Index j = 0; j < k; ++j) S(i, j) = 0.5 * (E(i, j) + E(j, i));
-  Eigen::LLT<Eigen::MatrixXd> llt(S);
-  if (llt.info() == Eigen::Success) {
+  llt_.compute(S);
+  if (llt_.info() == Eigen::Success) {
     Eigen::MatrixXd Linv = Eigen::MatrixXd::Identity(k, k);
-    llt.matrixL().solveInPlace(Linv);
+    llt_.matrixL().solveInPlace(Linv);
     const double f = Linv.squaredNorm();  // |L^-1|_F^2
     if (std::isfinite(f) && 1.0 / f > 4.0 * rcond * S.norm()) {
-      X = B;
-      llt.solveInPlace(X);
+      chol_ = true;
       return;
     }
   }
@@ -80,14 +82,40 @@ void sym_lstsq(const CRowRef& E, const CRowRef& B, double rcond, Eigen::Ref<RowM
   std::vector<Eigen::Index> keep;
   for (Eigen::Index i = 0; i < k; ++i)
     if (std::abs(lam[i]) > cut) keep.push_back(i);
-  X.setZero();
-  if (keep.empty()) return;
   const Eigen::Index r = static_cast<Eigen::Index>(keep.size());
-  Eigen::MatrixXd V(k, r);
-  for (Eigen::Index a = 0; a < r; ++a) V.col(a) = eig.eigenvectors().col(keep[a]);
-  Eigen::MatrixXd VtB = V.transpose() * B;
-  for (Eigen::Index a = 0; a < r; ++a) VtB.row(a) /= lam[keep[a]];
-  X.noalias() = V * VtB;
+  V_.resize(k, r);
+  lam_.resize(r);
+  for (Eigen::Index a = 0; a < r; ++a) {
+    V_.col(a) = eig.eigenvectors().col(keep[a]);
+    lam_[a] = lam[keep[a]];
+  }
+}
+
+void SymLstsq::solve(const CRowRef& B, Eigen::Ref<RowMat> X) const {
+  if (B.rows() != k_ || X.rows() != k_ || X.cols() != B.cols())
+    throw std::invalid_argument("sym_lstsq: B and X must have E's rows and the same columns");
+  if (k_ == 0) return;
+  if (chol_) {
+    X = B;
+    llt_.solveInPlace(X);
+    return;
+  }
+  X.setZero();
+  const Eigen::Index r = V_.cols();
+  if (r == 0) return;
+  Eigen::MatrixXd VtB = V_.transpose() * B;
+  for (Eigen::Index a = 0; a < r; ++a) VtB.row(a) /= lam_[a];
+  X.noalias() = V_ * VtB;
+}
+
+void sym_lstsq(const CRowRef& E, const CRowRef& B, double rcond, Eigen::Ref<RowMat> X) {
+  const Eigen::Index k = E.rows();
+  if (E.cols() != k) throw std::invalid_argument("sym_lstsq: E is not square");
+  if (B.rows() != k || X.rows() != k || X.cols() != B.cols())
+    throw std::invalid_argument("sym_lstsq: B and X must have E's rows and the same columns");
+  SymLstsq f;
+  f.compute(E, rcond);
+  f.solve(B, X);
 }
 
 RowMat solve(const CRowRef& A, const CRowRef& B) {

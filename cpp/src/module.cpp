@@ -10,4 +10,5 @@ NB_MODULE(contactraj_core, m) {
   contactraj::bind_lcp(m);
   contactraj::bind_step(m);
   contactraj::bind_fused_step(m);
+  contactraj::bind_params(m);
 }

@@ -46,8 +46,20 @@ struct StepState {
   int64_t held = 0;  // the last `held` correction rows hold joints on their limits (e = 0)
   VectorXl deep_rows;
   Correction correction;
+  mutable std::shared_ptr<const ReducedFactor> factor;  // reduced_factor(): made on the first Jacobian
   int64_t m_contact() const { return nc * r; }
 };
+
+// The state's ReducedFactor, made and kept on the first call.
+const ReducedFactor& reduced_factor(const StepState& st) {
+  if (!st.factor) {
+    auto f = std::make_shared<ReducedFactor>();
+    f->red = lcp::linearize(st.problem, st.solution.modes, st.solution.signs);
+    if (!f->red.bounded && f->red.C.size()) f->sym.compute(f->red.K, RANK_RTOL);
+    st.factor = std::move(f);
+  }
+  return *st.factor;
+}
 
 struct Limit {
   int64_t iq, iv;
@@ -304,7 +316,8 @@ class FusedLCP {
     // ContactModel.velocity_jacobian: the LCP's linearization keeps the clamping rows C (Fc = I[C]) and
     // solves K dz = -dc[C] (K = A[C, C], or A[C, :] P when some friction row is bounded), dlambda = P dz or
     // dlambda[C] = dz; dv+ = G + MJt dlambda.
-    lcp::Reduced red = lcp::linearize(st.problem, st.solution.modes, st.solution.signs);
+    const ReducedFactor& factor = reduced_factor(st);
+    const lcp::Reduced& red = factor.red;
     const int64_t k = red.C.size(), ncols = G.cols();
     if (k == 0) {
       dv_dx = G.leftCols(2 * nv);
@@ -336,8 +349,8 @@ class FusedLCP {
     if (red.bounded) {
       dz_ = lstsq(red.K, rhs, RANK_RTOL);
       W_.noalias() = st.MJt * red.P;
-    } else {  // K = J_C M^-1 J_C^T, symmetric positive semidefinite
-      sym_lstsq(red.K, rhs, RANK_RTOL, dz_);
+    } else {  // K = J_C M^-1 J_C^T, symmetric positive semidefinite: sym_lstsq(K, rhs) by the kept factor
+      factor.sym.solve(rhs, dz_);
       W_.resize(nv, k);
       for (int64_t a = 0; a < k; ++a) W_.col(a) = st.MJt.col(red.C[a]);
     }
@@ -417,6 +430,11 @@ bool fused_lcp_solve(nb::handle fused, nb::handle model, nb::handle data, nb::ha
 }
 
 bool is_step_state(nb::handle state) { return nb::isinstance<StepState>(state); }
+
+StepStateView step_state_view(nb::handle state) {
+  const StepState& st = nb::cast<const StepState&>(state);
+  return {st.J, st.Minv, st.MJt, st.problem, st.solution, st.m_contact(), reduced_factor(st)};
+}
 
 const Eigen::VectorXd* step_state_correction(nb::handle state) {
   if (state.is_none()) return nullptr;

@@ -5,6 +5,10 @@
 #include <nanobind/eigen/dense.h>
 #include <pinocchio/multibody.hpp>
 
+#include <memory>
+
+#include "factor.hpp"
+#include "lcp.hpp"
 #include "linalg.hpp"
 
 namespace contactraj {
@@ -22,6 +26,28 @@ const Eigen::VectorXd* step_state_correction(nb::handle state);
 
 // ``state`` is a StepState.
 bool is_step_state(nb::handle state);
+
+// The linearization of a StepState's LCP at its solution (lcp::linearize) and, when no friction row is bounded
+// (K = J_C M^-1 J_C^T symmetric), K's factor: made once per state by whichever Jacobian asks first (the
+// state Jacobians of FusedLCP.jacobian, the parameter Jacobians of params.cpp) and kept with the state.
+struct ReducedFactor {
+  lcp::Reduced red;
+  SymLstsq sym;  // of red.K when !red.bounded
+};
+
+// What the parameter Jacobians (params.cpp) read of a StepState, by reference (valid while the state
+// lives): J, M^-1, M^-1 J^T, the LCP and its solution, and the contact rows' count (nc r).
+struct StepStateView {
+  const RowMat& J;
+  const RowMat& Minv;
+  const RowMat& MJt;
+  const lcp::Problem& problem;
+  const lcp::Solution& solution;
+  int64_t m_contact;
+  const ReducedFactor& factor;  // made now when the state has none yet
+};
+// The view of ``state`` (a StepState; throws nanobind's cast error otherwise).
+StepStateView step_state_view(nb::handle state);
 
 // FusedLCP.jacobian's body (Simulator._contact_velocity_jacobian without adjoint) for the StepState ``state``.
 void fused_lcp_jacobian(nb::handle fused, const pinocchio::Model& M, pinocchio::Data& D, nb::handle state,

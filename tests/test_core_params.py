@@ -1,0 +1,106 @@
+"""The compiled parameter Jacobian (cpp/src/params.cpp) against the Python reference of dynamics/parameters.py.
+
+``step_derivatives(x, u, params=...)`` takes the compiled path for a step without contact or with a fused LCP
+state; ``parameters._core = None`` forces the reference. Both must give the same ``Fp`` and impulse Jacobians to
+round-off, for every parameter kind, along rollouts (contact on and off, sticking and sliding rows)."""
+
+import numpy as np
+import pytest
+
+from dynamics import parameters as P
+
+pytestmark = pytest.mark.skipif(P._core is None, reason="the compiled core (with parameter_jacobian) is not loaded")
+
+
+def _rollout_states(name, steps, seed=0):
+    from problems import load
+
+    ocp = load(name)
+    sim = ocp.dynamics
+    rng = np.random.default_rng(seed)
+    scale = np.where(np.isfinite(ocp.u_upper), 0.3 * ocp.u_upper, 1.0)
+    us = np.clip(rng.uniform(-1, 1, (steps, sim.nu)) * scale, ocp.u_lower, ocp.u_upper)
+    xs = sim.rollout(ocp.x0, us)
+    return sim, list(zip(xs[:-1], us))
+
+
+def _both(sim, x, u, names, monkeypatch):
+    new = sim.step_derivatives(x, u, params=names, impulses=True, data=sim.create_data())
+    with monkeypatch.context() as m:
+        m.setattr(P, "_core", None)
+        ref = sim.step_derivatives(x, u, params=names, impulses=True, data=sim.create_data())
+    return new, ref
+
+
+def _rel(a, b):
+    return float(np.abs(a - b).max() / max(1.0, np.abs(b).max())) if b.size else 0.0
+
+
+@pytest.mark.parametrize("name, steps", [("catapult", 40), ("ur5-box", 12), ("go1-hold", 8)])
+def test_compiled_equals_reference_along_rollouts(name, steps, monkeypatch):
+    sim, states = _rollout_states(name, steps)
+    names = sim.parameter_names()
+    kinds = {"fused": 0, "free": 0}
+    for x, u in states:
+        d = sim.create_data()
+        sim.step(x, u, data=d)
+        kinds["free" if d.contact is None else "fused"] += type(d.contact).__name__ in ("NoneType",
+                                                                                        "FusedContactState")
+        new, ref = _both(sim, x, u, names, monkeypatch)
+        for k in range(3):  # x+, Fx, Fu: the fused call's either way
+            assert np.array_equal(new[k], ref[k])
+        assert _rel(new[3], ref[3]) < 1e-12, (name, _rel(new[3], ref[3]))
+        imp_new, imp_ref = new[4], ref[4]
+        assert np.array_equal(imp_new.lam, imp_ref.lam)
+        if imp_ref.dlam_dp is not None:
+            assert _rel(imp_new.dlam_dp, imp_ref.dlam_dp) < 1e-12
+    assert kinds["fused"] > 0  # the compiled path ran on contact states
+
+
+def test_compiled_without_contact_and_sliding_friction(monkeypatch):
+    """A free step (no contact: M^-1 from computeMinverse) and cube-throw's sliding steps (friction's bounded
+    rows: the explicit term e and A e)."""
+    from problems import load
+
+    ocp = load("cube-throw")
+    sim = ocp.dynamics
+    names = sim.parameter_names()
+    from trajopt.bench import bench_state
+
+    us = np.zeros((60, sim.nu))
+    x_free = bench_state(ocp)[0]  # in free flight; its rollout slides and tumbles on the ground
+    xs = list(sim.rollout(x_free, us)[::3])
+    seen = set()
+    for x in xs:
+        d = sim.create_data()
+        sim.step(x, us[0], data=d)
+        seen.add("contact" if d.contact is not None else "free")
+        new, ref = _both(sim, x, us[0], names, monkeypatch)
+        assert _rel(new[3], ref[3]) < 1e-12
+    assert "free" in seen
+
+
+def test_bad_input_is_named():
+    sim, states = _rollout_states("catapult", 1)
+    x, u = states[0]
+    names = ["mass:" + n.split(":")[1] for n in sim.parameter_names() if n.startswith("mass:")]
+    ws = P._workspace(sim)
+    blocks = P.resolve(sim, names)
+    body, dpi = ws.compact_chain(sim, blocks)
+    q, v = x[:sim.nq], x[sim.nq:]
+    tau = np.zeros(sim.nv)
+    good = dict(step_model=sim._step_model, model=sim.model, data=ws.data, state=None, q=q, v=v, tau=tau,
+                dq=v * sim.dt, dt=sim.dt, euclidean=sim._euclidean, body=body, dpi=dpi, friction_col=-1,
+                R_extra=None, dc_extra=None, dqp_extra=None, Fp=np.empty((sim.ndx, len(names))),
+                dlam=np.empty((0, len(names))))
+    P._core.parameter_jacobian(**good)
+    with pytest.raises(ValueError, match="Fp has shape"):
+        P._core.parameter_jacobian(**dict(good, Fp=np.empty((sim.ndx + 1, len(names)))))
+    with pytest.raises(ValueError, match="R_extra has shape"):
+        P._core.parameter_jacobian(**dict(good, R_extra=np.zeros((sim.nv, len(names) + 1))))
+    with pytest.raises(ValueError, match="friction column needs a contact state"):
+        P._core.parameter_jacobian(**dict(good, friction_col=0))
+    bad = body.copy()
+    bad[0] = sim.model.njoints
+    with pytest.raises(ValueError, match="is not a joint id"):
+        P._core.parameter_jacobian(**dict(good, body=bad))
