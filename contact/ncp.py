@@ -62,11 +62,11 @@ class NCPMode(enum.IntEnum):
 
 @dataclass
 class NCPSolution:
-    """``x`` impulses (m,), ``c`` velocities (m,), ``modes`` per group, ``status`` (``"solved"``
+    """``lam`` impulses (m,), ``c`` velocities (m,), ``modes`` per group, ``status`` (``"solved"``
     or ``"inexact"``), ``residual`` (:func:`ncp_residual`), ``warm_start_hit``, ``iterations``
     (Gauss-Seidel sweeps + Newton steps)."""
 
-    x: np.ndarray
+    lam: np.ndarray
     c: np.ndarray
     modes: np.ndarray
     status: str
@@ -76,9 +76,9 @@ class NCPSolution:
     dirs: np.ndarray | None = None  # (ng, 2) friction directions of SATURATED groups
 
     @property
-    def lam(self) -> np.ndarray:
-        """The impulses (m,) (the adapters' common name for ``x``)."""
-        return self.x
+    def x(self) -> np.ndarray:
+        """Alias of :attr:`lam` (the impulses (m,), this field's former name); read-only."""
+        return self.lam
 
 
 @dataclass
@@ -677,7 +677,7 @@ def _canonical_vertex(G, b, start, size, mu, sol: NCPSolution, tol: float) -> NC
     next step's warm start (the same modes) reaches it again. Families that leave ``v+`` unchanged
     (a box at rest: only the split of its load is free) are left alone, and so is a vertex that
     fails the law (then the answer is kept as it is)."""
-    lam = np.ascontiguousarray(sol.x, dtype=float)
+    lam = np.ascontiguousarray(sol.lam, dtype=float)
     modes = np.asarray(sol.modes, dtype=np.int64)
     dirs = np.ascontiguousarray(sol.dirs if sol.dirs is not None else np.zeros((len(start), 2)), dtype=float)
     E, _, act = _linearization(G, b, start, size, mu, modes, dirs, lam)
@@ -826,7 +826,7 @@ def _from_pyramid_lcp(G, b, start, size, mu):
             # the inscribed pyramid of a 3-D cone has half-width mu / sqrt(2)
             mu_rows[s0 + k] = mu[g] / np.sqrt(n - 1.0)
     sol = solve_lcp(BoxedLCP(A=G, b=b, normal_of=normal_of, mu=mu_rows))
-    lam = np.where(np.isfinite(sol.x), sol.x, 0.0)
+    lam = np.where(np.isfinite(sol.lam), sol.lam, 0.0)
     modes = np.zeros(len(start), dtype=np.int64)
     c = G @ lam + b
     tol_c = 1e-8 * (1.0 + np.abs(b).max())
@@ -866,7 +866,7 @@ class NCPAdapter:
 
     def solve(self, p: NCPProblem, guess: NCPSolution | None = None) -> NCPSolution:
         return solve_ncp(p.G, p.b, p.start, p.size, p.mu,
-                         guess=None if guess is None else (guess.modes, guess.x, guess.dirs))
+                         guess=None if guess is None else (guess.modes, guess.lam, guess.dirs))
 
     def residual(self, p: NCPProblem, lam) -> np.ndarray:
         """The natural-map residual (m,) row by row (module docstring); 0 exactly at a solution."""
@@ -883,7 +883,7 @@ class NCPAdapter:
         G, b, start, size, mu = _arrays(p.G, p.b, p.start, p.size, p.mu)
         dirs = sol.dirs if sol.dirs is not None else np.zeros((len(start), 2))
         E, Fc, act = _linearization(G, b, start, size, mu, np.asarray(sol.modes, dtype=np.int64), dirs,
-                                    np.ascontiguousarray(sol.x, dtype=float))
+                                    np.ascontiguousarray(sol.lam, dtype=float))
         return Linearization(E=E, Fc=Fc, unknowns=act)
 
     def contact_modes(self, sol: NCPSolution, layout) -> np.ndarray:
