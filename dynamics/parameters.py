@@ -528,7 +528,7 @@ def _friction_terms(sim, state, blocks, npar):
         on = k >= 0
         e[bounded[on], k[on]] = lam[bounded[on]] / mu[bounded[on]]
     elif name == "ncp":
-        c = prob.G @ lam + prob.b
+        c = prob.A @ lam + prob.b
         for g, (s, n) in enumerate(zip(prob.start, prob.size)):
             md = int(sol.modes[g])
             if n < 2 or md not in (2, 3) or col[g] < 0:
@@ -632,7 +632,7 @@ def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
             _restitution_term(sim, state, blocks, dc)
             e, dF = _friction_terms(sim, state, blocks, npar)
             lin = state.adapter.linearize(state.problem, state.solution)
-            A = state.problem.A if hasattr(state.problem, "A") else state.problem.G
+            A = state.problem.A
             dlam_p = _implicit(lin, dc, e, dF, A)
             dv = dv_fixed + state.MJt @ dlam_p
         Fp = np.empty((ndx, npar))
