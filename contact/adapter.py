@@ -116,8 +116,8 @@ def _solve_reduced(E, Fc, Fphi, dc, dphi, regular):
 
 
 @njit(cache=True)
-def _implicit_velocity(E, Fc, Fphi, dc, dphi, regular, P, unknowns, MJt, G):
-    """``G + MJt dlambda`` with ``dlambda = P dz`` (``P`` with no columns: ``dlambda[unknowns] = dz``)."""
+def _implicit_velocity(E, Fc, Fphi, dc, dphi, regular, P, unknowns, MJt, dv_fixed):
+    """``dv_fixed + MJt dlambda`` with ``dlambda = P dz`` (``P`` with no columns: ``dlambda[unknowns] = dz``)."""
     dz = np.ascontiguousarray(_solve_reduced(E, Fc, Fphi, dc, dphi, regular))
     if P.shape[1]:
         W = MJt @ P
@@ -125,7 +125,7 @@ def _implicit_velocity(E, Fc, Fphi, dc, dphi, regular, P, unknowns, MJt, G):
         W = np.empty((MJt.shape[0], unknowns.shape[0]))
         for a in range(unknowns.shape[0]):
             W[:, a] = MJt[:, unknowns[a]]
-    return G + W @ dz
+    return dv_fixed + W @ dz
 
 
 _NO_ROWS = np.zeros((0, 0))
@@ -164,40 +164,40 @@ def _reference_lambda_jacobian(lin: Linearization, dc: np.ndarray, dphi: np.ndar
 
 
 def velocity_jacobian(lin: Linearization, dc: np.ndarray, dphi: np.ndarray | None, MJt: np.ndarray,
-                      G: np.ndarray) -> np.ndarray:
-    """``G + MJt dlambda/dtheta`` (nv, ncols): :func:`lambda_jacobian` mapped to velocities by
+                      dv_fixed: np.ndarray) -> np.ndarray:
+    """``dv_fixed + MJt dlambda/dtheta`` (nv, ncols): :func:`lambda_jacobian` mapped to velocities by
     ``MJt = M^-1 J^T`` (nv, m) in one compiled call (the step's hot path)."""
     if lin.E.shape[0] == 0:
-        return G.copy()
+        return dv_fixed.copy()
     if _core is None:
-        return _reference_velocity_jacobian(lin, dc, dphi, MJt, G)
+        return _reference_velocity_jacobian(lin, dc, dphi, MJt, dv_fixed)
     dphi = None if lin.Fphi is None else dphi
-    return _core.implicit_velocity(lin.E, lin.Fc, lin.Fphi, dc, dphi, bool(lin.regular), lin.P, lin.unknowns, MJt, G,
-                                   bool(lin.symmetric))
+    return _core.implicit_velocity(lin.E, lin.Fc, lin.Fphi, dc, dphi, bool(lin.regular), lin.P, lin.unknowns, MJt,
+                                   dv_fixed, bool(lin.symmetric))
 
 
 def _reference_velocity_jacobian(lin: Linearization, dc: np.ndarray, dphi: np.ndarray | None, MJt: np.ndarray,
-                                 G: np.ndarray) -> np.ndarray:
+                                 dv_fixed: np.ndarray) -> np.ndarray:
     if lin.E.shape[0] == 0:
-        return G.copy()
+        return dv_fixed.copy()
     P = _NO_ROWS if lin.P is None else np.ascontiguousarray(lin.P)
     return _implicit_velocity(*_arrays(lin, dc, dphi), P, np.asarray(lin.unknowns, dtype=np.int64),
-                              np.ascontiguousarray(MJt), np.ascontiguousarray(G))
+                              np.ascontiguousarray(MJt), np.ascontiguousarray(dv_fixed))
 
 
-def fixed_impulse_velocity_derivative(J, G, rows, slope, dJv):
-    """``dc/dtheta`` (m, ncols) of the contact velocities ``c = J v+`` at fixed impulses: ``J G`` plus,
+def fixed_impulse_velocity_derivative(J, dv_fixed, rows, slope, dJv):
+    """``dc/dtheta`` (m, ncols) of the contact velocities ``c = J v+`` at fixed impulses: ``J dv_fixed`` plus,
     on the q-columns (the first nv), ``slope * J`` on the distance rows ``rows`` and ``dJv`` (the
     kinematic term ``d(J w)/dq`` at ``w = v+``) on the first ``dJv.shape[0]`` (contact) rows."""
     if _core is None:
-        return _reference_fixed_impulse_velocity_derivative(J, G, rows, slope, dJv)
-    return _core.fixed_impulse_velocity_derivative(J, G, rows, slope, dJv)
+        return _reference_fixed_impulse_velocity_derivative(J, dv_fixed, rows, slope, dJv)
+    return _core.fixed_impulse_velocity_derivative(J, dv_fixed, rows, slope, dJv)
 
 
 @njit(cache=True)
-def _reference_fixed_impulse_velocity_derivative(J, G, rows, slope, dJv):
+def _reference_fixed_impulse_velocity_derivative(J, dv_fixed, rows, slope, dJv):
     nv = J.shape[1]
-    dc = J @ G
+    dc = J @ dv_fixed
     for a in range(rows.shape[0]):
         i = rows[a]
         for k in range(nv):

@@ -340,7 +340,7 @@ class LCPSolution:
 
     Attributes
     ----------
-    x : (n,) float array, impulses.
+    lam : (n,) float array, impulses (the module docstring's ``x``; ``x`` stays as a read-only alias).
     w : (n,) float array, velocities ``A x + b``.
     modes : (n,) int64 array of :class:`Mode` values: the active set ``x`` was solved on, in
         normal form (clamped normal rows with ``x ~ 0`` are reported ``TIED``; friction rows
@@ -356,7 +356,7 @@ class LCPSolution:
     iterations : number of Lemke pivots (0 on a warm-start hit or a trivial problem).
     """
 
-    x: np.ndarray
+    lam: np.ndarray
     w: np.ndarray
     modes: np.ndarray
     signs: np.ndarray
@@ -366,9 +366,9 @@ class LCPSolution:
     iterations: int
 
     @property
-    def lam(self) -> np.ndarray:
-        """The impulses (n,) (the adapters' common name for ``x``)."""
-        return self.x
+    def x(self) -> np.ndarray:
+        """Alias of :attr:`lam` (the impulses (n,), ``x`` in the LCP notation ``w = A x + b``); read-only."""
+        return self.lam
 
 
 # ----------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 Rows come in groups: a contact is ``(n, t1, t2)`` (3-D) or ``(n, t)`` (planar)
 with friction coefficient ``mu``; a joint limit is a lone unilateral row. With
-``c = G lambda + b`` (``G`` the Delassus matrix, PSD, often rank-deficient) each
+``c = A lambda + b`` (``A`` the Delassus matrix, PSD, often rank-deficient) each
 contact satisfies Coulomb's law with the De Saxce correction::
 
     lambda in K_mu = {lambda_n >= 0, |lambda_T| <= mu lambda_n}
@@ -62,11 +62,11 @@ class NCPMode(enum.IntEnum):
 
 @dataclass
 class NCPSolution:
-    """``x`` impulses (m,), ``c`` velocities (m,), ``modes`` per group, ``status`` (``"solved"``
+    """``lam`` impulses (m,), ``c`` velocities (m,), ``modes`` per group, ``status`` (``"solved"``
     or ``"inexact"``), ``residual`` (:func:`ncp_residual`), ``warm_start_hit``, ``iterations``
     (Gauss-Seidel sweeps + Newton steps)."""
 
-    x: np.ndarray
+    lam: np.ndarray
     c: np.ndarray
     modes: np.ndarray
     status: str
@@ -76,25 +76,25 @@ class NCPSolution:
     dirs: np.ndarray | None = None  # (ng, 2) friction directions of SATURATED groups
 
     @property
-    def lam(self) -> np.ndarray:
-        """The impulses (m,) (the adapters' common name for ``x``)."""
-        return self.x
+    def x(self) -> np.ndarray:
+        """Alias of :attr:`lam` (the impulses (m,), this field's former name); read-only."""
+        return self.lam
 
 
 @dataclass
 class NCPProblem:
-    """``G`` (m, m) Delassus matrix, ``b`` (m,) free contact velocity; row groups ``start``,
+    """``A`` (m, m) Delassus matrix, ``b`` (m,) free contact velocity; row groups ``start``,
     ``size`` (1, 2 or 3 rows) and ``mu`` (one per group), as :func:`solve_ncp` takes them."""
 
-    G: np.ndarray
+    A: np.ndarray
     b: np.ndarray
     start: np.ndarray
     size: np.ndarray
     mu: np.ndarray
 
     @classmethod
-    def of(cls, G, b, start, size, mu) -> "NCPProblem":
-        return cls(*_arrays(G, b, start, size, mu))
+    def of(cls, A, b, start, size, mu) -> "NCPProblem":
+        return cls(*_arrays(A, b, start, size, mu))
 
 
 # -- cone geometry --------------------------------------------------------------------------------
@@ -123,14 +123,14 @@ def _project_cone(lam, mu, size, out):
 
 
 @njit(cache=True)
-def _natural_map(G, b, start, size, mu, lam, R):
+def _natural_map(A, b, start, size, mu, lam, R):
     """``R`` (m,) = ``lambda - P_K(lambda - rho (c + mu |c_T| e_n))`` group by group (module docstring)."""
-    c = G @ lam + b
+    c = A @ lam + b
     tmp = np.empty(3)
     out = np.empty(3)
     for g in range(start.shape[0]):
         s, n = start[g], size[g]
-        rho = 1.0 / max(G[s, s], 1e-300)
+        rho = 1.0 / max(A[s, s], 1e-300)
         ct = 0.0
         for k in range(1, n):
             ct += c[s + k] * c[s + k]
@@ -144,43 +144,44 @@ def _natural_map(G, b, start, size, mu, lam, R):
 
 
 @njit(cache=True)
-def _residual(G, b, start, size, mu, lam):
+def _residual(A, b, start, size, mu, lam):
     R = np.zeros(b.shape[0])
-    _natural_map(G, b, start, size, mu, lam, R)
+    _natural_map(A, b, start, size, mu, lam, R)
     worst = 0.0
     for i in range(R.shape[0]):
         worst = max(worst, abs(R[i]))
     return worst
 
 
-def ncp_residual(G, b, start, size, mu, lam) -> float:
+def ncp_residual(A, b, start, size, mu, lam) -> float:
     """The natural-map residual (see the module docstring); 0 exactly at a solution."""
     if len(b) == 0:
         return 0.0
-    return float(_residual(np.ascontiguousarray(G), np.ascontiguousarray(b), start, size, mu,
+    return float(_residual(np.ascontiguousarray(A), np.ascontiguousarray(b), start, size, mu,
                            np.ascontiguousarray(lam, dtype=float)))
 
 
 # -- the exact one-contact solve ------------------------------------------------------------------
 @njit(cache=True)
-def _local_solve(W, bt, mu, n, out):
-    """Exact Coulomb solve of one group: ``c = W lambda + bt``; writes lambda to ``out``."""
+def _local_solve(Ag, bt, mu, n, out):
+    """Exact Coulomb solve of one group: ``c = Ag lambda + bt`` (``Ag`` the group's diagonal block of ``A``);
+    writes lambda to ``out``."""
     if n == 1:
-        out[0] = max(0.0, -bt[0] / W[0, 0]) if W[0, 0] > 0 else 0.0
+        out[0] = max(0.0, -bt[0] / Ag[0, 0]) if Ag[0, 0] > 0 else 0.0
         return
     if bt[0] >= 0.0:  # breaking
         for k in range(n):
             out[k] = 0.0
         return
     if mu == 0.0:
-        out[0] = -bt[0] / W[0, 0] if W[0, 0] > 0 else 0.0
+        out[0] = -bt[0] / Ag[0, 0] if Ag[0, 0] > 0 else 0.0
         for k in range(1, n):
             out[k] = 0.0
         return
     # sticking
-    det = np.linalg.det(W[:n, :n])
-    if abs(det) > 1e-14 * max(1.0, abs(W[0, 0])) ** n:
-        lam = np.linalg.solve(W[:n, :n], -bt[:n])
+    det = np.linalg.det(Ag[:n, :n])
+    if abs(det) > 1e-14 * max(1.0, abs(Ag[0, 0])) ** n:
+        lam = np.linalg.solve(Ag[:n, :n], -bt[:n])
         tn = 0.0
         for k in range(1, n):
             tn += lam[k] * lam[k]
@@ -191,11 +192,11 @@ def _local_solve(W, bt, mu, n, out):
     # sliding: lambda = ln (1, -mu u), |u| = 1, with c_n = 0 and c_T parallel to u
     if n == 2:
         for s in (1.0, -1.0):
-            den = W[0, 0] - mu * W[0, 1] * s
+            den = Ag[0, 0] - mu * Ag[0, 1] * s
             if den <= 0:
                 continue
             ln = -bt[0] / den
-            ctt = ln * (W[1, 0] - mu * W[1, 1] * s) + bt[1]
+            ctt = ln * (Ag[1, 0] - mu * Ag[1, 1] * s) + bt[1]
             if ln >= 0 and ctt * s > 0:
                 out[0], out[1] = ln, -mu * ln * s
                 return
@@ -205,12 +206,12 @@ def _local_solve(W, bt, mu, n, out):
         fprev, thprev, okprev = 0.0, 0.0, False
         for i in range(nscan + 1):
             th = 2.0 * np.pi * i / nscan
-            f, ok = _slide_f(W, bt, mu, th)
+            f, ok = _slide_f(Ag, bt, mu, th)
             if i > 0 and ok and okprev and f * fprev <= 0.0:
                 lo, hi, flo = thprev, th, fprev
                 for _ in range(60):
                     mid = 0.5 * (lo + hi)
-                    fm, okm = _slide_f(W, bt, mu, mid)
+                    fm, okm = _slide_f(Ag, bt, mu, mid)
                     if (fm <= 0.0) == (flo <= 0.0):
                         lo, flo = mid, fm
                     else:
@@ -220,7 +221,7 @@ def _local_solve(W, bt, mu, n, out):
             fprev, thprev, okprev = f, th, ok
         if found:
             u0, u1 = np.cos(best_th), np.sin(best_th)
-            den = W[0, 0] - mu * (W[0, 1] * u0 + W[0, 2] * u1)
+            den = Ag[0, 0] - mu * (Ag[0, 1] * u0 + Ag[0, 2] * u1)
             ln = -bt[0] / den
             out[0], out[1], out[2] = ln, -mu * ln * u0, -mu * ln * u1
             return
@@ -229,29 +230,29 @@ def _local_solve(W, bt, mu, n, out):
     for k in range(n):
         ck = bt[k]
         for j in range(n):
-            ck += W[k, j] * out[j]
-        tmp[k] = out[k] - ck / W[0, 0]
+            ck += Ag[k, j] * out[j]
+        tmp[k] = out[k] - ck / Ag[0, 0]
     _project_cone(tmp, mu, n, out)
 
 
 @njit(cache=True)
-def _slide_f(W, bt, mu, th):
+def _slide_f(Ag, bt, mu, th):
     """Sliding consistency at slip direction (cos th, sin th): cross(c_T, u), and whether
     lambda_n > 0 and c_T points along u."""
     u0, u1 = np.cos(th), np.sin(th)
-    den = W[0, 0] - mu * (W[0, 1] * u0 + W[0, 2] * u1)
+    den = Ag[0, 0] - mu * (Ag[0, 1] * u0 + Ag[0, 2] * u1)
     if den <= 0:
         return 0.0, False
     ln = -bt[0] / den
-    c1 = ln * (W[1, 0] - mu * (W[1, 1] * u0 + W[1, 2] * u1)) + bt[1]
-    c2 = ln * (W[2, 0] - mu * (W[2, 1] * u0 + W[2, 2] * u1)) + bt[2]
+    c1 = ln * (Ag[1, 0] - mu * (Ag[1, 1] * u0 + Ag[1, 2] * u1)) + bt[1]
+    c2 = ln * (Ag[2, 0] - mu * (Ag[2, 1] * u0 + Ag[2, 2] * u1)) + bt[2]
     return c1 * u1 - c2 * u0, (ln > 0 and c1 * u0 + c2 * u1 > 0)
 
 
 @njit(cache=True)
-def _pgs(G, b, start, size, mu, lam, max_sweeps, tol):
+def _pgs(A, b, start, size, mu, lam, max_sweeps, tol):
     ng = start.shape[0]
-    W = np.empty((3, 3))
+    Ag = np.empty((3, 3))
     bt = np.empty(3)
     new = np.empty(3)
     scale = 1.0 + np.abs(b).max()
@@ -261,17 +262,17 @@ def _pgs(G, b, start, size, mu, lam, max_sweeps, tol):
             s, n = start[g], size[g]
             for i in range(n):
                 acc = b[s + i]
-                for j in range(G.shape[0]):
-                    acc += G[s + i, j] * lam[j]
+                for j in range(A.shape[0]):
+                    acc += A[s + i, j] * lam[j]
                 for k in range(n):
-                    acc -= G[s + i, s + k] * lam[s + k]
-                    W[i, k] = G[s + i, s + k]
+                    acc -= A[s + i, s + k] * lam[s + k]
+                    Ag[i, k] = A[s + i, s + k]
                 bt[i] = acc
             for k in range(n):
                 new[k] = lam[s + k]
-            _local_solve(W, bt, mu[g], n, new)
+            _local_solve(Ag, bt, mu[g], n, new)
             for k in range(n):
-                change = max(change, abs(new[k] - lam[s + k]) * max(G[s + k, s + k], 1e-300))
+                change = max(change, abs(new[k] - lam[s + k]) * max(A[s + k, s + k], 1e-300))
                 lam[s + k] = new[k]
         if change <= tol * scale:
             return sweep + 1
@@ -280,8 +281,8 @@ def _pgs(G, b, start, size, mu, lam, max_sweeps, tol):
 
 # -- modes and Newton on their equations ----------------------------------------------------------
 @njit(cache=True)
-def _modes(G, b, start, size, mu, lam, tol_c, tol_l):
-    c = G @ lam + b
+def _modes(A, b, start, size, mu, lam, tol_c, tol_l):
+    c = A @ lam + b
     modes = np.zeros(start.shape[0], dtype=np.int64)
     for g in range(start.shape[0]):
         s, n = start[g], size[g]
@@ -303,8 +304,8 @@ def _modes(G, b, start, size, mu, lam, tol_c, tol_l):
 
 
 @njit(cache=True)
-def _mode_equations(G, b, start, size, mu, modes, dirs, lam, F, Fl, Fc, jac=True):
-    """The mode equations ``F(lambda; c)`` (m,) with ``c = G lambda + b``, and their partial
+def _mode_equations(A, b, start, size, mu, modes, dirs, lam, F, Fl, Fc, jac=True):
+    """The mode equations ``F(lambda; c)`` (m,) with ``c = A lambda + b``, and their partial
     derivatives ``Fl = dF/dlambda`` at fixed ``c`` and ``Fc = dF/dc`` (m, m each).
 
     Per group: breaking ``lambda = 0``; sticking ``c = 0``; sliding ``c_n = 0`` and
@@ -313,7 +314,7 @@ def _mode_equations(G, b, start, size, mu, modes, dirs, lam, F, Fl, Fc, jac=True
     The one definition behind Newton's method (:func:`_equations`) and the implicit Jacobian
     (:meth:`NCPAdapter.linearize`). ``jac=False``: ``F`` only (``Fl``, ``Fc`` untouched; the line search).
     """
-    c = G @ lam + b
+    c = A @ lam + b
     if jac:
         Fl[:] = 0.0
         Fc[:] = 0.0
@@ -365,25 +366,25 @@ def _mode_equations(G, b, start, size, mu, modes, dirs, lam, F, Fl, Fc, jac=True
 
 
 @njit(cache=True)
-def _equations(G, b, start, size, mu, modes, dirs, lam, F, JF):
-    """The mode equations ``F(lambda)`` and their Jacobian ``JF = Fl + Fc G`` (m x m) for Newton."""
+def _equations(A, b, start, size, mu, modes, dirs, lam, F, JF):
+    """The mode equations ``F(lambda)`` and their Jacobian ``JF = Fl + Fc A`` (m x m) for Newton."""
     m = b.shape[0]
     Fl = np.empty((m, m))
     Fc = np.empty((m, m))
-    _mode_equations(G, b, start, size, mu, modes, dirs, lam, F, Fl, Fc)
-    JF[:] = Fl + Fc @ G
+    _mode_equations(A, b, start, size, mu, modes, dirs, lam, F, Fl, Fc)
+    JF[:] = Fl + Fc @ A
 
 
 @njit(cache=True)
-def _linearization(G, b, start, size, mu, modes, dirs, lam):
+def _linearization(A, b, start, size, mu, modes, dirs, lam):
     """``(E, Fc, act)``: the mode equations on the rows ``act`` of the groups in contact, ``E`` the
-    derivative of those equations with respect to the impulses of those rows (``Fl + Fc G``), ``Fc``
+    derivative of those equations with respect to the impulses of those rows (``Fl + Fc A``), ``Fc``
     their derivative with respect to ``c`` (all m columns)."""
     m = b.shape[0]
     F = np.empty(m)
     Fl = np.empty((m, m))
     Fc = np.empty((m, m))
-    _mode_equations(G, b, start, size, mu, modes, dirs, lam, F, Fl, Fc)
+    _mode_equations(A, b, start, size, mu, modes, dirs, lam, F, Fl, Fc)
     na = 0
     for g in range(start.shape[0]):
         if modes[g] != 0:
@@ -398,7 +399,7 @@ def _linearization(G, b, start, size, mu, modes, dirs, lam):
     Fca = np.empty((na, m))
     for e in range(na):
         Fca[e] = Fc[act[e]]
-    JF = Fca @ G
+    JF = Fca @ A
     E = np.empty((na, na))
     for e in range(na):
         for a in range(na):
@@ -407,7 +408,7 @@ def _linearization(G, b, start, size, mu, modes, dirs, lam):
 
 
 @njit(cache=True)
-def _newton(G, b, start, size, mu, modes, dirs, lam, max_iter, tol):
+def _newton(A, b, start, size, mu, modes, dirs, lam, max_iter, tol):
     """Damped Newton on the mode equations (:func:`_newton_core`), in place on ``lam``.
 
     The impulses of breaking groups are set to their answer, zero, and Newton runs on the
@@ -442,15 +443,15 @@ def _newton(G, b, start, size, mu, modes, dirs, lam, max_iter, tol):
             act[i] = start[g] + k
             i += 1
         ga += 1
-    Ga = np.empty((na, na))
+    Aa = np.empty((na, na))
     ba = np.empty(na)
     la = np.empty(na)
     for e in range(na):
         ba[e] = b[act[e]]
         la[e] = lam[act[e]]
         for f in range(na):
-            Ga[e, f] = G[act[e], act[f]]
-    its, ok = _newton_core(Ga, ba, start_a, size_a, mu_a, modes_a, dirs_a, la, max_iter, tol, scale)
+            Aa[e, f] = A[act[e], act[f]]
+    its, ok = _newton_core(Aa, ba, start_a, size_a, mu_a, modes_a, dirs_a, la, max_iter, tol, scale)
     for e in range(na):
         lam[act[e]] = la[e]
     return its, ok
@@ -466,7 +467,7 @@ POLISH = 1e-15
 
 
 @njit(cache=True)
-def _newton_core(G, b, start, size, mu, modes, dirs, lam, max_iter, tol, scale):
+def _newton_core(A, b, start, size, mu, modes, dirs, lam, max_iter, tol, scale):
     """Damped Newton on the mode equations: least-squares steps, backtracking on |F| (``F`` only in
     the line search), converged at ``|F| <= tol * scale``; gives up when ``|F|`` stalls
     (:data:`STALL_WINDOW`): the modes have no solution and the caller repairs them.
@@ -484,7 +485,7 @@ def _newton_core(G, b, start, size, mu, modes, dirs, lam, max_iter, tol, scale):
     hist = np.empty(max_iter + 1)
     stalls = 0
     for it in range(max_iter):
-        _equations(G, b, start, size, mu, modes, dirs, lam, F, JF)
+        _equations(A, b, start, size, mu, modes, dirs, lam, F, JF)
         f0 = np.abs(F).max()
         hist[it] = f0
         if f0 <= tol * scale:
@@ -492,7 +493,7 @@ def _newton_core(G, b, start, size, mu, modes, dirs, lam, max_iter, tol, scale):
                 step = np.linalg.lstsq(JF, -F, 1e-12)[0]
                 for i in range(m):
                     trial[i] = lam[i] + step[i]
-                _mode_equations(G, b, start, size, mu, modes, dirs, trial, Ft, dummy, dummy, False)
+                _mode_equations(A, b, start, size, mu, modes, dirs, trial, Ft, dummy, dummy, False)
                 if np.abs(Ft).max() < f0:
                     for i in range(m):
                         lam[i] = trial[i]
@@ -505,7 +506,7 @@ def _newton_core(G, b, start, size, mu, modes, dirs, lam, max_iter, tol, scale):
         for _ in range(30):
             for i in range(m):
                 trial[i] = lam[i] + alpha * step[i]
-            _mode_equations(G, b, start, size, mu, modes, dirs, trial, Ft, dummy, dummy, False)
+            _mode_equations(A, b, start, size, mu, modes, dirs, trial, Ft, dummy, dummy, False)
             if np.abs(Ft).max() < (1.0 - 1e-4 * alpha) * f0:
                 accepted = True
                 break
@@ -520,14 +521,14 @@ def _newton_core(G, b, start, size, mu, modes, dirs, lam, max_iter, tol, scale):
                 return it, False
             for i in range(m):
                 lam[i] += step[i]
-    _mode_equations(G, b, start, size, mu, modes, dirs, lam, F, dummy, dummy, False)
+    _mode_equations(A, b, start, size, mu, modes, dirs, lam, F, dummy, dummy, False)
     return max_iter, np.abs(F).max() <= tol * scale
 
 
 @njit(cache=True)
-def _valid(G, b, start, size, mu, modes, dirs, lam, tol_c, tol_l):
+def _valid(A, b, start, size, mu, modes, dirs, lam, tol_c, tol_l):
     """The impulses satisfy Coulomb's law in the given modes (to tolerance)."""
-    c = G @ lam + b
+    c = A @ lam + b
     for g in range(start.shape[0]):
         s, n = start[g], size[g]
         md = modes[g]
@@ -562,11 +563,11 @@ def _valid(G, b, start, size, mu, modes, dirs, lam, tol_c, tol_l):
 
 
 @njit(cache=True)
-def _repair(G, b, start, size, mu, modes, dirs, lam, tol_c, tol_l):
+def _repair(A, b, start, size, mu, modes, dirs, lam, tol_c, tol_l):
     """Modes implied by the violations of an answer: take-off when the normal impulse went
     negative, contact when a breaking contact penetrates, sliding when a sticking impulse
     left the cone, sticking when a sliding contact stopped."""
-    c = G @ lam + b
+    c = A @ lam + b
     new = modes.copy()
     for g in range(start.shape[0]):
         s, n = start[g], size[g]
@@ -611,17 +612,17 @@ def _repair(G, b, start, size, mu, modes, dirs, lam, tol_c, tol_l):
     return new
 
 
-def _accept(G, b, start, size, mu, modes, dirs, lam, converged, tol_c, tol_l):
+def _accept(A, b, start, size, mu, modes, dirs, lam, converged, tol_c, tol_l):
     """Newton's answer is taken when it obeys the law, and its mode equations hold exactly or to
     within ``ACCEPT`` of the scale (a tied contact can leave them inconsistent at round-off level)."""
-    if not np.all(np.isfinite(lam)) or not _valid(G, b, start, size, mu, modes, dirs, lam, tol_c, tol_l):
+    if not np.all(np.isfinite(lam)) or not _valid(A, b, start, size, mu, modes, dirs, lam, tol_c, tol_l):
         return False
     if converged:
         return True
     m = len(b)
     F = np.empty(m)
     JF = np.empty((m, m))
-    _equations(G, b, start, size, mu, modes, dirs, lam, F, JF)
+    _equations(A, b, start, size, mu, modes, dirs, lam, F, JF)
     return np.abs(F).max() <= ACCEPT * (1.0 + np.abs(b).max())
 
 
@@ -629,37 +630,37 @@ def _accept(G, b, start, size, mu, modes, dirs, lam, converged, tol_c, tol_l):
 ACCEPT = 1e-8
 
 
-def _arrays(G, b, start, size, mu):
+def _arrays(A, b, start, size, mu):
     """The problem's arrays as contiguous float64 / int64 (what the kernels take)."""
-    return (np.ascontiguousarray(G, dtype=float), np.ascontiguousarray(b, dtype=float),
+    return (np.ascontiguousarray(A, dtype=float), np.ascontiguousarray(b, dtype=float),
             np.ascontiguousarray(start, dtype=np.int64), np.ascontiguousarray(size, dtype=np.int64),
             np.ascontiguousarray(mu, dtype=float))
 
 
-def solve_ncp(G, b, start, size, mu, *, guess=None, tol: float = 1e-10, max_sweeps: int = 2000) -> NCPSolution:
+def solve_ncp(A, b, start, size, mu, *, guess=None, tol: float = 1e-10, max_sweeps: int = 2000) -> NCPSolution:
     """Solve the contact NCP (see the module docstring).
 
-    ``G`` (m, m), ``b`` (m,); groups given by ``start``, ``size`` (1, 2 or 3 rows) and
+    ``A`` (m, m), ``b`` (m,); groups given by ``start``, ``size`` (1, 2 or 3 rows) and
     ``mu`` (one per group). ``guess = (modes, lam)`` from the previous step, when the
     groups are the same, is tried first (``(modes, lam, dirs)`` also carries the friction
     directions of saturated groups). An indeterminate sliding answer is replaced by its
     canonical vertex (:func:`_canonical_vertex`).
     """
-    sol = _solve_ncp(G, b, start, size, mu, guess=guess, tol=tol, max_sweeps=max_sweeps)
+    sol = _solve_ncp(A, b, start, size, mu, guess=guess, tol=tol, max_sweeps=max_sweeps)
     if sol.status == "solved" and np.any(sol.modes == NCPMode.SLIDING):
-        G, b, start, size, mu = _arrays(G, b, start, size, mu)
-        vertex = _canonical_vertex(G, b, start, size, mu, sol, tol)
+        A, b, start, size, mu = _arrays(A, b, start, size, mu)
+        vertex = _canonical_vertex(A, b, start, size, mu, sol, tol)
         if vertex is not None:
             return vertex
     return sol
 
 
 #: Relative size (singular values of the mode equations' Jacobian ``E``; ``|J^T dlambda|`` in the
-#: metric of ``G``) below which a direction counts as null.
+#: metric of ``A``) below which a direction counts as null.
 INDETERMINATE_RTOL = 1e-10
 
 
-def _canonical_vertex(G, b, start, size, mu, sol: NCPSolution, tol: float) -> NCPSolution | None:
+def _canonical_vertex(A, b, start, size, mu, sol: NCPSolution, tol: float) -> NCPSolution | None:
     """The vertex of an indeterminate sliding answer, or None when the answer is unique.
 
     A patch of >= 4 coplanar contacts sliding with spin (a box flat on the ground, turning as it
@@ -677,10 +678,10 @@ def _canonical_vertex(G, b, start, size, mu, sol: NCPSolution, tol: float) -> NC
     next step's warm start (the same modes) reaches it again. Families that leave ``v+`` unchanged
     (a box at rest: only the split of its load is free) are left alone, and so is a vertex that
     fails the law (then the answer is kept as it is)."""
-    lam = np.ascontiguousarray(sol.x, dtype=float)
+    lam = np.ascontiguousarray(sol.lam, dtype=float)
     modes = np.asarray(sol.modes, dtype=np.int64)
     dirs = np.ascontiguousarray(sol.dirs if sol.dirs is not None else np.zeros((len(start), 2)), dtype=float)
-    E, _, act = _linearization(G, b, start, size, mu, modes, dirs, lam)
+    E, _, act = _linearization(A, b, start, size, mu, modes, dirs, lam)
     if E.shape[0] == 0:
         return None
     _, s, Vt = np.linalg.svd(E)
@@ -710,24 +711,24 @@ def _canonical_vertex(G, b, start, size, mu, sol: NCPSolution, tol: float) -> NC
         m2[hit] = NCPMode.BREAKING
         s0, k = int(start[hit]), int(size[hit])
         trial[s0:s0 + k] = 0.0
-        ok = _newton(G, b, start, size, mu, m2, dirs, trial, 50, tol)[1]
+        ok = _newton(A, b, start, size, mu, m2, dirs, trial, 50, tol)[1]
         tol_l = 1e-9 * (1.0 + np.abs(trial).max())
-        if _accept(G, b, start, size, mu, m2, dirs, trial, ok, tol_c, tol_l):
+        if _accept(A, b, start, size, mu, m2, dirs, trial, ok, tol_c, tol_l):
             best = (trial, m2)
             break
     if best is None:
         return None
-    return _result(G, b, start, size, mu, best[0], best[1], dirs, "solved", sol.warm_start_hit, sol.iterations)
+    return _result(A, b, start, size, mu, best[0], best[1], dirs, "solved", sol.warm_start_hit, sol.iterations)
 
 
-def _solve_ncp(G, b, start, size, mu, *, guess=None, tol: float = 1e-10, max_sweeps: int = 2000) -> NCPSolution:
+def _solve_ncp(A, b, start, size, mu, *, guess=None, tol: float = 1e-10, max_sweeps: int = 2000) -> NCPSolution:
     """:func:`solve_ncp` before the canonical choice of an indeterminate answer."""
-    G, b, start, size, mu = _arrays(G, b, start, size, mu)
+    A, b, start, size, mu = _arrays(A, b, start, size, mu)
     m = len(b)
-    if G.shape != (m, m):
-        raise ValueError(f"solve_ncp: G has shape {G.shape}, expected ({m}, {m})")
-    if not np.isfinite(G.sum() + b.sum()):
-        raise ValueError("solve_ncp: G or b contains non-finite values")
+    if A.shape != (m, m):
+        raise ValueError(f"solve_ncp: A has shape {A.shape}, expected ({m}, {m})")
+    if not np.isfinite(A.sum() + b.sum()):
+        raise ValueError("solve_ncp: A or b contains non-finite values")
     if m == 0:
         return NCPSolution(np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int64), "solved", 0.0, False, 0,
                            np.zeros((0, 2)))
@@ -744,43 +745,43 @@ def _solve_ncp(G, b, start, size, mu, *, guess=None, tol: float = 1e-10, max_swe
         elif np.any(modes == NCPMode.SATURATED):
             modes[modes == NCPMode.SATURATED] = NCPMode.STICKING
         if len(lam) == m and len(modes) == ng:
-            its, ok = _newton(G, b, start, size, mu, modes, dirs, lam, 50, tol)
+            its, ok = _newton(A, b, start, size, mu, modes, dirs, lam, 50, tol)
             tol_l = 1e-10 * (1.0 + np.abs(lam).max())
-            if _accept(G, b, start, size, mu, modes, dirs, lam, ok, tol_c, tol_l):
-                return _result(G, b, start, size, mu, lam, modes, dirs, "solved", True, its)
+            if _accept(A, b, start, size, mu, modes, dirs, lam, ok, tol_c, tol_l):
+                return _result(A, b, start, size, mu, lam, modes, dirs, "solved", True, its)
     # Cold: the friction-pyramid LCP (exact by pivoting; in planar groups it *is* the
     # Coulomb problem) gives modes and impulses; Newton makes them exact on the cone.
-    lam, modes, its = _from_pyramid_lcp(G, b, start, size, mu)
+    lam, modes, its = _from_pyramid_lcp(A, b, start, size, mu)
     total = its
     for _ in range(10):  # active-set repairs: switch groups to the mode their violation points to
         trial = lam.copy()
-        its, ok = _newton(G, b, start, size, mu, modes, dirs, trial, 50, tol)
+        its, ok = _newton(A, b, start, size, mu, modes, dirs, trial, 50, tol)
         total += its
         tol_l = 1e-9 * (1.0 + np.abs(trial).max())
-        if _accept(G, b, start, size, mu, modes, dirs, trial, ok, tol_c, tol_l):
-            return _result(G, b, start, size, mu, trial, modes, dirs, "solved", False, total)
+        if _accept(A, b, start, size, mu, modes, dirs, trial, ok, tol_c, tol_l):
+            return _result(A, b, start, size, mu, trial, modes, dirs, "solved", False, total)
         if not np.all(np.isfinite(trial)):
             break
-        new = _repair(G, b, start, size, mu, modes, dirs, trial, tol_c, tol_l)
+        new = _repair(A, b, start, size, mu, modes, dirs, trial, tol_c, tol_l)
         if np.array_equal(new, modes):
             break
         modes = new
         lam = np.where(np.isfinite(trial), trial, lam)
     # Then Gauss-Seidel on the cone from the LCP impulses, and Newton again.
     for sweeps in (50, 500, max_sweeps):
-        total += _pgs(G, b, start, size, mu, lam, sweeps, tol)
+        total += _pgs(A, b, start, size, mu, lam, sweeps, tol)
         tol_l = 1e-9 * (1.0 + np.abs(lam).max())
-        modes = _modes(G, b, start, size, mu, lam, tol_c, tol_l)
+        modes = _modes(A, b, start, size, mu, lam, tol_c, tol_l)
         trial = lam.copy()
-        its, ok = _newton(G, b, start, size, mu, modes, dirs, trial, 50, tol)
+        its, ok = _newton(A, b, start, size, mu, modes, dirs, trial, 50, tol)
         total += its
-        if _accept(G, b, start, size, mu, modes, dirs, trial, ok, tol_c, tol_l):
-            return _result(G, b, start, size, mu, trial, modes, dirs, "solved", False, total)
-        sol = _repaired(G, b, start, size, mu, modes, dirs, trial, tol, tol_c, REPAIRS)
+        if _accept(A, b, start, size, mu, modes, dirs, trial, ok, tol_c, tol_l):
+            return _result(A, b, start, size, mu, trial, modes, dirs, "solved", False, total)
+        sol = _repaired(A, b, start, size, mu, modes, dirs, trial, tol, tol_c, REPAIRS)
         if sol is not None:  # e.g. a slip that stops within the step: sliding -> saturated
-            return _result(G, b, start, size, mu, sol[0], sol[1], sol[2], "solved", False, total + sol[3])
-    modes = _modes(G, b, start, size, mu, lam, tol_c, 1e-9 * (1.0 + np.abs(lam).max()))
-    return _result(G, b, start, size, mu, lam, modes, dirs, "inexact", False, total)
+            return _result(A, b, start, size, mu, sol[0], sol[1], sol[2], "solved", False, total + sol[3])
+    modes = _modes(A, b, start, size, mu, lam, tol_c, 1e-9 * (1.0 + np.abs(lam).max()))
+    return _result(A, b, start, size, mu, lam, modes, dirs, "inexact", False, total)
 
 
 #: Active-set repairs tried after each Gauss-Seidel round. (Repairing a failed warm start the same way
@@ -789,7 +790,7 @@ def _solve_ncp(G, b, start, size, mu, *, guess=None, tol: float = 1e-10, max_swe
 REPAIRS = 4
 
 
-def _repaired(G, b, start, size, mu, modes, dirs, lam, tol, tol_c, repairs):
+def _repaired(A, b, start, size, mu, modes, dirs, lam, tol, tol_c, repairs):
     """``(lam, modes, dirs, iterations)`` of an accepted answer reached from ``(modes, lam)``, an answer of
     Newton that does not obey the law, by at most ``repairs`` active-set repairs (:func:`_repair`), each
     followed by Newton; None if none holds."""
@@ -799,20 +800,20 @@ def _repaired(G, b, start, size, mu, modes, dirs, lam, tol, tol_c, repairs):
         if not np.all(np.isfinite(lam)):
             return None
         tol_l = 1e-9 * (1.0 + np.abs(lam).max())
-        new = _repair(G, b, start, size, mu, modes, dirs, lam, tol_c, tol_l)
+        new = _repair(A, b, start, size, mu, modes, dirs, lam, tol_c, tol_l)
         if np.array_equal(new, modes):
             return None
         modes = new
         lam = lam.copy()
-        its, ok = _newton(G, b, start, size, mu, modes, dirs, lam, 50, tol)
+        its, ok = _newton(A, b, start, size, mu, modes, dirs, lam, 50, tol)
         total += its
         tol_l = 1e-9 * (1.0 + np.abs(lam).max())
-        if _accept(G, b, start, size, mu, modes, dirs, lam, ok, tol_c, tol_l):
+        if _accept(A, b, start, size, mu, modes, dirs, lam, ok, tol_c, tol_l):
             return lam, modes, dirs, total
     return None
 
 
-def _from_pyramid_lcp(G, b, start, size, mu):
+def _from_pyramid_lcp(A, b, start, size, mu):
     """Impulses and cone modes from the boxed-LCP (pyramid) version of the problem."""
     from .lcp import BoxedLCP, Mode, solve_lcp
 
@@ -825,10 +826,10 @@ def _from_pyramid_lcp(G, b, start, size, mu):
             normal_of[s0 + k] = s0
             # the inscribed pyramid of a 3-D cone has half-width mu / sqrt(2)
             mu_rows[s0 + k] = mu[g] / np.sqrt(n - 1.0)
-    sol = solve_lcp(BoxedLCP(A=G, b=b, normal_of=normal_of, mu=mu_rows))
-    lam = np.where(np.isfinite(sol.x), sol.x, 0.0)
+    sol = solve_lcp(BoxedLCP(A=A, b=b, normal_of=normal_of, mu=mu_rows))
+    lam = np.where(np.isfinite(sol.lam), sol.lam, 0.0)
     modes = np.zeros(len(start), dtype=np.int64)
-    c = G @ lam + b
+    c = A @ lam + b
     tol_c = 1e-8 * (1.0 + np.abs(b).max())
     for g in range(len(start)):
         s0, n = int(start[g]), int(size[g])
@@ -843,9 +844,9 @@ def _from_pyramid_lcp(G, b, start, size, mu):
     return lam, modes, int(sol.iterations)
 
 
-def _result(G, b, start, size, mu, lam, modes, dirs, status, hit, its) -> NCPSolution:
-    return NCPSolution(lam, G @ lam + b, np.asarray(modes, dtype=np.int64), status,
-                       float(_residual(G, b, start, size, mu, lam)), hit, int(its), dirs)
+def _result(A, b, start, size, mu, lam, modes, dirs, status, hit, its) -> NCPSolution:
+    return NCPSolution(lam, A @ lam + b, np.asarray(modes, dtype=np.int64), status,
+                       float(_residual(A, b, start, size, mu, lam)), hit, int(its), dirs)
 
 
 class NCPAdapter:
@@ -865,25 +866,25 @@ class NCPAdapter:
         return NCPProblem(A, b, start, size, mu)
 
     def solve(self, p: NCPProblem, guess: NCPSolution | None = None) -> NCPSolution:
-        return solve_ncp(p.G, p.b, p.start, p.size, p.mu,
-                         guess=None if guess is None else (guess.modes, guess.x, guess.dirs))
+        return solve_ncp(p.A, p.b, p.start, p.size, p.mu,
+                         guess=None if guess is None else (guess.modes, guess.lam, guess.dirs))
 
     def residual(self, p: NCPProblem, lam) -> np.ndarray:
         """The natural-map residual (m,) row by row (module docstring); 0 exactly at a solution."""
         R = np.zeros(len(p.b))
         if len(R):
-            G, b, start, size, mu = _arrays(p.G, p.b, p.start, p.size, p.mu)
-            _natural_map(G, b, start, size, mu, np.ascontiguousarray(lam, dtype=float), R)
+            A, b, start, size, mu = _arrays(p.A, p.b, p.start, p.size, p.mu)
+            _natural_map(A, b, start, size, mu, np.ascontiguousarray(lam, dtype=float), R)
         return R
 
     def linearize(self, p: NCPProblem, sol: NCPSolution) -> Linearization:
         """The mode equations (:func:`_mode_equations`) at the solution, on the rows of the groups in
         contact (breaking groups keep ``dlambda = 0`` and drop out). Least squares: the equations of a
         flat patch are rank-deficient."""
-        G, b, start, size, mu = _arrays(p.G, p.b, p.start, p.size, p.mu)
+        A, b, start, size, mu = _arrays(p.A, p.b, p.start, p.size, p.mu)
         dirs = sol.dirs if sol.dirs is not None else np.zeros((len(start), 2))
-        E, Fc, act = _linearization(G, b, start, size, mu, np.asarray(sol.modes, dtype=np.int64), dirs,
-                                    np.ascontiguousarray(sol.x, dtype=float))
+        E, Fc, act = _linearization(A, b, start, size, mu, np.asarray(sol.modes, dtype=np.int64), dirs,
+                                    np.ascontiguousarray(sol.lam, dtype=float))
         return Linearization(E=E, Fc=Fc, unknowns=act)
 
     def contact_modes(self, sol: NCPSolution, layout) -> np.ndarray:

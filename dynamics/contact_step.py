@@ -65,7 +65,7 @@ same operator as the free motion, in ``A``, in ``v+`` and in the position correc
 
 With ``contact="lcp"`` and no smoothing, when the compiled core is available, items 1-5 run in one C++
 call (``ContactModel.fused``, ``cpp/src/step.cpp``), and so does the simulator's contact velocity Jacobian
-(ABA derivatives at ``tau + J^T lambda / dt``, ``G``, the LCP linearization, the implicit solve); its
+(ABA derivatives at ``tau + J^T lambda / dt``, ``dv_fixed``, the LCP linearization, the implicit solve); its
 :class:`FusedContactState` makes the Python objects of :class:`ContactState` only when asked. The Python
 code below stays the reference (NCP, relaxed contact, the complementarity-aware Jacobians,
 ``CONTACTRAJ_NO_CORE`` / ``CONTACTRAJ_NO_FUSED``), tests/test_core_fused.py compares the two.
@@ -75,15 +75,15 @@ rows (:class:`contact.RowLayout`), ``A``, ``b`` and ``phi``, and asks the adapte
 problem, its solution, and the linearization of its optimality residual. The step owns
 no model-specific branch.
 
-Jacobians, by the implicit function theorem on that residual. With ``G = dv+/dtheta``
+Jacobians, by the implicit function theorem on that residual. With ``dv_fixed = dv+/dtheta``
 at fixed lambda (ABA derivatives at ``tau + J^T lambda / dt`` plus
 ``M^-1 d(J^T lambda)/dq``), the contact velocity ``c = J v+`` moves at fixed lambda by::
 
-    dc_theta = J G + K,    K = d(J w)/dq at w = v+  plus  bias'(phi) J_n / dt   (q-columns)
+    dc_theta = J dv_fixed + K,    K = d(J w)/dq at w = v+  plus  bias'(phi) J_n / dt   (q-columns)
 
 and the distances by ``dphi_theta = J_n`` (q-columns; only the relaxed residual uses them).
 :func:`contact.lambda_jacobian` turns them into ``dlambda/dtheta`` (one reduced system per
-step, least squares when rank-deficient), and ``dv+ = G + M^-1 J^T dlambda``. What the
+step, least squares when rank-deficient), and ``dv+ = dv_fixed + M^-1 J^T dlambda``. What the
 reduced system holds per model (clamping rows ``dc = 0``, bounded friction following its
 normal, a sliding contact staying on the cone opposite to the slip, the central path of
 the relaxed model) is written once, in the model's module.
@@ -761,14 +761,14 @@ class ContactModel:
                              c.body_a.copy(), c.body_b.copy(), state.lam[nc * r:].copy())
 
     # -- Jacobians ------------------------------------------------------------------------------
-    def _implicit_data(self, state: ContactState, G: np.ndarray, v_next: np.ndarray, dt: float, with_phi: bool):
+    def _implicit_data(self, state: ContactState, dv_fixed: np.ndarray, v_next: np.ndarray, dt: float, with_phi: bool):
         """``(dc_theta, dphi_theta)`` (m, ncols each): how the contact velocities ``c = J v+`` move at fixed
-        impulses, ``J G + K`` (K: bias'(phi)/dt J_n and d(J w)/dq at w = v+, on the q-columns; on impact
-        rows the restitution term ``e J_n v``'s, on the q- and v-columns: ``G``'s columns are q, v, u), and the
+        impulses, ``J dv_fixed + K`` (K: bias'(phi)/dt J_n and d(J w)/dq at w = v+, on the q-columns; on impact
+        rows the restitution term ``e J_n v``'s, on the q- and v-columns: ``dv_fixed``'s columns are q, v, u), and the
         distances (``J_n`` on the q-columns of the normal rows; None unless ``with_phi``)."""
         nv, J, rows = self.nv, state.J, state.normal_rows
         dJv = self.kin.velocity_derivative(state.geo, v_next) if state.m_contact else np.zeros((0, nv))
-        dc = fixed_impulse_velocity_derivative(J, G, rows, state.bias_slope / dt, dJv)
+        dc = fixed_impulse_velocity_derivative(J, dv_fixed, rows, state.bias_slope / dt, dJv)
         imp = getattr(state, "impact", None)  # a FusedContactState never has one
         if imp is not None:  # c_n += e J_n(q) v on the impact rows: e J_n on v, e d(J_n w)/dq at w = v on q
             dc[imp.rows, nv:2 * nv] += imp.e[:, None] * J[imp.rows]
@@ -779,22 +779,22 @@ class ContactModel:
             dphi[rows, :nv] = J[rows]
         return dc, dphi
 
-    def velocity_jacobian(self, state: ContactState, G: np.ndarray, v_next: np.ndarray, dt: float) -> np.ndarray:
-        """``dv+/dtheta`` (nv, ncols) from ``G = dv+/dtheta`` at fixed lambda; q-columns come first.
+    def velocity_jacobian(self, state: ContactState, dv_fixed: np.ndarray, v_next: np.ndarray, dt: float) -> np.ndarray:
+        """``dv+/dtheta`` (nv, ncols) from ``dv_fixed = dv+/dtheta`` at fixed lambda; q-columns come first.
 
         The adapter linearizes its residual at the solution; one reduced system gives
         ``dlambda/dtheta`` (least squares when the clamping set is rank-deficient, as for a box
         flat on the ground: any exact solution gives the same dv+).
         """
-        lin, dc, dphi = self._linearized(state, G, v_next, dt)
-        return implicit_velocity_jacobian(lin, dc, dphi, state.MJt, G)
+        lin, dc, dphi = self._linearized(state, dv_fixed, v_next, dt)
+        return implicit_velocity_jacobian(lin, dc, dphi, state.MJt, dv_fixed)
 
-    def _linearized(self, state: ContactState, G: np.ndarray, v_next: np.ndarray, dt: float):
+    def _linearized(self, state: ContactState, dv_fixed: np.ndarray, v_next: np.ndarray, dt: float):
         """``(lin, dc, dphi)``: the adapter's linearization at the solution and the data it acts on."""
         lin = state.adapter.linearize(state.problem, state.solution)
-        return (lin, *self._implicit_data(state, G, v_next, dt, lin.Fphi is not None))
+        return (lin, *self._implicit_data(state, dv_fixed, v_next, dt, lin.Fphi is not None))
 
-    def aware_velocity_jacobian(self, state: ContactState, G: np.ndarray, v_next: np.ndarray, dt: float,
+    def aware_velocity_jacobian(self, state: ContactState, dv_fixed: np.ndarray, v_next: np.ndarray, dt: float,
                                 dl_dv: np.ndarray):
         """``(dv+/dtheta, reclassified)``: Nimble's complementarity-aware choice (the adapter's
         ``reclassify``: the LCP's; the other models return their exact Jacobian).
@@ -804,14 +804,14 @@ class ContactModel:
         bodies apart) is read as separating, one whose impulse would raise it as clamping (its
         friction rows then stick); friction rows of unchanged rows keep their modes. The
         reclassified Jacobian is kept when it gives the larger ``|dl/dv|^2 + |dl/du|^2 / dt``
-        (``G``'s columns: q, v, then the controls).
+        (``dv_fixed``'s columns: q, v, then the controls).
         """
-        lin, dc, dphi = self._linearized(state, G, v_next, dt)
-        full = implicit_velocity_jacobian(lin, dc, dphi, state.MJt, G)
+        lin, dc, dphi = self._linearized(state, dv_fixed, v_next, dt)
+        full = implicit_velocity_jacobian(lin, dc, dphi, state.MJt, dv_fixed)
         alt_lin = state.adapter.reclassify(state.problem, state.solution, state.MJt.T @ dl_dv)
         if alt_lin is None:
             return full, False
-        alt = implicit_velocity_jacobian(alt_lin, dc, dphi, state.MJt, G)
+        alt = implicit_velocity_jacobian(alt_lin, dc, dphi, state.MJt, dv_fixed)
         nv = self.nv
 
         def strength(F):

@@ -33,7 +33,7 @@ The step's derivative ``Fp = d x+ / d p`` (ndx, sum of sizes), chained as the st
 
 1. At fixed contact impulses, the step's velocity is ``v+ = v + dt a`` with ``a = ABA(q, v, tau + J^T lambda /
    dt)`` on the step's model (its armature carries the implicit damping ``dt D``, which does not depend on
-   ``p``). ``RNEA(q, v, a) = tau + J^T lambda / dt`` gives ``G = dv+/dp = -dt M^-1 (dRNEA/dp - d(J^T lambda)/dp /
+   ``p``). ``RNEA(q, v, a) = tau + J^T lambda / dt`` gives ``dv_fixed = dv+/dp = -dt M^-1 (dRNEA/dp - d(J^T lambda)/dp /
    dt)``.
 
    * inertial kinds: ``RNEA = Y(q, v, a) pi`` with ``Y`` Pinocchio's ``computeJointTorqueRegressor`` and ``pi``
@@ -53,7 +53,7 @@ The step's derivative ``Fp = d x+ / d p`` (ndx, sum of sizes), chained as the st
    * friction and restitution: no fixed-impulse term.
 
 2. The contact problem is linearized by its adapter at the solution (the same linearization as the
-   state Jacobians use). Its right-hand side: ``dc = J G + d(J w)/dp|_{w = v+} + bias'(phi) dphi/dp / dt``
+   state Jacobians use). Its right-hand side: ``dc = J dv_fixed + d(J w)/dp|_{w = v+} + bias'(phi) dphi/dp / dt``
    (the last two for placements). Restitution enters ``b`` linearly: an impact row's free velocity holds
    ``e c_n^-`` (``c_n^- = J_n(q) v``, the pre-step normal velocity, :mod:`dynamics.contact_step`), so at fixed
    impulses ``dc/de = c_n^-`` on the impact rows of the pairs the parameter covers, 0 elsewhere (a row that
@@ -64,7 +64,7 @@ The step's derivative ``Fp = d x+ / d p`` (ndx, sum of sizes), chained as the st
    ``c`` moves by ``A e``); for the NCP the sliding rows ``lambda_T + mu lambda_n c_T/|c_T| = 0`` (and the
    saturated ``lambda_T - mu lambda_n d = 0``) have the explicit partial ``dF/dmu``. Then::
 
-       E dz = -(F_c (dc + A e) + dF/dp),   dlambda = e + P dz,   dv+ = G + M^-1 J^T dlambda
+       E dz = -(F_c (dc + A e) + dF/dp),   dlambda = e + P dz,   dv+ = dv_fixed + M^-1 J^T dlambda
 
    (least squares with the contact step's rank cutoff ``RANK_RTOL``, as in :func:`contact.lambda_jacobian`).
 
@@ -573,7 +573,7 @@ def _friction_terms(sim, state, blocks, npar):
         on = k >= 0
         e[bounded[on], k[on]] = lam[bounded[on]] / mu[bounded[on]]
     elif name == "ncp":
-        c = prob.G @ lam + prob.b
+        c = prob.A @ lam + prob.b
         for g, (s, n) in enumerate(zip(prob.start, prob.size)):
             md = int(sol.modes[g])
             if n < 2 or md not in (2, 3) or col[g] < 0:
@@ -675,12 +675,12 @@ def _reference_jacobian(sim, ws, blocks, npar, q, v, tau, v_next, state, aug, ge
 
     R = _rnea_derivative(sim, ws, blocks, npar, q, v, a, model, pdata,
                          None if aug is None else aug.model, None if aug is None else aug.data, aug, fext)
-    G = -dt * (Minv @ R)
+    dv_fixed = -dt * (Minv @ R)
     if state is None:
-        dv = G
+        dv = dv_fixed
     else:
         J = state.J
-        dc = J @ G
+        dc = J @ dv_fixed
         if geo_aug is not None:
             mc = state.m_contact
             dc[:mc] += _placement_columns(blocks, aug, aug.kin.velocity_derivative(geo_aug, aug.v(v_next)))
@@ -690,9 +690,9 @@ def _reference_jacobian(sim, ws, blocks, npar, q, v, tau, v_next, state, aug, ge
         _restitution_term(sim, state, blocks, dc)
         e, dF = _friction_terms(sim, state, blocks, npar)
         lin = state.adapter.linearize(state.problem, state.solution)
-        A = state.problem.A if hasattr(state.problem, "A") else state.problem.G
+        A = state.problem.A
         dlam_p = _implicit(lin, dc, e, dF, A)
-        dv = G + state.MJt @ dlam_p
+        dv = dv_fixed + state.MJt @ dlam_p
     Fp = np.empty((ndx, npar))
     Fp[nv:] = dv
     dqp = dt * dv
@@ -775,7 +775,7 @@ def _correction_derivative(sim, ws, blocks, npar, q, state, corr, aug, geo_aug):
 
 
 def _impulses(sim, d, q, v, tau, v_next, state, blocks, dlam_p, npar) -> StepImpulses:
-    """The impulses and their Jacobians (the state/control columns by the reference path's ``G``)."""
+    """The impulses and their Jacobians (the state/control columns by the reference path's ``dv_fixed``)."""
     nv, dt, ndx, nu = sim.nv, sim.dt, sim.ndx, sim.nu
     cm = sim.contact_model
     rows = cm.rows if cm is not None else 0
@@ -785,15 +785,15 @@ def _impulses(sim, d, q, v, tau, v_next, state, blocks, dlam_p, npar) -> StepImp
                             rows)
     tau_total = tau + state.J.T @ state.lam / dt
     ddq_dq, ddq_dv, minv = pin.computeABADerivatives(sim._step_model, _workspace(sim).data, q, v, tau_total)
-    G = np.empty((nv, ndx + nu))
-    G[:, :nv] = dt * ddq_dq
+    dv_fixed = np.empty((nv, ndx + nu))
+    dv_fixed[:, :nv] = dt * ddq_dq
     if state.geo is not None:
-        G[:, :nv] += minv @ cm.kin.force_derivative(state.geo, state.lam[:state.m_contact])
-    G[:, nv:2 * nv] = dt * ddq_dv + np.eye(nv)
-    G[:, 2 * nv:] = dt * minv[:, sim.actuated_dofs]
+        dv_fixed[:, :nv] += minv @ cm.kin.force_derivative(state.geo, state.lam[:state.m_contact])
+    dv_fixed[:, nv:2 * nv] = dt * ddq_dv + np.eye(nv)
+    dv_fixed[:, 2 * nv:] = dt * minv[:, sim.actuated_dofs]
     if sim._passive:
-        sim._add_passive_jacobian(G, minv)
-    lin, dc, dphi = cm._linearized(state, G, v_next, dt)
+        sim._add_passive_jacobian(dv_fixed, minv)
+    lin, dc, dphi = cm._linearized(state, dv_fixed, v_next, dt)
     dlam = lambda_jacobian(lin, dc, dphi)
     nc = state.m_contact // rows if rows else 0
     return StepImpulses(state.lam.copy(), dlam[:, :ndx].copy(), dlam[:, ndx:].copy(),

@@ -1154,20 +1154,21 @@ class Simulator:
             return
         tau_total = tau + state.J.T @ state.lam / dt
         ddq_dq, ddq_dv, minv = pin.computeABADerivatives(self._step_model, d.pin, q, v, tau_total)
-        G = np.empty((nv, self.ndx + self.nu))
-        np.multiply(ddq_dq, dt, out=G[:, :nv])
+        dv_fixed = np.empty((nv, self.ndx + self.nu))
+        np.multiply(ddq_dq, dt, out=dv_fixed[:, :nv])
         if state.geo is not None:
-            G[:, :nv] += minv @ cm.kin.force_derivative(state.geo, state.lam[:state.m_contact])
-        np.multiply(ddq_dv, dt, out=G[:, nv:2 * nv])
-        G[:, nv:2 * nv] += np.eye(nv)
-        G[:, 2 * nv:] = dt * minv[:, self.actuated_dofs]
+            dv_fixed[:, :nv] += minv @ cm.kin.force_derivative(state.geo, state.lam[:state.m_contact])
+        np.multiply(ddq_dv, dt, out=dv_fixed[:, nv:2 * nv])
+        dv_fixed[:, nv:2 * nv] += np.eye(nv)
+        dv_fixed[:, 2 * nv:] = dt * minv[:, self.actuated_dofs]
         if self._passive:
-            self._add_passive_jacobian(G, minv)
+            self._add_passive_jacobian(dv_fixed, minv)
         if adjoint is None:
-            full = cm.velocity_jacobian(state, G, v_next, dt)
+            full = cm.velocity_jacobian(state, dv_fixed, v_next, dt)
         else:  # complementarity-aware: dl/dv+ from dl/dx+, with x+ = (q (+) dt v+, v+)
             J1 = np.eye(nv) if self._euclidean else pin.dIntegrate(self.model, q, v_next * dt)[1]
-            full, switched = cm.aware_velocity_jacobian(state, G, v_next, dt, adjoint[nv:] + dt * (J1.T @ adjoint[:nv]))
+            full, switched = cm.aware_velocity_jacobian(state, dv_fixed, v_next, dt,
+                                                        adjoint[nv:] + dt * (J1.T @ adjoint[:nv]))
             d.stats["aware_switches"] += switched
         dv_dx[:] = full[:, :2 * nv]
         dv_du[:] = full[:, 2 * nv:]

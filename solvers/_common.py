@@ -104,6 +104,16 @@ def check_options(options: dict) -> None:
         raise ValueError(f"cem_iterations must be an integer >= 1, got {iterations!r}")
 
 
+def renamed_option(old: str, old_value, new: str, new_value, default):
+    """The value of an option that was renamed (``old`` -> ``new``): ``old_value`` when only the old name
+    was given (``None``: not given), else ``new_value``; ValueError when both were given."""
+    if old_value is None:
+        return new_value
+    if new_value != default:
+        raise ValueError(f"{old} is the former name of {new}; give only {new}")
+    return old_value
+
+
 class NonFiniteDerivatives(ValueError):
     """A gradient the solver needs is NaN or infinite (the dynamics' Jacobians or the cost's
     derivatives): the solve FAILS naming it, rather than raising the regularization until it

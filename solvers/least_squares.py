@@ -1,9 +1,9 @@
 """Gauss-Newton with Levenberg-Marquardt damping for ``trajopt.LeastSquares`` problems.
 
-Each iteration solves ``(J'J + lam D) dz = -J'r`` (``D`` = diag(J'J), floored),
+Each iteration solves ``(J'J + damping D) dz = -J'r`` (``D`` = diag(J'J), floored),
 tries ``z + alpha dz`` for ``alpha`` in 1, 1/2, 1/4 ... and takes the first that
 decreases ``|r|``. The damping follows the step's gain ratio ``rho`` (actual over
-predicted decrease of ``|r|^2/2``, Nielsen's rule: ``lam *= max(1/3, 1 - (2 rho - 1)^3)``),
+predicted decrease of ``|r|^2/2``, Nielsen's rule: ``damping *= max(1/3, 1 - (2 rho - 1)^3)``),
 and grows (x2, x4, ...) after a failed search: a step that the line search had to
 shorten is a sign that the model is not trusted that far, and the next one is damped more.
 
@@ -30,16 +30,19 @@ import numpy as np
 from trajopt.numdiff import jacobian_fd
 from trajopt.solution import Solution, Status
 
-from ._common import Progress, check_options, out_of_time, record
+from ._common import Progress, check_options, out_of_time, record, renamed_option
 
 
 def gauss_newton(problem, *, z0=None, jacobian: str = "analytic", max_iter: int = 50, tol_residual: float = 1e-12,
-                 tol_step: float = 1e-14, lam_init: float = 1e-8, fd_step: float = 1e-6, stagnation: int = 3,
+                 tol_step: float = 1e-14, damping_init: float = 1e-8, fd_step: float = 1e-6, stagnation: int = 3,
                  tol_gradient: float = 1e-6,
-                 verbose: bool = True, callback=None, time_limit: float | None = None) -> Solution:
+                 verbose: bool = True, callback=None, time_limit: float | None = None,
+                 lam_init: float | None = None) -> Solution:
     """Solve ``problem`` (a ``trajopt.LeastSquares``). Returns a Solution whose ``z`` is the answer (n,),
     ``xs`` the iterates (iterations+1, n), ``us`` the answer again as one row (1, n: kept for code that
-    reads ``us[0]``) and ``cost = 0.5 |r|^2``."""
+    reads ``us[0]``) and ``cost = 0.5 |r|^2``. ``lam_init`` is the former name of ``damping_init`` (an
+    alias: ``lam`` is the contact impulses' name, trajopt's notation table)."""
+    damping_init = renamed_option("lam_init", lam_init, "damping_init", damping_init, 1e-8)
     if jacobian not in ("analytic", "fd"):
         raise ValueError(f"unknown jacobian {jacobian!r}; expected 'analytic' or 'fd'")
     check_options({"time_limit": time_limit, "max_iter": max_iter})
@@ -53,7 +56,7 @@ def gauss_newton(problem, *, z0=None, jacobian: str = "analytic", max_iter: int 
     z = np.asarray(problem.z0 if z0 is None else z0, dtype=float).copy()
     iterates = [z.copy()]
     history = []
-    lam = lam_init
+    damping = damping_init
     grow = 2.0
     status = Status.MAX_ITERATIONS
     reason = None
@@ -87,11 +90,11 @@ def gauss_newton(problem, *, z0=None, jacobian: str = "analytic", max_iter: int 
             H = J.T @ J
             D = np.maximum(np.diag(H), 1e-12 * max(1.0, np.diag(H).max()))
             accepted = False
-            while not accepted and lam < 1e12:
+            while not accepted and damping < 1e12:
                 try:
-                    dz = np.linalg.solve(H + lam * np.diag(D), -g)
+                    dz = np.linalg.solve(H + damping * np.diag(D), -g)
                 except np.linalg.LinAlgError:
-                    lam *= grow
+                    damping *= grow
                     grow *= 2.0
                     continue
                 alpha = 1.0
@@ -107,7 +110,7 @@ def gauss_newton(problem, *, z0=None, jacobian: str = "analytic", max_iter: int 
                         break
                     alpha *= 0.5
                 if not accepted:
-                    lam *= grow
+                    damping *= grow
                     grow *= 2.0
             if not accepted:
                 status = settle(r, J, "no step decreases the residual at the largest damping")
@@ -116,13 +119,13 @@ def gauss_newton(problem, *, z0=None, jacobian: str = "analytic", max_iter: int 
             step = float(np.linalg.norm(s_))
             predicted = -float(g @ s_) - 0.5 * float(s_ @ (H @ s_))
             rho = (0.5 * norm**2 - 0.5 * new_norm**2) / predicted if predicted > 0 else 0.0
-            lam = max(lam * max(1.0 / 3.0, 1.0 - (2.0 * rho - 1.0) ** 3), 1e-15) if rho > 0 else lam * grow
+            damping = max(damping * max(1.0 / 3.0, 1.0 - (2.0 * rho - 1.0) ** 3), 1e-15) if rho > 0 else damping * grow
             grow = 2.0 if rho > 0 else grow * 2.0
             z = z_new
             iterates.append(z.copy())
             r, J = jac(z)
             norm = float(np.linalg.norm(r))
-            info = {"iteration": it, "cost": 0.5 * norm**2, "residual": norm, "damping": lam, "alpha": alpha,
+            info = {"iteration": it, "cost": 0.5 * norm**2, "residual": norm, "damping": damping, "alpha": alpha,
                     "step": step, "time": time.perf_counter() - t0}
             record(info, history, progress, callback)
             if norm <= tol_residual:

@@ -14,10 +14,10 @@ of the cost::
 left out). ``Lxx_t`` enters in factored form, so a terminal cost of a few state
 entries (the catapult's box position) costs a few rows, not ``T`` matrix products.
 
-Each iteration solves ``(H + lam D) du = -g`` on the controls not held at a bound,
+Each iteration solves ``(H + damping D) du = -g`` on the controls not held at a bound,
 tries ``clip(u + alpha du)`` for
 ``alpha = 1, 1/2, ...`` and accepts the first with an actual decrease of at least
-``1e-4`` of the model's. The damping ``lam`` shrinks when the model predicted the
+``1e-4`` of the model's. The ``damping`` shrinks when the model predicted the
 decrease well and grows when it did not or no step was accepted.
 
 The damping's metric ``D`` decides what a "small" step is. ``metric="identity"``
@@ -64,7 +64,7 @@ from trajopt.sensitivity import aware_trajectory_jacobians, trajectory_jacobians
 from trajopt.solution import Solution, Status
 
 from ._common import (Progress, check_derivatives, error_message, finite_cost, finish, knot_weights, out_of_time, record,
-                      sensitivity_sweep)
+                      renamed_option, sensitivity_sweep)
 
 
 def _psd_factor(A: np.ndarray, rtol: float = 1e-12) -> np.ndarray:
@@ -140,14 +140,14 @@ def interpolation_matrix(T: int, K: int) -> np.ndarray:
 @dataclass
 class GNIterate:
     """The solver's state: controls ``us`` (T, nu) and their knots ``Z`` (K, nu) (``us = P Z``;
-    ``Z is us`` when ``K = T``), the rollout ``xs`` (T+1, nx), its ``cost``, the damping ``lam``
+    ``Z is us`` when ``K = T``), the rollout ``xs`` (T+1, nx), its ``cost``, the Levenberg-Marquardt ``damping``
     and the step Jacobians ``jac`` along ``xs``."""
 
     us: np.ndarray
     Z: np.ndarray
     xs: np.ndarray
     cost: float
-    lam: float
+    damping: float
     jac: object
 
 
@@ -165,12 +165,12 @@ class GNModel:
     lo: np.ndarray
     hi: np.ndarray
 
-    def step(self, lam: float):
-        """The step ``du`` (N,) for damping ``lam`` and the model's decrease for its clipped version
-        (raises ``LinAlgError`` / ``ValueError`` when ``H + lam D`` cannot be factored)."""
+    def step(self, damping: float):
+        """The step ``du`` (N,) for the ``damping`` and the model's decrease for its clipped version
+        (raises ``LinAlgError`` / ``ValueError`` when ``H + damping D`` cannot be factored)."""
         free, u = self.free, self.u
         du = np.zeros(len(u))
-        du[free] = -scipy.linalg.cho_solve(scipy.linalg.cho_factor(self.H[np.ix_(free, free)] + lam * self.D),
+        du[free] = -scipy.linalg.cho_solve(scipy.linalg.cho_factor(self.H[np.ix_(free, free)] + damping * self.D),
                                            self.g[free])
         full = np.clip(u + du, self.lo, self.hi) - u
         return du, -(self.g @ full + 0.5 * full @ self.H @ full)
@@ -235,19 +235,19 @@ def line_search(ocp, state: GNIterate, model: GNModel, du, P):
     return None
 
 
-def update_damping(lam: float, event: str, *, alpha: float = 1.0, rho: float = 1.0) -> float:
+def update_damping(damping: float, event: str, *, alpha: float = 1.0, rho: float = 1.0) -> float:
     """The next damping: after an ``"accepted"`` step /3 (at least 1e-12) when the full step
     predicted well (``alpha = 1``, ``rho > 0.75``), x2 when it needed a shorter step or predicted
     badly (``rho < 0.25``), unchanged otherwise; x10 after a ``"rejected"`` (or unsolvable) model."""
     if event == "rejected":
-        return lam * 10.0
+        return damping * 10.0
     if event != "accepted":
         raise ValueError(f"unknown damping event {event!r}; expected 'accepted' or 'rejected'")
     if alpha == 1.0 and rho > 0.75:
-        return max(lam / 3.0, 1e-12)
+        return max(damping / 3.0, 1e-12)
     if alpha < 1.0 or rho < 0.25:
-        return lam * 2.0
-    return lam
+        return damping * 2.0
+    return damping
 
 
 @dataclass
@@ -260,36 +260,37 @@ class StepOutcome:
     found: tuple | None = None
 
 
-def gn_step(ocp, state: GNIterate, model: GNModel, *, tol: float, lam_max: float, P) -> StepOutcome:
+def gn_step(ocp, state: GNIterate, model: GNModel, *, tol: float, damping_max: float, P) -> StepOutcome:
     """One iteration: converged when even the undamped step promises (almost) nothing, else damped
-    steps with a line search, the damping raised (``state.lam``, in place) until one is accepted or
-    it passes ``lam_max``."""
+    steps with a line search, the damping raised (``state.damping``, in place) until one is accepted or
+    it passes ``damping_max``."""
     expected = model.undamped_decrease()
     if expected < tol * (1.0 + abs(state.cost)):
         return StepOutcome("converged", expected)
-    while state.lam <= lam_max:
+    while state.damping <= damping_max:
         try:
-            du, expected = model.step(state.lam)
+            du, expected = model.step(state.damping)
         except (np.linalg.LinAlgError, ValueError):
-            state.lam = update_damping(state.lam, "rejected")
+            state.damping = update_damping(state.damping, "rejected")
             continue
         found = line_search(ocp, state, model, du, P)
         if found is not None:
-            state.lam = update_damping(state.lam, "accepted", alpha=found[3], rho=found[4])
+            state.damping = update_damping(state.damping, "accepted", alpha=found[3], rho=found[4])
             return StepOutcome("accepted", expected, found)
-        state.lam = update_damping(state.lam, "rejected")
+        state.damping = update_damping(state.damping, "rejected")
     return StepOutcome("stalled", expected)
 
 
 def solve_gn(ocp, *, us_init=None, knots: int | None = None, max_iter: int = 200, tol: float = 1e-10,
-             lam_init: float = 1e-3, lam_max: float = 1e6, time_limit: float | None = None, verbose: bool = True,
+             damping_init: float = 1e-3, damping_max: float = 1e6, time_limit: float | None = None, verbose: bool = True,
              callback=None, max_controls: int = 6000, metric: str = "state", metric_stride: int = 5,
-             complementarity_aware: bool = False) -> Solution:
+             complementarity_aware: bool = False, lam_init: float | None = None,
+             lam_max: float | None = None) -> Solution:
     """Solve ``ocp`` by single-shooting Gauss-Newton with Levenberg-Marquardt damping (module docstring).
 
     Stops when the undamped Gauss-Newton step's model decrease is below
     ``tol * (1 + |cost|)`` (CONVERGED), when no step decreases the cost at the
-    damping ``lam_max`` (relative to ``H``; STALLED: the linear model holds nowhere
+    damping ``damping_max`` (relative to ``H``; STALLED: the linear model holds nowhere
     near, e.g. at a kink made by a contact event), after ``max_iter`` iterations or
     ``time_limit`` seconds (MAX_ITERATIONS), or on Ctrl-C (INTERRUPTED). ``callback(info)`` gets
     ``iteration, cost, damping, alpha, expected, time`` after every iteration.
@@ -300,7 +301,12 @@ def solve_gn(ocp, *, us_init=None, knots: int | None = None, max_iter: int = 200
     ``complementarity_aware=True``: the sensitivities chain Nimble's complementarity-aware step
     Jacobians (:func:`trajopt.sensitivity.aware_trajectory_jacobians`), a way out of resting
     contacts' zero gradients; the line search still checks the real cost.
+
+    ``lam_init`` / ``lam_max`` are the former names of ``damping_init`` / ``damping_max`` (aliases:
+    ``lam`` is the contact impulses' name, trajopt's notation table).
     """
+    damping_init = renamed_option("lam_init", lam_init, "damping_init", damping_init, 1e-3)
+    damping_max = renamed_option("lam_max", lam_max, "damping_max", damping_max, 1e6)
     if metric not in ("state", "identity"):
         raise ValueError(f"unknown metric {metric!r}; expected 'state' or 'identity'")
     if complementarity_aware:
@@ -339,27 +345,27 @@ def solve_gn(ocp, *, us_init=None, knots: int | None = None, max_iter: int = 200
         return finish(ocp, method="gn", xs=np.full((T + 1, ocp.nx), np.nan), us=us, cost=np.inf, history=[],
                       status=Status.FAILED, t0=t0, info={"error": str(exc)}, progress=progress,
                       message=f"the initial rollout failed: {exc}")
-    state = GNIterate(us, Z, jac.xs, finite_cost(ocp, jac.xs, us), lam_init, jac)
+    state = GNIterate(us, Z, jac.xs, finite_cost(ocp, jac.xs, us), damping_init, jac)
     stride = metric_stride if metric == "state" else 0
     try:
         for it in range(max_iter):
             model = local_model(ocp, state, E=E, lo=lo, hi=hi, metric_stride=stride)
-            step = gn_step(ocp, state, model, tol=tol, lam_max=lam_max, P=P)
+            step = gn_step(ocp, state, model, tol=tol, damping_max=damping_max, P=P)
             if step.kind == "converged":
                 status = Status.CONVERGED
-                record({"iteration": it, "cost": state.cost, "damping": state.lam, "alpha": 0.0,
+                record({"iteration": it, "cost": state.cost, "damping": state.damping, "alpha": 0.0,
                         "expected": step.expected, "time": time.perf_counter() - t0}, history, progress, callback,
                        ocp=ocp, xs=state.xs, us=state.us)
                 break
             if step.kind == "stalled":
                 status = Status.STALLED
-                message = f"no step decreased the cost, even at the largest damping ({lam_max:g})"
+                message = f"no step decreased the cost, even at the largest damping ({damping_max:g})"
                 break
             us_new, Z_new, cost_new, alpha, _ = step.found
             jac_new = jacobians(us_new)  # may raise: the state keeps the last consistent iterate
             state.us, state.Z, state.cost, state.jac = us_new, Z_new, cost_new, jac_new
             state.xs = state.jac.xs
-            info = {"iteration": it, "cost": state.cost, "damping": state.lam, "alpha": alpha,
+            info = {"iteration": it, "cost": state.cost, "damping": state.damping, "alpha": alpha,
                     "expected": step.expected, "time": time.perf_counter() - t0}
             record(info, history, progress, callback, ocp=ocp, xs=state.xs, us=state.us)
             if out_of_time(info, time_limit):
@@ -371,5 +377,5 @@ def solve_gn(ocp, *, us_init=None, knots: int | None = None, max_iter: int = 200
         message = error_message(exc)
     exact = status == Status.CONVERGED and not complementarity_aware  # state.jac: the exact Jacobians at us
     return finish(ocp, method="gn", xs=state.xs, us=state.us, cost=state.cost, history=history, status=status,
-                  t0=t0, info={"damping": state.lam, "knots": K}, message=message, progress=progress,
+                  t0=t0, info={"damping": state.damping, "knots": K}, message=message, progress=progress,
                   Fx=state.jac.Fx if exact else None, Fu=state.jac.Fu if exact else None)

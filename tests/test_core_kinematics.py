@@ -102,14 +102,15 @@ class Comparison:
                 self.add("force_derivative", cm.kin.force_derivative(g0, lam_), ref.force_derivative(g0, lam_))
             for v in (v_next, rng.standard_normal(nv)):
                 self.add("velocity_derivative", cm.kin.velocity_derivative(g0, v), ref.velocity_derivative(g0, v))
-        # the implicit chain, with a random G = dv+/dtheta at fixed impulses (q, v, u columns)
-        G = rng.standard_normal((nv, 2 * nv + sim.nu))
+        # the implicit chain, with a random dv_fixed = dv+/dtheta at fixed impulses (q, v, u columns)
+        dv_fixed = rng.standard_normal((nv, 2 * nv + sim.nu))
         dJv = cm.kin.velocity_derivative(st.geo, v_next) if st.m_contact else np.zeros((0, nv))
         slope = st.bias_slope / sim.dt
         self.add("fixed_impulse_velocity_derivative",
-                 adapter_module.fixed_impulse_velocity_derivative(st.J, G, st.normal_rows, slope, dJv),
-                 adapter_module._reference_fixed_impulse_velocity_derivative(st.J, G, st.normal_rows, slope, dJv))
-        lin, dc, dphi = cm._linearized(st, G, v_next, sim.dt)
+                 adapter_module.fixed_impulse_velocity_derivative(st.J, dv_fixed, st.normal_rows, slope, dJv),
+                 adapter_module._reference_fixed_impulse_velocity_derivative(st.J, dv_fixed, st.normal_rows, slope,
+                                                                              dJv))
+        lin, dc, dphi = cm._linearized(st, dv_fixed, v_next, sim.dt)
         tol = 1e-12
         if lin.E.shape[0]:
             cond = _cond_kept(lin.E)
@@ -118,10 +119,10 @@ class Comparison:
                 s = np.linalg.svd(lin.E, compute_uv=False)
                 if lin.E.shape[0] != lin.E.shape[1] or s[-1] <= RANK_RTOL * s[0]:
                     self.features.add("rank-deficient")
-        a = cm.velocity_jacobian(st, G, v_next, sim.dt)
+        a = cm.velocity_jacobian(st, dv_fixed, v_next, sim.dt)
         la = adapter_module.lambda_jacobian(lin, dc, dphi)
         with _reference_adapter():
-            b = cm.velocity_jacobian(st, G, v_next, sim.dt)
+            b = cm.velocity_jacobian(st, dv_fixed, v_next, sim.dt)
             lb = adapter_module.lambda_jacobian(lin, dc, dphi)
         self.add("velocity_jacobian", a, b, tol)
         self.add("lambda_jacobian", la, lb, tol)

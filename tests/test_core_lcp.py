@@ -52,10 +52,10 @@ def assert_same(ref: L.LCPSolution, got: L.LCPSolution, what="", lcp=None):
     np.testing.assert_array_equal(got.modes, ref.modes, err_msg=what)
     np.testing.assert_array_equal(got.signs, ref.signs, err_msg=what)
     assert got.modes.dtype == ref.modes.dtype == np.int64 and got.signs.dtype == np.int64
-    if ref.x.size:
-        xs = np.abs(ref.x).max()
+    if ref.lam.size:
+        xs = np.abs(ref.lam).max()
         ws = lcp._anorm * xs + lcp._bnorm
-        dx = np.abs(got.x - ref.x).max() / max(xs, 1e-300)
+        dx = np.abs(got.lam - ref.lam).max() / max(xs, 1e-300)
         kappa = reduced_condition(lcp, ref.modes, ref.signs) if dx > RTOL else 1.0
         WORST["x"] = max(WORST["x"], dx)
         if dx > RTOL:
@@ -64,7 +64,7 @@ def assert_same(ref: L.LCPSolution, got: L.LCPSolution, what="", lcp=None):
         assert dx <= rtol, (what, dx, kappa)
         assert np.abs(got.w - ref.w).max() <= rtol * ws, what
         assert abs(got.residual - ref.residual) <= rtol * (xs + ws), what
-    assert got.x.shape == ref.x.shape and got.w.shape == ref.w.shape
+    assert got.lam.shape == ref.lam.shape and got.w.shape == ref.w.shape
 
 
 def both(lcp, guess=None, **kw):
@@ -211,8 +211,8 @@ def test_dense_pieces_match_lapack():
         assert m.lcp_norms(*args) == (lcp._anorm, lcp._bnorm)
         sol = L.solve_lcp_reference(lcp)
         for tol in (1e-9, 1e-8):
-            got = m.lcp_classify(*args, sol.x, sol.w, tol)
-            ref = L.classify(lcp, sol.x, sol.w, tol=tol)
+            got = m.lcp_classify(*args, sol.lam, sol.w, tol)
+            ref = L.classify(lcp, sol.lam, sol.w, tol=tol)
             np.testing.assert_array_equal(got[0], ref[0])
             np.testing.assert_array_equal(got[1], ref[1])
         x = L.solve_active_set(lcp, sol.modes, sol.signs)

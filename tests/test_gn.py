@@ -39,8 +39,12 @@ def test_reduced_hessian_and_gradient_equal_the_dense_lq_ones():
 def test_gn_is_newton_on_a_linear_quadratic_problem():
     ocp, (A, B, x0, Q, R, Qf) = lq_problem()
     ref = dense_lq_reference(A, B, x0, Q, R, Qf, ocp.horizon)
-    sol = solve(ocp, method="gn", lam_init=0.0, max_iter=1, verbose=False)
+    sol = solve(ocp, method="gn", damping_init=0.0, max_iter=1, verbose=False)
     assert np.allclose(sol.us, ref, atol=1e-9)
+    # lam_init: the former name of damping_init, still accepted (not with both)
+    assert np.array_equal(solve(ocp, method="gn", lam_init=0.0, max_iter=1, verbose=False).us, sol.us)
+    with pytest.raises(ValueError, match="former name of damping_init"):
+        solve(ocp, method="gn", lam_init=0.0, damping_init=0.5, max_iter=1, verbose=False)
     again = solve(ocp, method="gn", us_init=sol.us, max_iter=5, verbose=False)
     assert again.status == Status.CONVERGED and again.cost == pytest.approx(sol.cost, rel=1e-12)
 

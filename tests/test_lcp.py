@@ -112,14 +112,14 @@ def reduced_system(lcp: BoxedLCP, modes, signs):
 
 def assert_solved(lcp: BoxedLCP, sol: LCPSolution) -> None:
     assert sol.status == "solved"
-    assert np.isfinite(sol.x).all() and np.isfinite(sol.w).all()
+    assert np.isfinite(sol.lam).all() and np.isfinite(sol.w).all()
     # w = A x + b up to the rounding of the product (|A| |x| eps: the compiled solve sums in another order)
-    rounding = 1e-14 * lcp._anorm * np.abs(sol.x).max() if lcp.n else 0.0
-    np.testing.assert_allclose(sol.w, lcp.A @ sol.x + lcp.b, rtol=0, atol=1e-12 * (1 + np.abs(sol.w).max()) + rounding)
-    scale = scale_of(lcp.A, lcp.b, sol.x)
-    assert lcp_residual(lcp, sol.x) <= TOL * scale
-    assert sol.residual == pytest.approx(lcp_residual(lcp, sol.x), abs=1e-15 * (1 + scale))
-    assert conditions_hold(lcp.A, lcp.b, lcp.normal_of, lcp.mu, sol.x, TOL)
+    rounding = 1e-14 * lcp._anorm * np.abs(sol.lam).max() if lcp.n else 0.0
+    np.testing.assert_allclose(sol.w, lcp.A @ sol.lam + lcp.b, rtol=0, atol=1e-12 * (1 + np.abs(sol.w).max()) + rounding)
+    scale = scale_of(lcp.A, lcp.b, sol.lam)
+    assert lcp_residual(lcp, sol.lam) <= TOL * scale
+    assert sol.residual == pytest.approx(lcp_residual(lcp, sol.lam), abs=1e-15 * (1 + scale))
+    assert conditions_hold(lcp.A, lcp.b, lcp.normal_of, lcp.mu, sol.lam, TOL)
     assert sol.modes.shape == sol.signs.shape == (lcp.n,)
 
 
@@ -136,15 +136,15 @@ def test_random_problems_solved_exactly(seed):
     assert_solved(lcp, sol)
     # the reported active set reproduces the answer (it is the warm start of the next step)
     x = solve_active_set(lcp, sol.modes, sol.signs)
-    np.testing.assert_allclose(x, sol.x, rtol=0, atol=1e-12 * max(1.0, np.abs(sol.x).max()))
+    np.testing.assert_allclose(x, sol.lam, rtol=0, atol=1e-12 * max(1.0, np.abs(sol.lam).max()))
     # reported modes are consistent with x and w
     fric = lcp.normal_of >= 0
-    assert np.all(sol.x[~fric & (sol.modes == Mode.SEPARATING)] == 0)
-    assert np.all(sol.x[fric & (sol.modes == Mode.SEPARATING)] == 0)
+    assert np.all(sol.lam[~fric & (sol.modes == Mode.SEPARATING)] == 0)
+    assert np.all(sol.lam[fric & (sol.modes == Mode.SEPARATING)] == 0)
     bounded = sol.modes == Mode.BOUNDED
     np.testing.assert_allclose(
-        sol.x[bounded],
-        sol.signs[bounded] * lcp.mu[bounded] * sol.x[lcp.normal_of[bounded]],
+        sol.lam[bounded],
+        sol.signs[bounded] * lcp.mu[bounded] * sol.lam[lcp.normal_of[bounded]],
         rtol=1e-14,
         atol=0,
     )
@@ -197,7 +197,7 @@ def test_matches_enumerating_reference(seed):
     ws = [w for _, _, w in found]
     xs = [x for _, x, _ in found]
     wscale = max(1.0, np.abs(lcp.b).max())
-    xscale = max(1.0, np.abs(sol.x).max())
+    xscale = max(1.0, np.abs(sol.lam).max())
     same_w = all(np.allclose(w, ws[0], rtol=0, atol=1e-8 * wscale) for w in ws)
     same_x = all(np.allclose(x, xs[0], rtol=0, atol=1e-8 * xscale) for x in xs)
     if found and (frictionless or same_w):
@@ -205,16 +205,16 @@ def test_matches_enumerating_reference(seed):
         for w in ws:
             np.testing.assert_allclose(sol.w, w, rtol=0, atol=1e-8 * wscale)
     if full_rank and (frictionless or same_x):
-        np.testing.assert_allclose(sol.x, xs[0], rtol=0, atol=1e-8 * xscale)
+        np.testing.assert_allclose(sol.lam, xs[0], rtol=0, atol=1e-8 * xscale)
 
 
 def test_reference_check_rejects_wrong_answers():
     rng = np.random.default_rng(7)
     lcp = random_problem(rng, ncontacts=3, nfric=2, full_rank=True, mus=(0.5,), lone_rows=0)
     sol = solve_lcp(lcp)
-    assert conditions_hold(lcp.A, lcp.b, lcp.normal_of, lcp.mu, sol.x)
+    assert conditions_hold(lcp.A, lcp.b, lcp.normal_of, lcp.mu, sol.lam)
     for i in range(lcp.n):
-        bad = sol.x.copy()
+        bad = sol.lam.copy()
         bad[i] += 1e-3 * (1 + abs(bad[i]))
         assert not conditions_hold(lcp.A, lcp.b, lcp.normal_of, lcp.mu, bad)
         assert lcp_residual(lcp, bad) > 1e-6
@@ -233,7 +233,7 @@ def test_warm_start_hits_and_gives_same_answer(seed):
     warm = solve_lcp(lcp, guess=(cold.modes, cold.signs))
     assert warm.warm_start_hit and warm.iterations == 0
     assert_solved(lcp, warm)
-    np.testing.assert_allclose(warm.x, cold.x, rtol=0, atol=1e-12 * max(1.0, np.abs(cold.x).max()))
+    np.testing.assert_allclose(warm.lam, cold.lam, rtol=0, atol=1e-12 * max(1.0, np.abs(cold.lam).max()))
     np.testing.assert_array_equal(warm.modes, cold.modes)
     np.testing.assert_array_equal(warm.signs, cold.signs)
 
@@ -253,7 +253,7 @@ def test_warm_start_on_next_step_and_wrong_guess():
     miss = solve_lcp(lcp, guess=wrong)
     assert not miss.warm_start_hit
     assert_solved(lcp, miss)
-    np.testing.assert_allclose(miss.x, first.x, atol=1e-12)
+    np.testing.assert_allclose(miss.lam, first.lam, atol=1e-12)
     # a guess of the wrong size is ignored
     assert_solved(lcp, solve_lcp(lcp, guess=(np.ones(3, dtype=int), np.zeros(3, dtype=int))))
 
@@ -268,13 +268,13 @@ def test_cube_resting_on_four_coplanar_corners():
     assert np.linalg.matrix_rank(lcp.A) == 6 and lcp.n == 12
     sol = solve_lcp(lcp)
     assert_solved(lcp, sol)
-    normals = sol.x[lcp.normal_of < 0]
+    normals = sol.lam[lcp.normal_of < 0]
     # minimal-norm stabilisation: the load is shared equally by the four corners
     np.testing.assert_allclose(normals, G_DT / 4, rtol=1e-12)
-    np.testing.assert_allclose(sol.x[lcp.normal_of >= 0], 0.0, atol=1e-15)
+    np.testing.assert_allclose(sol.lam[lcp.normal_of >= 0], 0.0, atol=1e-15)
     assert np.all(sol.modes == Mode.CLAMPING)
     # the cube is at rest after the step
-    np.testing.assert_allclose(np.array([0, 0, -G_DT, 0, 0, 0]) + Minv @ J.T @ sol.x, 0.0, atol=1e-14)
+    np.testing.assert_allclose(np.array([0, 0, -G_DT, 0, 0, 0]) + Minv @ J.T @ sol.lam, 0.0, atol=1e-14)
 
 
 def test_cube_sliding_on_four_coplanar_corners():
@@ -286,13 +286,13 @@ def test_cube_sliding_on_four_coplanar_corners():
     assert_solved(lcp, sol)
     tx = np.flatnonzero(lcp.normal_of >= 0)[::2]
     assert np.all(sol.modes[tx] == Mode.BOUNDED) and np.all(sol.signs[tx] == -1)
-    np.testing.assert_allclose(sol.x[tx], -mu * sol.x[lcp.normal_of[tx]], rtol=1e-14)
-    np.testing.assert_allclose(sol.x[lcp.normal_of < 0].sum(), G_DT, rtol=1e-12)
+    np.testing.assert_allclose(sol.lam[tx], -mu * sol.lam[lcp.normal_of[tx]], rtol=1e-14)
+    np.testing.assert_allclose(sol.lam[lcp.normal_of < 0].sum(), G_DT, rtol=1e-12)
     np.testing.assert_allclose(sol.w[tx], vx - mu * G_DT, rtol=1e-12)
-    v_after = np.array([vx, 0, -G_DT, 0, 0, 0]) + Minv @ J.T @ sol.x
+    v_after = np.array([vx, 0, -G_DT, 0, 0, 0]) + Minv @ J.T @ sol.lam
     np.testing.assert_allclose(v_after, [vx - mu * G_DT, 0, 0, 0, 0, 0], atol=1e-14)
     # the friction torque loads the leading edge (+x corners) more, symmetric in y
-    n = sol.x[lcp.normal_of < 0]
+    n = sol.lam[lcp.normal_of < 0]
     np.testing.assert_allclose(n[0], n[1], rtol=1e-12)
     np.testing.assert_allclose(n[2], n[3], rtol=1e-12)
     assert n[2] > n[0] > 0
@@ -302,7 +302,7 @@ def test_duplicate_contacts_share_equally():
     lcp, _, _ = cube_scene([0.01, 0.0, -G_DT, 0, 0, 0], dup=2, nfric=2)
     sol = solve_lcp(lcp)
     assert_solved(lcp, sol)
-    x = sol.x.reshape(-1, 3)
+    x = sol.lam.reshape(-1, 3)
     np.testing.assert_allclose(x[4], x[0], rtol=1e-12, atol=1e-15)  # duplicate of corner 0
     np.testing.assert_allclose(x[5], x[1], rtol=1e-12, atol=1e-15)  # duplicate of corner 1
     # a point mass with the same contact twice (planar: [n, t] rows)
@@ -310,7 +310,7 @@ def test_duplicate_contacts_share_equally():
     lcp = BoxedLCP(J @ J.T, J @ np.array([0.05, -1.0]), np.array([-1, 0, -1, 2]), np.array([0, 0.3, 0, 0.3]))
     sol = solve_lcp(lcp)
     assert_solved(lcp, sol)
-    np.testing.assert_allclose(sol.x, [0.5, -0.025, 0.5, -0.025], rtol=1e-12)
+    np.testing.assert_allclose(sol.lam, [0.5, -0.025, 0.5, -0.025], rtol=1e-12)
 
 
 def test_point_mass_sliding_and_sticking_analytic():
@@ -321,12 +321,12 @@ def test_point_mass_sliding_and_sticking_analytic():
         sol = solve_lcp(lcp)
         assert_solved(lcp, sol)
         xn = 0.5 * m
-        assert sol.x[0] == pytest.approx(xn, rel=1e-14)
+        assert sol.lam[0] == pytest.approx(xn, rel=1e-14)
         if sticking:
-            assert sol.x[1] == pytest.approx(-m * vt, rel=1e-14)
+            assert sol.lam[1] == pytest.approx(-m * vt, rel=1e-14)
             assert sol.modes.tolist() == [Mode.CLAMPING, Mode.CLAMPING]
         else:
-            assert sol.x[1] == pytest.approx(-np.sign(vt) * mu * xn, rel=1e-14)
+            assert sol.lam[1] == pytest.approx(-np.sign(vt) * mu * xn, rel=1e-14)
             assert sol.w[1] == pytest.approx(vt - np.sign(vt) * mu * xn / m, rel=1e-14)
             assert sol.modes.tolist() == [Mode.CLAMPING, Mode.BOUNDED]
             assert sol.signs.tolist() == [0, -int(np.sign(vt))]
@@ -339,7 +339,7 @@ def test_zero_friction_equals_frictionless():
         sol = solve_lcp(lcp)
         assert_solved(lcp, sol)
         fric = lcp.normal_of >= 0
-        assert np.all(sol.x[fric] == 0) and np.all(sol.modes[fric] == Mode.SEPARATING)
+        assert np.all(sol.lam[fric] == 0) and np.all(sol.modes[fric] == Mode.SEPARATING)
         keep = np.flatnonzero(~fric)
         plain = BoxedLCP(
             lcp.A[np.ix_(keep, keep)], lcp.b[keep], -np.ones(keep.size, dtype=int), np.zeros(keep.size)
@@ -353,13 +353,13 @@ def test_all_separating_and_empty():
     lcp, _, _ = cube_scene([0.2, -0.1, 0.5, 0, 0, 0])  # moving up: every corner separates
     sol = solve_lcp(lcp)
     assert_solved(lcp, sol)
-    assert np.all(sol.x == 0) and np.all(sol.modes == Mode.SEPARATING) and sol.iterations == 0
+    assert np.all(sol.lam == 0) and np.all(sol.modes == Mode.SEPARATING) and sol.iterations == 0
     np.testing.assert_array_equal(sol.w, lcp.b)
 
     empty = BoxedLCP(np.zeros((0, 0)), np.zeros(0), np.zeros(0, dtype=int), np.zeros(0))
     assert empty.n == 0
     sol = solve_lcp(empty, guess=(np.zeros(0, dtype=int), np.zeros(0, dtype=int)))
-    assert sol.status == "solved" and sol.x.shape == sol.w.shape == sol.modes.shape == (0,)
+    assert sol.status == "solved" and sol.lam.shape == sol.w.shape == sol.modes.shape == (0,)
     assert lcp_residual(empty, np.zeros(0)) == 0.0
     assert solve_active_set(empty, np.zeros(0, dtype=int), np.zeros(0, dtype=int)).shape == (0,)
     assert classify(empty, np.zeros(0), np.zeros(0))[0].shape == (0,)
@@ -370,11 +370,11 @@ def test_tied_contact_is_reported_and_reproduced():
     lcp = BoxedLCP(np.eye(2), np.array([0.0, -1.0]), np.array([-1, -1]), np.zeros(2))
     sol = solve_lcp(lcp)
     assert_solved(lcp, sol)
-    assert sol.x.tolist() == [0.0, 1.0]
+    assert sol.lam.tolist() == [0.0, 1.0]
     assert sol.modes.tolist() == [Mode.TIED, Mode.CLAMPING]
-    assert classify(lcp, sol.x, sol.w, tol=1e-9)[0].tolist() == [Mode.TIED, Mode.CLAMPING]
+    assert classify(lcp, sol.lam, sol.w, tol=1e-9)[0].tolist() == [Mode.TIED, Mode.CLAMPING]
     warm = solve_lcp(lcp, guess=(sol.modes, sol.signs))
-    assert warm.warm_start_hit and warm.x.tolist() == [0.0, 1.0]
+    assert warm.warm_start_hit and warm.lam.tolist() == [0.0, 1.0]
     # TIED read as separating is valid too
     x = solve_active_set(lcp, np.array([Mode.SEPARATING, Mode.CLAMPING]), np.zeros(2, dtype=int))
     assert x.tolist() == [0.0, 1.0]
@@ -383,7 +383,7 @@ def test_tied_contact_is_reported_and_reproduced():
     assert classify(tie, np.zeros(1), np.zeros(1), tol=1e-9)[0].tolist() == [Mode.TIED]
     sol = solve_lcp(tie)
     assert_solved(tie, sol)
-    assert sol.x.tolist() == [0.0]
+    assert sol.lam.tolist() == [0.0]
 
 
 # ------------------------------------------------------------------------------------------
@@ -406,8 +406,8 @@ def test_minimal_norm_on_rank_deficient_clamping_set():
         sol = solve_lcp(lcp)
         assert_solved(lcp, sol)
         assert np.all(np.isin(sol.modes, (Mode.CLAMPING, Mode.TIED)))
-        np.testing.assert_allclose(sol.x, np.linalg.pinv(A, rcond=1e-10) @ (-lcp.b), rtol=1e-9, atol=1e-12)
-        np.testing.assert_allclose(sol.x, y, rtol=1e-9)  # y lies in range(A): it is the minimum
+        np.testing.assert_allclose(sol.lam, np.linalg.pinv(A, rcond=1e-10) @ (-lcp.b), rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(sol.lam, y, rtol=1e-9)  # y lies in range(A): it is the minimum
 
 
 @pytest.mark.parametrize(
@@ -429,7 +429,7 @@ def test_minimal_norm_matches_pinv_on_reduced_system(v):
     if len(clamp) > 6:
         assert np.linalg.matrix_rank(K) < len(clamp)
     xc = np.linalg.pinv(K, rcond=1e-10) @ r
-    np.testing.assert_allclose(sol.x, P @ xc, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(sol.lam, P @ xc, rtol=0, atol=1e-12)
     np.testing.assert_allclose(solve_active_set(lcp, sol.modes, sol.signs), P @ xc, rtol=0, atol=1e-12)
 
 
@@ -506,7 +506,7 @@ def test_infeasible_problem_returns_inexact_finite():
     lcp = BoxedLCP(A, np.array([-1.0, -1.0]), np.array([-1, -1]), np.zeros(2))
     sol = solve_lcp(lcp)
     assert sol.status == "inexact"
-    assert np.isfinite(sol.x).all() and np.isfinite(sol.w).all() and np.isfinite(sol.residual)
+    assert np.isfinite(sol.lam).all() and np.isfinite(sol.w).all() and np.isfinite(sol.residual)
     assert sol.residual > 0.1
 
 
@@ -519,7 +519,7 @@ def test_positive_homogeneity(seed):
         scaled = BoxedLCP(sa * lcp.A, sb * lcp.b, lcp.normal_of, lcp.mu)
         sol = solve_lcp(scaled)
         assert_solved(scaled, sol)
-        np.testing.assert_allclose(sol.x * sa / sb, base.x, rtol=1e-8, atol=1e-9 * np.abs(base.x).max())
+        np.testing.assert_allclose(sol.lam * sa / sb, base.lam, rtol=1e-8, atol=1e-9 * np.abs(base.lam).max())
 
 
 def test_validation_errors():

@@ -44,10 +44,10 @@ def test_residual_is_zero_at_every_answer_of_random_physical_problems():
         mu = float(rng.choice([0.0, 0.3, 1.0]))
         G, b, st, sz, mus = physical_problem(rng, nc, r, mu)
         sol = solve_ncp(G, b, st, sz, mus)
-        assert sol.status == "solved" and np.all(np.isfinite(sol.x))
-        assert sol.residual <= 1e-9 * (1 + np.abs(sol.x).max())
-        assert ncp_residual(G, b, st, sz, mus, sol.x) == pytest.approx(sol.residual)
-        check_law(G, b, st, sz, mus, sol.x)
+        assert sol.status == "solved" and np.all(np.isfinite(sol.lam))
+        assert sol.residual <= 1e-9 * (1 + np.abs(sol.lam).max())
+        assert ncp_residual(G, b, st, sz, mus, sol.lam) == pytest.approx(sol.residual)
+        check_law(G, b, st, sz, mus, sol.lam)
         seen.update(int(m) for m in sol.modes)
     assert seen == {NCPMode.BREAKING, NCPMode.STICKING, NCPMode.SLIDING}  # every mode occurred
 
@@ -56,15 +56,15 @@ def test_residual_detects_wrong_answers():
     rng = np.random.default_rng(1)
     G, b, st, sz, mus = physical_problem(rng, 3, 3, 0.5, ndof=9)
     sol = solve_ncp(G, b, st, sz, mus)
-    assert ncp_residual(G, b, st, sz, mus, sol.x) < 1e-9
-    bad = sol.x.copy()
+    assert ncp_residual(G, b, st, sz, mus, sol.lam) < 1e-9
+    bad = sol.lam.copy()
     bad[0] += 0.1
     assert ncp_residual(G, b, st, sz, mus, bad) > 1e-3
     # No impulse answers exactly when no contact approaches (b_n >= 0 on every normal row): here two do.
-    assert np.any(b[::3] < 0) and ncp_residual(G, b, st, sz, mus, np.zeros_like(sol.x)) > 1e-3
+    assert np.any(b[::3] < 0) and ncp_residual(G, b, st, sz, mus, np.zeros_like(sol.lam)) > 1e-3
     apart = b.copy()
     apart[::3] = np.abs(apart[::3])
-    assert ncp_residual(G, apart, st, sz, mus, np.zeros_like(sol.x)) == 0.0
+    assert ncp_residual(G, apart, st, sz, mus, np.zeros_like(sol.lam)) == 0.0
 
 
 @pytest.mark.parametrize("case", ["breaking", "sticking", "sliding"])
@@ -78,13 +78,13 @@ def test_single_contact_modes_have_closed_forms(case):
     sol = solve_ncp(G, b, [0], [3], mu)
     assert sol.modes[0] == getattr(NCPMode, case.upper())
     if case == "breaking":
-        assert np.all(sol.x == 0)
+        assert np.all(sol.lam == 0)
     elif case == "sticking":
-        assert np.allclose(sol.x, -b) and np.allclose(sol.c, 0)
+        assert np.allclose(sol.lam, -b) and np.allclose(sol.c, 0)
     else:
-        assert sol.x[0] == pytest.approx(1.0)  # removes the normal velocity
+        assert sol.lam[0] == pytest.approx(1.0)  # removes the normal velocity
         slip = b[1:] / np.linalg.norm(b[1:])
-        assert np.allclose(sol.x[1:], -0.5 * slip)
+        assert np.allclose(sol.lam[1:], -0.5 * slip)
         assert np.allclose(sol.c[1:], b[1:] - 0.5 * slip)  # slides on, slowed by mu lambda_n
 
 
@@ -102,18 +102,18 @@ def test_frictionless_and_planar_problems_agree_with_the_lcp():
             mu_rows[st + k] = mu
         lsol = solve_lcp(BoxedLCP(G, b, normal_of, mu_rows))
         nsol = solve_ncp(G, b, st, sz, mus)
-        assert np.allclose(G @ lsol.x, G @ nsol.x, atol=1e-8)  # same velocities
+        assert np.allclose(G @ lsol.lam, G @ nsol.lam, atol=1e-8)  # same velocities
 
 
 def test_warm_start_hits_and_repeats_the_answer():
     rng = np.random.default_rng(3)
     G, b, st, sz, mus = physical_problem(rng, 4, 3, 0.6, ndof=12)
     sol = solve_ncp(G, b, st, sz, mus)
-    again = solve_ncp(G, b + 1e-6 * rng.standard_normal(len(b)), st, sz, mus, guess=(sol.modes, sol.x))
+    again = solve_ncp(G, b + 1e-6 * rng.standard_normal(len(b)), st, sz, mus, guess=(sol.modes, sol.lam))
     assert again.warm_start_hit and again.status == "solved"
-    assert np.allclose(again.x, sol.x, atol=1e-4)
-    wrong = solve_ncp(G, b, st, sz, mus, guess=(np.zeros_like(sol.modes), np.zeros_like(sol.x)))
-    assert wrong.status == "solved" and np.allclose(G @ wrong.x, G @ sol.x, atol=1e-8)
+    assert np.allclose(again.lam, sol.lam, atol=1e-4)
+    wrong = solve_ncp(G, b, st, sz, mus, guess=(np.zeros_like(sol.modes), np.zeros_like(sol.lam)))
+    assert wrong.status == "solved" and np.allclose(G @ wrong.lam, G @ sol.lam, atol=1e-8)
 
 
 def test_unilateral_rows_and_degenerate_inputs():
@@ -125,9 +125,9 @@ def test_unilateral_rows_and_degenerate_inputs():
     G2[6, 6] = 2.0
     b2 = np.r_[b, -1.0]
     sol = solve_ncp(G2, b2, [0, 3, 6], [3, 3, 1], [0.5, 0.5, 0.0])
-    assert sol.status == "solved" and sol.x[6] == pytest.approx(0.5)
+    assert sol.status == "solved" and sol.lam[6] == pytest.approx(0.5)
     empty = solve_ncp(np.zeros((0, 0)), np.zeros(0), [], [], [])
-    assert empty.status == "solved" and empty.x.size == 0
+    assert empty.status == "solved" and empty.lam.size == 0
     with pytest.raises(ValueError, match="non-finite"):
         solve_ncp(G, np.full(6, np.nan), [0, 3], [3, 3], [0.5, 0.5])
 
@@ -150,7 +150,7 @@ def test_implicit_dlambda_db_matches_central_differences_of_the_resolved_problem
         D = lambda_jacobian(ncp.linearize(NCPProblem.of(G, b, st, sz, mus), sol), np.eye(len(b)))  # dc/db = I
 
         def impulses(bb):
-            return solve_ncp(G, bb, st, sz, mus).x
+            return solve_ncp(G, bb, st, sz, mus).lam
 
         a, c = resolved_differences(impulses, b, 1e-6), resolved_differences(impulses, b, 1e-7)
         if np.abs(a - c).max() > 1e-5 * (1 + np.abs(a).max()):

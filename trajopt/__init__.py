@@ -14,7 +14,25 @@ Notation (the same in every module, after Crocoddyl):
 ``Lxx, Lxu, Luu``     cost Hessian blocks (ndx, ndx), (ndx, nu), (nu, nu)
 ``Qxx, Quu, Vx, Vxx`` DDP's action-value and value derivatives
 ``K, k``              DDP feedback gain (nu, ndx) and feed-forward (nu)
+``damping``           Levenberg-Marquardt damping of the Gauss-Newton solvers (never ``lam``)
 ====================  ==========================================================
+
+Contact (one step's ``m`` constraint rows; :mod:`contact.adapter`, DESIGN.md "One step"):
+
+====================  ==========================================================
+``J``                 contact Jacobian (m, nv), contact frame, normal row first
+``A``                 Delassus matrix ``J M^-1 J^T`` (m, m) (DESIGN.md writes it ``G``)
+``b``                 free contact velocity (m,): ``J v_f`` plus stabilisation (DESIGN's ``g``)
+``lam``               contact impulses ``lambda`` (m,); solutions hold them in ``.lam``
+``c``                 contact velocities after the step ``A lam + b`` (m,)
+``phi``               signed distances of the normal rows
+``MJt``               ``M^-1 J^T`` (nv, m): impulses to velocity changes
+``dv_fixed``          ``dv+/dtheta`` at fixed impulses (nv, ncols); ``dv+ = dv_fixed + MJt dlam``
+====================  ==========================================================
+
+:mod:`contact.lcp` writes its boxed LCP in the textbook form ``w = A x + b``: there ``x`` is ``lam``
+and ``w`` is ``c`` (its module docstring); ``LCPSolution.x`` and ``NCPSolution.x`` are read-only
+aliases of ``.lam``.
 
 Jacobians live in the tangent space: ``x (+) dx`` is ``state_integrate`` and
 ``state_difference(x0, x1)`` is the ``dx`` with ``x1 = x0 (+) dx``.
