@@ -52,26 +52,86 @@ RowMat lstsq(const CRowRef& A, const CRowRef& B, double rcond) {
   return X;
 }
 
-void sym_lstsq(const CRowRef& E, const CRowRef& B, double rcond, Eigen::Ref<RowMat> X) {
+Eigen::Index sym_pinv_factor(const CRowRef& E, double rcond, Eigen::MatrixXd& F, Eigen::VectorXd& sign, int* method) {
   const Eigen::Index k = E.rows();
-  if (E.cols() != k) throw std::invalid_argument("sym_lstsq: E is not square");
-  if (B.rows() != k || X.rows() != k || X.cols() != B.cols())
-    throw std::invalid_argument("sym_lstsq: B and X must have E's rows and the same columns");
-  if (k == 0) return;
+  if (E.cols() != k) throw std::invalid_argument("sym_pinv_factor: E is not square");
+  if (method != nullptr) *method = 0;
+  if (k == 0) {
+    F.resize(0, 0);
+    sign.resize(0);
+    return 0;
+  }
   Eigen::MatrixXd S(k, k);
-  for (Eigen::Index i = 0; i < k; ++i)
-    for (Eigen::Index j = 0; j < k; ++j) S(i, j) = 0.5 * (E(i, j) + E(j, i));
-  Eigen::LLT<Eigen::MatrixXd> llt(S);
-  if (llt.info() == Eigen::Success) {
-    Eigen::MatrixXd Linv = Eigen::MatrixXd::Identity(k, k);
-    llt.matrixL().solveInPlace(Linv);
-    const double f = Linv.squaredNorm();  // |L^-1|_F^2
-    if (std::isfinite(f) && 1.0 / f > 4.0 * rcond * S.norm()) {
-      X = B;
-      llt.solveInPlace(X);
-      return;
+  for (Eigen::Index j = 0; j < k; ++j)
+    for (Eigen::Index i = 0; i < k; ++i) S(i, j) = 0.5 * (E(i, j) + E(j, i));
+  const double enorm = S.norm();
+  // 1. full rank, certified: E^-1 = L^-T L^-1
+  {
+    Eigen::LLT<Eigen::MatrixXd> llt(S);
+    if (llt.info() == Eigen::Success) {
+      Eigen::MatrixXd Linv = Eigen::MatrixXd::Identity(k, k);
+      llt.matrixL().solveInPlace(Linv);
+      const double f = Linv.squaredNorm();  // |L^-1|_F^2
+      if (std::isfinite(f) && 1.0 / f > 4.0 * rcond * enorm) {
+        F = Linv.transpose();
+        sign.setOnes(k);
+        if (method != nullptr) *method = 1;
+        return k;
+      }
     }
   }
+  // 2. pivoted Cholesky, certified rank r (see linalg.hpp)
+  const double dmax = S.diagonal().maxCoeff();  // <= lambda_max
+  if (std::isfinite(enorm) && dmax > 0.0) {
+    constexpr double eps = 2.220446049250313e-16;
+    const double stop = rcond * dmax / 8.0;
+    Eigen::MatrixXd A = S;
+    std::vector<Eigen::Index> perm(k);
+    for (Eigen::Index i = 0; i < k; ++i) perm[i] = i;
+    Eigen::Index r = 0;
+    for (; r < k; ++r) {
+      Eigen::Index piv;
+      const double d = A.diagonal().tail(k - r).maxCoeff(&piv);
+      if (!(d > stop)) break;
+      piv += r;
+      if (piv != r) {
+        A.row(piv).swap(A.row(r));
+        A.col(piv).swap(A.col(r));
+        std::swap(perm[piv], perm[r]);
+      }
+      const double ajj = std::sqrt(A(r, r));
+      A(r, r) = ajj;
+      const Eigen::Index n = k - r - 1;
+      A.col(r).tail(n) /= ajj;
+      A.bottomRightCorner(n, n).noalias() -= A.col(r).tail(n) * A.col(r).tail(n).transpose();
+    }
+    if (r > 0) {
+      const double snorm = A.bottomRightCorner(k - r, k - r).norm() + double(k + 1) * double(k) * eps * dmax;
+      if (snorm < rcond * dmax / 4.0) {
+        Eigen::MatrixXd L = A.leftCols(r).triangularView<Eigen::Lower>();
+        Eigen::MatrixXd N(r, r);
+        N.noalias() = L.transpose() * L;
+        Eigen::LLT<Eigen::MatrixXd> lltn(N);
+        if (lltn.info() == Eigen::Success) {
+          Eigen::MatrixXd Ninv = Eigen::MatrixXd::Identity(r, r);
+          lltn.matrixL().solveInPlace(Ninv);  // L_N^-1, N = L_N L_N^T
+          const double f = Ninv.squaredNorm();
+          if (std::isfinite(f) && 1.0 / f - snorm > 4.0 * rcond * enorm) {
+            // F = P L N^-1 = P L L_N^-T L_N^-1
+            Eigen::MatrixXd T = L * Ninv.transpose();
+            Eigen::MatrixXd Fp(k, r);
+            Fp.noalias() = T * Ninv;
+            F.resize(k, r);
+            for (Eigen::Index i = 0; i < k; ++i) F.row(perm[i]) = Fp.row(i);
+            sign.setOnes(r);
+            if (method != nullptr) *method = 2;
+            return r;
+          }
+        }
+      }
+    }
+  }
+  // 3. the symmetric eigendecomposition with numpy's cutoff
   Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(S);
   const Eigen::VectorXd& lam = eig.eigenvalues();  // ascending
   double smax = 0.0;
@@ -80,14 +140,35 @@ void sym_lstsq(const CRowRef& E, const CRowRef& B, double rcond, Eigen::Ref<RowM
   std::vector<Eigen::Index> keep;
   for (Eigen::Index i = 0; i < k; ++i)
     if (std::abs(lam[i]) > cut) keep.push_back(i);
-  X.setZero();
-  if (keep.empty()) return;
   const Eigen::Index r = static_cast<Eigen::Index>(keep.size());
-  Eigen::MatrixXd V(k, r);
-  for (Eigen::Index a = 0; a < r; ++a) V.col(a) = eig.eigenvectors().col(keep[a]);
-  Eigen::MatrixXd VtB = V.transpose() * B;
-  for (Eigen::Index a = 0; a < r; ++a) VtB.row(a) /= lam[keep[a]];
-  X.noalias() = V * VtB;
+  F.resize(k, r);
+  sign.resize(r);
+  for (Eigen::Index a = 0; a < r; ++a) {
+    const double l = lam[keep[a]];
+    F.col(a) = eig.eigenvectors().col(keep[a]) / std::sqrt(std::abs(l));
+    sign[a] = l > 0.0 ? 1.0 : -1.0;
+  }
+  if (method != nullptr) *method = 3;
+  return r;
+}
+
+void sym_lstsq(const CRowRef& E, const CRowRef& B, double rcond, Eigen::Ref<RowMat> X) {
+  const Eigen::Index k = E.rows();
+  if (E.cols() != k) throw std::invalid_argument("sym_lstsq: E is not square");
+  if (B.rows() != k || X.rows() != k || X.cols() != B.cols())
+    throw std::invalid_argument("sym_lstsq: B and X must have E's rows and the same columns");
+  if (k == 0) return;
+  Eigen::MatrixXd F;
+  Eigen::VectorXd sign;
+  const Eigen::Index r = sym_pinv_factor(E, rcond, F, sign);
+  if (r == 0) {
+    X.setZero();
+    return;
+  }
+  Eigen::MatrixXd Y(r, B.cols());
+  Y.noalias() = F.transpose() * B;
+  Y = sign.asDiagonal() * Y;
+  X.noalias() = F * Y;
 }
 
 RowMat solve(const CRowRef& A, const CRowRef& B) {
