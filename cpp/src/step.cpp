@@ -288,7 +288,22 @@ class FusedLCP {
     if (nc_geo(st)) {
       fd_.resize(nv, nv);
       force_derivative(st.geo.J6A, st.geo.J6B, st.geo.D, st.geo.dD, st.geo.dp, points(st), lam.head(mc), mask_, fd_);
-      G.leftCols(nv).noalias() += minv * fd_;
+      // d(J^T lambda)/dq has rows only on the dofs of the contact bodies' chains: M^-1 fd over those rows
+      fr_.clear();
+      for (int64_t i = 0; i < nv; ++i)
+        if (fd_.row(i).cwiseAbs().maxCoeff() != 0.0) fr_.push_back(i);
+      const int64_t nr = static_cast<int64_t>(fr_.size());
+      if (nr == nv) {
+        G.leftCols(nv).noalias() += minv * fd_;
+      } else if (nr > 0) {
+        MinvR_.resize(nv, nr);
+        FdR_.resize(nr, nv);
+        for (int64_t a = 0; a < nr; ++a) {
+          MinvR_.col(a) = minv.col(fr_[a]);
+          FdR_.row(a) = fd_.row(fr_[a]);
+        }
+        G.leftCols(nv).noalias() += MinvR_ * FdR_;
+      }
     }
     G.middleCols(nv, nv) = D.ddq_dv * dt;
     G.middleCols(nv, nv) += RowMat::Identity(nv, nv);
@@ -426,10 +441,10 @@ class FusedLCP {
   std::vector<Limit> limits_;
   // workspaces of jacobian() (kept between calls: no allocation per step once the sizes repeat)
   Eigen::VectorXd tau_total_;
-  RowMat G_, fd_, dJv_, JC_, rhs_, dz_, W_, Jd_, corr_D_, corr_K_, E_, Gnz_, JCnz_, FJ_, Y_, WF_;
-  Eigen::MatrixXd F_;
+  RowMat G_, fd_, dJv_, JC_, rhs_, dz_, W_, Jd_, corr_D_, corr_K_, E_, Gnz_, JCnz_, FJ_, Y_, WF_, FdR_;
+  Eigen::MatrixXd F_, MinvR_;
   Eigen::VectorXd zero_v_, sign_;
-  std::vector<int64_t> pos_, nz_;
+  std::vector<int64_t> pos_, nz_, fr_;
 };
 
 }  // namespace
