@@ -52,7 +52,8 @@ RowMat lstsq(const CRowRef& A, const CRowRef& B, double rcond) {
   return X;
 }
 
-Eigen::Index sym_pinv_factor(const CRowRef& E, double rcond, Eigen::MatrixXd& F, Eigen::VectorXd& sign, int* method) {
+Eigen::Index sym_pinv_factor(const CRowRef& E, double rcond, Eigen::MatrixXd& F, Eigen::VectorXd& sign, int* method,
+                             bool try_full) {
   const Eigen::Index k = E.rows();
   if (E.cols() != k) throw std::invalid_argument("sym_pinv_factor: E is not square");
   if (method != nullptr) *method = 0;
@@ -66,7 +67,7 @@ Eigen::Index sym_pinv_factor(const CRowRef& E, double rcond, Eigen::MatrixXd& F,
     for (Eigen::Index i = 0; i < k; ++i) S(i, j) = 0.5 * (E(i, j) + E(j, i));
   const double enorm = S.norm();
   // 1. full rank, certified: E^-1 = L^-T L^-1
-  {
+  if (try_full) {
     Eigen::LLT<Eigen::MatrixXd> llt(S);
     if (llt.info() == Eigen::Success) {
       Eigen::MatrixXd Linv = Eigen::MatrixXd::Identity(k, k);
@@ -152,23 +153,54 @@ Eigen::Index sym_pinv_factor(const CRowRef& E, double rcond, Eigen::MatrixXd& F,
   return r;
 }
 
+void sym_factor(const CRowRef& E, double rcond, SymFactor& f) {
+  const Eigen::Index k = E.rows();
+  if (E.cols() != k) throw std::invalid_argument("sym_factor: E is not square");
+  f.method = 0;
+  f.rank = 0;
+  if (k == 0) return;
+  Eigen::MatrixXd S(k, k);
+  for (Eigen::Index i = 0; i < k; ++i)
+    for (Eigen::Index j = 0; j < k; ++j) S(i, j) = 0.5 * (E(i, j) + E(j, i));
+  f.llt.compute(S);
+  if (f.llt.info() == Eigen::Success) {
+    Eigen::MatrixXd Linv = Eigen::MatrixXd::Identity(k, k);
+    f.llt.matrixL().solveInPlace(Linv);
+    const double fn = Linv.squaredNorm();  // |L^-1|_F^2
+    if (std::isfinite(fn) && 1.0 / fn > 4.0 * rcond * S.norm()) {
+      f.method = 1;
+      f.rank = k;
+      return;
+    }
+  }
+  f.rank = sym_pinv_factor(E, rcond, f.F, f.sign, &f.method, false);
+}
+
+void sym_apply(const SymFactor& f, const CRowRef& B, Eigen::Ref<RowMat> X) {
+  if (f.method == 1) {
+    X = B;
+    f.llt.solveInPlace(X);
+    return;
+  }
+  if (f.rank == 0) {
+    X.setZero();
+    return;
+  }
+  Eigen::MatrixXd Y(f.rank, B.cols());
+  Y.noalias() = f.F.transpose() * B;
+  Y = f.sign.asDiagonal() * Y;
+  X.noalias() = f.F * Y;
+}
+
 void sym_lstsq(const CRowRef& E, const CRowRef& B, double rcond, Eigen::Ref<RowMat> X) {
   const Eigen::Index k = E.rows();
   if (E.cols() != k) throw std::invalid_argument("sym_lstsq: E is not square");
   if (B.rows() != k || X.rows() != k || X.cols() != B.cols())
     throw std::invalid_argument("sym_lstsq: B and X must have E's rows and the same columns");
   if (k == 0) return;
-  Eigen::MatrixXd F;
-  Eigen::VectorXd sign;
-  const Eigen::Index r = sym_pinv_factor(E, rcond, F, sign);
-  if (r == 0) {
-    X.setZero();
-    return;
-  }
-  Eigen::MatrixXd Y(r, B.cols());
-  Y.noalias() = F.transpose() * B;
-  Y = sign.asDiagonal() * Y;
-  X.noalias() = F * Y;
+  SymFactor f;
+  sym_factor(E, rcond, f);
+  sym_apply(f, B, X);
 }
 
 RowMat solve(const CRowRef& A, const CRowRef& B) {

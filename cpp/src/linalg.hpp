@@ -4,6 +4,7 @@
 // info > 0), and the export of a matrix to numpy without a copy.
 #pragma once
 #include <Eigen/Core>
+#include <Eigen/Cholesky>
 #include <cstdint>
 #include <initializer_list>
 
@@ -49,8 +50,22 @@ RowMat lstsq(const CRowRef& A, const CRowRef& B, double rcond);
 //  3. otherwise the symmetric eigendecomposition E = V diag(lambda) V^T with numpy's cutoff: F =
 //     V_k diag(1 / sqrt|lambda_k|), sign = sign(lambda_k).
 // Returns the rank; F and sign are resized. ``method`` (optional): 1, 2 or 3 as above.
+// ``try_full`` false: skip method 1.
 Eigen::Index sym_pinv_factor(const CRowRef& E, double rcond, Eigen::MatrixXd& F, Eigen::VectorXd& sign,
-                             int* method = nullptr);
+                             int* method = nullptr, bool try_full = true);
+
+// sym_pinv_factor's decision kept for applying it: method 1 keeps the Cholesky factor (E^-1 B by its two
+// triangular solves, as before the pivoted path existed: the same bits), methods 2 and 3 the factor F.
+struct SymFactor {
+  int method = 0;
+  Eigen::Index rank = 0;
+  Eigen::LLT<Eigen::MatrixXd> llt;
+  Eigen::MatrixXd F;
+  Eigen::VectorXd sign;
+};
+void sym_factor(const CRowRef& E, double rcond, SymFactor& f);
+// X = E^+ B with a SymFactor of E.
+void sym_apply(const SymFactor& f, const CRowRef& B, Eigen::Ref<RowMat> X);
 
 // lstsq(E, B, rcond) for a symmetric positive semidefinite E: F diag(sign) F^T B with sym_pinv_factor's F.
 // Same solution as lstsq up to round-off (cond(E) eps), at a fraction of the cost (no pivoted QR, no SVD).

@@ -303,6 +303,8 @@ class FusedLCP {
           FdR_.row(a) = fd_.row(fr_[a]);
         }
         G.leftCols(nv).noalias() += MinvR_ * FdR_;
+      } else {
+        G.leftCols(nv).array() += 0.0;  // as the zero product would: -0 entries become +0 (bit for bit the dense sum's)
       }
     }
     G.middleCols(nv, nv) = D.ddq_dv * dt;
@@ -328,13 +330,44 @@ class FusedLCP {
     }
     dJv_.resize(mc, nv);
     if (mc) velocity_derivative(st.geo.J6A, st.geo.J6B, st.geo.D, st.geo.dD, st.geo.dp, points(st), v_next, mask_, dJv_);
-    // rhs = -dc[C], dc = fixed_impulse_velocity_derivative(J, G, normal_rows, slope, dJv) on the rows C only
-    // (the same operations, element by element): rhs = -(J_C G + E), E (k, nv) on the q-columns: slope J_C on
-    // the normal rows, dJv on the contact rows
     JC_.resize(k, nv);
     for (int64_t a = 0; a < k; ++a) JC_.row(a) = st.J.row(red.C[a]);
     pos_.assign(st.J.rows(), -1);
     for (int64_t a = 0; a < k; ++a) pos_[red.C[a]] = a;
+    if (!red.bounded) sym_factor(red.K, RANK_RTOL, sym_);  // K = J_C M^-1 J_C^T, symmetric positive semidefinite
+    if (red.bounded || sym_.method == 1) {
+      // rhs = -dc[C], dc = fixed_impulse_velocity_derivative(J, G, normal_rows, slope, dJv) on the rows C only
+      // (the same operations, element by element: the bits of the Python path's compiled pieces)
+      RowMat& rhs = rhs_;
+      rhs.resize(k, ncols);
+      rhs.noalias() = JC_ * G;
+      for (int64_t a = 0; a < st.normal_rows.size(); ++a) {
+        const int64_t row = pos_[st.normal_rows[a]];
+        if (row < 0) continue;
+        const double s = st.bias_slope[a] / dt;
+        for (int64_t j = 0; j < nv; ++j) rhs(row, j) += s * JC_(row, j);
+      }
+      for (int64_t i = 0; i < mc; ++i)
+        if (pos_[i] >= 0)
+          for (int64_t j = 0; j < nv; ++j) rhs(pos_[i], j) += dJv_(i, j);
+      rhs = -rhs;
+      dz_.resize(k, ncols);
+      if (red.bounded) {
+        dz_ = lstsq(red.K, rhs, RANK_RTOL);
+        W_.noalias() = st.MJt * red.P;
+      } else {  // full rank, certified: the Cholesky factor's solve
+        sym_apply(sym_, rhs, dz_);
+        W_.resize(nv, k);
+        for (int64_t a = 0; a < k; ++a) W_.col(a) = st.MJt.col(red.C[a]);
+      }
+      dv_dx = G.leftCols(2 * nv);
+      dv_dx.noalias() += W_ * dz_.leftCols(2 * nv);
+      dv_du = G.rightCols(nu);
+      dv_du.noalias() += W_ * dz_.rightCols(nu);
+      return;
+    }
+    // rank-deficient (a flat foot's corners): rhs = -(J_C G + E), E (k, nv) on the q-columns: slope J_C on the
+    // normal rows, dJv on the contact rows
     E_.setZero(k, nv);
     for (int64_t a = 0; a < st.normal_rows.size(); ++a) {
       const int64_t row = pos_[st.normal_rows[a]];
@@ -352,30 +385,21 @@ class FusedLCP {
     const int64_t nnz = static_cast<int64_t>(nz_.size());
     Gnz_.resize(nnz, ncols);
     for (int64_t a = 0; a < nnz; ++a) Gnz_.row(a) = G.row(nz_[a]);
-    if (red.bounded) {
-      RowMat& rhs = rhs_;
-      JCnz_.resize(k, nnz);
-      for (int64_t a = 0; a < nnz; ++a) JCnz_.col(a) = JC_.col(nz_[a]);
-      rhs.resize(k, ncols);
-      rhs.noalias() = -JCnz_ * Gnz_;
-      rhs.leftCols(nv) -= E_;
-      dz_ = lstsq(red.K, rhs, RANK_RTOL);
-      W_.noalias() = st.MJt * red.P;
-      dv_dx = G.leftCols(2 * nv);
-      dv_dx.noalias() += W_ * dz_.leftCols(2 * nv);
-      dv_du = G.rightCols(nu);
-      dv_du.noalias() += W_ * dz_.rightCols(nu);
-      return;
-    }
     // K = J_C M^-1 J_C^T, symmetric positive semidefinite: dz = K^+ rhs with K^+ = F diag(sign) F^T
     // (sym_pinv_factor: the rank under lstsq's cutoff; the minimum-norm solution where K is rank-deficient), and
     // dv+ = G + W dz = G + (W F) Y, W = MJt[:, C], Y = diag(sign) F^T rhs = -diag(sign) ((F^T J_C) G + F^T E):
     // the products through the rank-r factor (r <= k; a flat foot's 4 corners: r = 6 of 12 rows) and J_C's
     // nonzero columns only. The same solution as lstsq(K, rhs) W up to round-off.
-    const int64_t rk = sym_pinv_factor(red.K, RANK_RTOL, F_, sign_);
+    const int64_t rk = sym_.rank;
+    const Eigen::MatrixXd& F_ = sym_.F;
+    const Eigen::VectorXd& sign_ = sym_.sign;
     dv_dx = G.leftCols(2 * nv);
     dv_du = G.rightCols(nu);
-    if (rk == 0) return;
+    if (rk == 0) {  // dz = 0: G + W 0 (-0 entries become +0, as the product's sum)
+      dv_dx.array() += 0.0;
+      dv_du.array() += 0.0;
+      return;
+    }
     FJ_.resize(rk, nnz);
     for (int64_t a = 0; a < nnz; ++a) FJ_.col(a).noalias() = F_.transpose() * JC_.col(nz_[a]);
     Y_.resize(rk, ncols);
@@ -441,9 +465,10 @@ class FusedLCP {
   std::vector<Limit> limits_;
   // workspaces of jacobian() (kept between calls: no allocation per step once the sizes repeat)
   Eigen::VectorXd tau_total_;
-  RowMat G_, fd_, dJv_, JC_, rhs_, dz_, W_, Jd_, corr_D_, corr_K_, E_, Gnz_, JCnz_, FJ_, Y_, WF_, FdR_;
-  Eigen::MatrixXd F_, MinvR_;
-  Eigen::VectorXd zero_v_, sign_;
+  RowMat G_, fd_, dJv_, JC_, rhs_, dz_, W_, Jd_, corr_D_, corr_K_, E_, Gnz_, FJ_, Y_, WF_, FdR_;
+  Eigen::MatrixXd MinvR_;
+  SymFactor sym_;
+  Eigen::VectorXd zero_v_;
   std::vector<int64_t> pos_, nz_, fr_;
 };
 
