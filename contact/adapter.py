@@ -89,9 +89,11 @@ class Linearization:
     None, are the impulses of the rows ``unknowns`` (z,). ``regular``: ``E`` is square and
     regular (plain solve); otherwise least squares with the cutoff :data:`RANK_RTOL`. ``symmetric``:
     ``E`` is symmetric (the LCP's clamping block ``A[C, C] = J_C M^-1 J_C^T``): the compiled least squares
-    may use its symmetric factorizations (Cholesky where it certifies full rank, else the symmetric
-    eigendecomposition with the same cutoff; numpy's lstsq, an SVD, in the reference), equal up to
-    round-off (cond(E) eps).
+    may use its symmetric factorizations (Cholesky where it certifies full rank; where rank-deficient, as
+    a flat foot's corners, a Cholesky with diagonal pivoting where it certifies the rank numpy's cutoff
+    gives, then the minimum-norm solution of its rank-r factor; else the symmetric eigendecomposition
+    with the same cutoff; numpy's lstsq, an SVD, in the reference: cpp/src/linalg.hpp sym_factor),
+    equal up to round-off (cond(E) eps).
     """
 
     E: np.ndarray

@@ -280,6 +280,57 @@ def test_support_masks_and_lstsq():
     assert _rel(core.module.lstsq(np.asfortranarray(A), B, RANK_RTOL), ref) < 1e-12
 
 
+def _symmetric_lstsq(E, B):
+    """The compiled least squares of a symmetric positive semidefinite E (sym_factor's), through
+    lambda_jacobian with Fc = I and every row unknown: dz = lstsq(E, -(I dc)), dc = -B."""
+    k = E.shape[0]
+    return core.module.lambda_jacobian(E, np.eye(k), None, -B, None, False, None, np.arange(k), True)
+
+
+def test_symmetric_least_squares_is_lstsqs_minimum_norm():
+    """The clamping block's least squares (Cholesky; pivoted Cholesky where rank-deficient; the eigendecomposition
+    near the cutoff) gives numpy's lstsq: its rank decision (singular values <= RANK_RTOL s_max dropped) and the
+    minimum-norm solution, on full-rank, rank-deficient (a flat foot's 4 corners: 12 rows of rank 6, twice) and
+    near-cutoff blocks."""
+    rng = np.random.default_rng(5)
+
+    def corners(n_feet):  # rows of 4 coplanar corners of rigid feet: J = P_foot J_foot, rank 6 per foot
+        rows = []
+        for _ in range(n_feet):
+            Jf = rng.standard_normal((6, 14))
+            for c in ((0.1, 0.05), (0.1, -0.05), (-0.1, 0.05), (-0.1, -0.05)):
+                p = np.array([c[0], c[1], 0.0])
+                px = np.array([[0, -p[2], p[1]], [p[2], 0, -p[0]], [-p[1], p[0], 0]])
+                rows.append(np.hstack([np.eye(3), -px]) @ Jf)
+        return np.vstack(rows)
+
+    def psd(eigs):
+        Q = np.linalg.qr(rng.standard_normal((len(eigs), len(eigs))))[0]
+        return Q @ np.diag(eigs) @ Q.T
+
+    Minv = np.linalg.inv(psd(rng.uniform(0.5, 3.0, 14)))
+    cases = {"flat foot": corners(1), "two flat feet": corners(2), "full rank": rng.standard_normal((9, 14))}
+    cases = {k: J @ Minv @ J.T for k, J in cases.items()}
+    # eigenvalues just above / below the cutoff and far below it (round-off-sized): numpy's decision each time
+    for name, small in (("kept near the cutoff", 3e-10), ("dropped near the cutoff", 5e-11), ("round-off", 1e-17)):
+        cases[name] = psd(np.array([2.0, 1.0, 0.3, small, small * 0.5, 0.0]))
+    for name, E in cases.items():
+        E = 0.5 * (E + E.T)
+        for B in (rng.standard_normal((E.shape[0], 7)), E @ rng.standard_normal((E.shape[0], 3))):
+            ref = np.linalg.lstsq(E, B, rcond=RANK_RTOL)[0]
+            got = _symmetric_lstsq(E, B)
+            s = np.linalg.svd(E, compute_uv=False)
+            kept = s[s > RANK_RTOL * s[0]]
+            allowance = 1e-13 * kept[0] / kept[-1]  # the least squares' round-off: cond eps
+            assert _rel(got, ref) <= max(1e-12, allowance), (name, _rel(got, ref))
+            # the minimum-norm solution: nothing along E's (numerical) null space (its computed basis is
+            # accurate to eps / gap: cond eps of the solution's size)
+            lam, V = np.linalg.eigh(E)
+            null = V[:, np.abs(lam) <= RANK_RTOL * s[0]]
+            tol = max(1e-12, 1e-13 * kept[0] / kept[-1]) * max(1.0, np.abs(got).max())
+            assert np.abs(null.T @ got).max(initial=0.0) <= tol, name
+
+
 def test_bad_input_is_named():
     sim = cube_sim()
     sim.step(cube_state(z=0.1 - 5e-5), np.zeros(0))

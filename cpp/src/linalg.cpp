@@ -1,6 +1,5 @@
 // numpy.linalg's lstsq and solve on Eigen (see linalg.hpp).
 #include "linalg.hpp"
-#include "factor.hpp"
 
 #include <Eigen/LU>
 #include <Eigen/QR>
@@ -53,27 +52,84 @@ RowMat lstsq(const CRowRef& A, const CRowRef& B, double rcond) {
   return X;
 }
 
-void SymLstsq::compute(const CRowRef& E, double rcond) {
+void sym_factor(const CRowRef& E, double rcond, SymFactor& f) {
   const Eigen::Index k = E.rows();
-  if (E.cols() != k) throw std::invalid_argument("sym_lstsq: E is not square");
-  k_ = k;
-  chol_ = false;
-  V_.resize(k, 0);
-  lam_.resize(0);
+  if (E.cols() != k) throw std::invalid_argument("sym_factor: E is not square");
+  f.size = k;
+  f.method = 0;
+  f.rank = 0;
+  f.F.resize(k, 0);
+  f.sign.resize(0);
   if (k == 0) return;
   Eigen::MatrixXd S(k, k);
   for (Eigen::Index i = 0; i < k; ++i)
     for (Eigen::Index j = 0; j < k; ++j) S(i, j) = 0.5 * (E(i, j) + E(j, i));
-  llt_.compute(S);
-  if (llt_.info() == Eigen::Success) {
+  const double enorm = S.norm();
+  // 1. full rank, certified: E^-1 B by the Cholesky factor's two triangular solves
+  f.llt.compute(S);
+  if (f.llt.info() == Eigen::Success) {
     Eigen::MatrixXd Linv = Eigen::MatrixXd::Identity(k, k);
-    llt_.matrixL().solveInPlace(Linv);
-    const double f = Linv.squaredNorm();  // |L^-1|_F^2
-    if (std::isfinite(f) && 1.0 / f > 4.0 * rcond * S.norm()) {
-      chol_ = true;
+    f.llt.matrixL().solveInPlace(Linv);
+    const double fn = Linv.squaredNorm();  // |L^-1|_F^2
+    if (std::isfinite(fn) && 1.0 / fn > 4.0 * rcond * enorm) {
+      f.method = 1;
+      f.rank = k;
       return;
     }
   }
+  // 2. pivoted Cholesky, certified rank r (see linalg.hpp)
+  const double dmax = S.diagonal().maxCoeff();  // <= lambda_max
+  if (std::isfinite(enorm) && dmax > 0.0) {
+    constexpr double eps = 2.220446049250313e-16;
+    const double stop = rcond * dmax / 8.0;
+    Eigen::MatrixXd A = S;
+    std::vector<Eigen::Index> perm(k);
+    for (Eigen::Index i = 0; i < k; ++i) perm[i] = i;
+    Eigen::Index r = 0;
+    for (; r < k; ++r) {
+      Eigen::Index piv;
+      const double d = A.diagonal().tail(k - r).maxCoeff(&piv);
+      if (!(d > stop)) break;
+      piv += r;
+      if (piv != r) {
+        A.row(piv).swap(A.row(r));
+        A.col(piv).swap(A.col(r));
+        std::swap(perm[piv], perm[r]);
+      }
+      const double ajj = std::sqrt(A(r, r));
+      A(r, r) = ajj;
+      const Eigen::Index n = k - r - 1;
+      A.col(r).tail(n) /= ajj;
+      A.bottomRightCorner(n, n).noalias() -= A.col(r).tail(n) * A.col(r).tail(n).transpose();
+    }
+    if (r > 0) {
+      const double snorm = A.bottomRightCorner(k - r, k - r).norm() + double(k + 1) * double(k) * eps * dmax;
+      if (snorm < rcond * dmax / 4.0) {
+        Eigen::MatrixXd L = A.leftCols(r).triangularView<Eigen::Lower>();
+        Eigen::MatrixXd N(r, r);
+        N.noalias() = L.transpose() * L;
+        Eigen::LLT<Eigen::MatrixXd> lltn(N);
+        if (lltn.info() == Eigen::Success) {
+          Eigen::MatrixXd Ninv = Eigen::MatrixXd::Identity(r, r);
+          lltn.matrixL().solveInPlace(Ninv);  // L_N^-1, N = L_N L_N^T
+          const double fN = Ninv.squaredNorm();  // |L_N^-1|_F^2
+          if (std::isfinite(fN) && 1.0 / fN - snorm > 4.0 * rcond * enorm) {
+            // F = P L N^-1 = P L L_N^-T L_N^-1
+            Eigen::MatrixXd T = L * Ninv.transpose();
+            Eigen::MatrixXd Fp(k, r);
+            Fp.noalias() = T * Ninv;
+            f.F.resize(k, r);
+            for (Eigen::Index i = 0; i < k; ++i) f.F.row(perm[i]) = Fp.row(i);
+            f.sign.setOnes(r);
+            f.method = 2;
+            f.rank = r;
+            return;
+          }
+        }
+      }
+    }
+  }
+  // 3. the symmetric eigendecomposition with numpy's cutoff
   Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(S);
   const Eigen::VectorXd& lam = eig.eigenvalues();  // ascending
   double smax = 0.0;
@@ -83,29 +139,33 @@ void SymLstsq::compute(const CRowRef& E, double rcond) {
   for (Eigen::Index i = 0; i < k; ++i)
     if (std::abs(lam[i]) > cut) keep.push_back(i);
   const Eigen::Index r = static_cast<Eigen::Index>(keep.size());
-  V_.resize(k, r);
-  lam_.resize(r);
+  f.F.resize(k, r);
+  f.sign.resize(r);
   for (Eigen::Index a = 0; a < r; ++a) {
-    V_.col(a) = eig.eigenvectors().col(keep[a]);
-    lam_[a] = lam[keep[a]];
+    const double l = lam[keep[a]];
+    f.F.col(a) = eig.eigenvectors().col(keep[a]) / std::sqrt(std::abs(l));
+    f.sign[a] = l > 0.0 ? 1.0 : -1.0;
   }
+  f.method = 3;
+  f.rank = r;
 }
 
-void SymLstsq::solve(const CRowRef& B, Eigen::Ref<RowMat> X) const {
-  if (B.rows() != k_ || X.rows() != k_ || X.cols() != B.cols())
-    throw std::invalid_argument("sym_lstsq: B and X must have E's rows and the same columns");
-  if (k_ == 0) return;
-  if (chol_) {
+void sym_apply(const SymFactor& f, const CRowRef& B, Eigen::Ref<RowMat> X) {
+  if (B.rows() != f.size || X.rows() != f.size || X.cols() != B.cols())
+    throw std::invalid_argument("sym_apply: B and X must have E's rows and the same columns");
+  if (f.method == 1) {
     X = B;
-    llt_.solveInPlace(X);
+    f.llt.solveInPlace(X);
     return;
   }
-  X.setZero();
-  const Eigen::Index r = V_.cols();
-  if (r == 0) return;
-  Eigen::MatrixXd VtB = V_.transpose() * B;
-  for (Eigen::Index a = 0; a < r; ++a) VtB.row(a) /= lam_[a];
-  X.noalias() = V_ * VtB;
+  if (f.rank == 0) {
+    X.setZero();
+    return;
+  }
+  Eigen::MatrixXd Y(f.rank, B.cols());
+  Y.noalias() = f.F.transpose() * B;
+  Y = f.sign.asDiagonal() * Y;
+  X.noalias() = f.F * Y;
 }
 
 void sym_lstsq(const CRowRef& E, const CRowRef& B, double rcond, Eigen::Ref<RowMat> X) {
@@ -113,9 +173,10 @@ void sym_lstsq(const CRowRef& E, const CRowRef& B, double rcond, Eigen::Ref<RowM
   if (E.cols() != k) throw std::invalid_argument("sym_lstsq: E is not square");
   if (B.rows() != k || X.rows() != k || X.cols() != B.cols())
     throw std::invalid_argument("sym_lstsq: B and X must have E's rows and the same columns");
-  SymLstsq f;
-  f.compute(E, rcond);
-  f.solve(B, X);
+  if (k == 0) return;
+  SymFactor f;
+  sym_factor(E, rcond, f);
+  sym_apply(f, B, X);
 }
 
 RowMat solve(const CRowRef& A, const CRowRef& B) {

@@ -14,7 +14,7 @@
 // R_extra / dc_extra / dqp_extra are the placement columns and the position correction's derivative, made
 // in Python (augmented model, contact kinematics) and passed in; None where there is none. The factor of K
 // and its factor are the state Jacobians' (the StepState's ReducedFactor, step.hpp: lcp::linearize and
-// sym_lstsq's factor, made once per state by the first Jacobian that asks); a bounded K (lstsq) is solved
+// sym_factor's SymFactor, made once per state by the first Jacobian that asks); a bounded K (lstsq) is solved
 // again here (small: the sliding rows' reduced block).
 #include "common.hpp"
 #include "lcp.hpp"
@@ -154,7 +154,7 @@ void parameter_jacobian(nb::handle step_model, nb::handle model, nb::handle data
         dz = lstsq(red.K, rhs, RANK_RTOL);
         dlam.noalias() += red.P * dz;
       } else {
-        st->factor.sym.solve(rhs, dz);  // sym_lstsq(K, rhs): the state Jacobians' factor
+        sym_apply(st->factor.sym, rhs, dz);  // sym_lstsq(K, rhs): the state Jacobians' factor
         for (int64_t i = 0; i < k; ++i) dlam.row(red.C[i]) += dz.row(i);
       }
     }

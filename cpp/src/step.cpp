@@ -55,7 +55,7 @@ const ReducedFactor& reduced_factor(const StepState& st) {
   if (!st.factor) {
     auto f = std::make_shared<ReducedFactor>();
     f->red = lcp::linearize(st.problem, st.solution.modes, st.solution.signs);
-    if (!f->red.bounded && f->red.C.size()) f->sym.compute(f->red.K, RANK_RTOL);
+    if (!f->red.bounded && f->red.C.size()) sym_factor(f->red.K, RANK_RTOL, f->sym);
     st.factor = std::move(f);
   }
   return *st.factor;
@@ -300,7 +300,24 @@ class FusedLCP {
     if (nc_geo(st)) {
       fd_.resize(nv, nv);
       force_derivative(st.geo.J6A, st.geo.J6B, st.geo.D, st.geo.dD, st.geo.dp, points(st), lam.head(mc), mask_, fd_);
-      G.leftCols(nv).noalias() += minv * fd_;
+      // d(J^T lambda)/dq has rows only on the dofs of the contact bodies' chains: M^-1 fd over those rows
+      fr_.clear();
+      for (int64_t i = 0; i < nv; ++i)
+        if (fd_.row(i).cwiseAbs().maxCoeff() != 0.0) fr_.push_back(i);
+      const int64_t nr = static_cast<int64_t>(fr_.size());
+      if (nr == nv) {
+        G.leftCols(nv).noalias() += minv * fd_;
+      } else if (nr > 0) {
+        MinvR_.resize(nv, nr);
+        FdR_.resize(nr, nv);
+        for (int64_t a = 0; a < nr; ++a) {
+          MinvR_.col(a) = minv.col(fr_[a]);
+          FdR_.row(a) = fd_.row(fr_[a]);
+        }
+        G.leftCols(nv).noalias() += MinvR_ * FdR_;
+      } else {
+        G.leftCols(nv).array() += 0.0;  // as the zero product would: -0 entries become +0 (bit for bit the dense sum's)
+      }
     }
     G.middleCols(nv, nv) = D.ddq_dv * dt;
     G.middleCols(nv, nv) += RowMat::Identity(nv, nv);
@@ -326,38 +343,87 @@ class FusedLCP {
     }
     dJv_.resize(mc, nv);
     if (mc) velocity_derivative(st.geo.J6A, st.geo.J6B, st.geo.D, st.geo.dD, st.geo.dp, points(st), v_next, mask_, dJv_);
-    // rhs = -dc[C], dc = fixed_impulse_velocity_derivative(J, G, normal_rows, slope, dJv) on the rows C only
-    // (the same operations, element by element)
     JC_.resize(k, nv);
     for (int64_t a = 0; a < k; ++a) JC_.row(a) = st.J.row(red.C[a]);
-    RowMat& rhs = rhs_;
-    rhs.resize(k, ncols);
-    rhs.noalias() = JC_ * G;
     pos_.assign(st.J.rows(), -1);
     for (int64_t a = 0; a < k; ++a) pos_[red.C[a]] = a;
-    for (int64_t a = 0; a < st.normal_rows.size(); ++a) {
-      const int64_t row = pos_[st.normal_rows[a]];
-      if (row < 0) continue;
-      const double s = st.bias_slope[a] / dt;
-      for (int64_t j = 0; j < nv; ++j) rhs(row, j) += s * JC_(row, j);
+    // K = J_C M^-1 J_C^T, symmetric positive semidefinite: its SymFactor is the state's (reduced_factor)
+    const SymFactor& sym = factor.sym;
+    // X[:, :nv] += the fixed-impulse terms of dc[C] on the q-columns: slope J_C on the normal rows, dJv on the
+    // contact rows (element by element, in this order)
+    auto add_fixed_terms = [&](RowMat& X) {
+      for (int64_t a = 0; a < st.normal_rows.size(); ++a) {
+        const int64_t row = pos_[st.normal_rows[a]];
+        if (row < 0) continue;
+        const double s = st.bias_slope[a] / dt;
+        for (int64_t j = 0; j < nv; ++j) X(row, j) += s * JC_(row, j);
+      }
+      for (int64_t i = 0; i < mc; ++i)
+        if (pos_[i] >= 0)
+          for (int64_t j = 0; j < nv; ++j) X(pos_[i], j) += dJv_(i, j);
+    };
+    if (red.bounded || sym.method == 1) {
+      // rhs = -dc[C], dc = fixed_impulse_velocity_derivative(J, G, normal_rows, slope, dJv) on the rows C only
+      // (the same operations, element by element: the bits of the Python path's compiled pieces)
+      RowMat& rhs = rhs_;
+      rhs.resize(k, ncols);
+      rhs.noalias() = JC_ * G;
+      add_fixed_terms(rhs);
+      rhs = -rhs;
+      dz_.resize(k, ncols);
+      if (red.bounded) {
+        dz_ = lstsq(red.K, rhs, RANK_RTOL);
+        W_.noalias() = st.MJt * red.P;
+      } else {  // full rank, certified: the Cholesky factor's solve
+        sym_apply(sym, rhs, dz_);
+        W_.resize(nv, k);
+        for (int64_t a = 0; a < k; ++a) W_.col(a) = st.MJt.col(red.C[a]);
+      }
+      dv_dx = G.leftCols(2 * nv);
+      dv_dx.noalias() += W_ * dz_.leftCols(2 * nv);
+      dv_du = G.rightCols(nu);
+      dv_du.noalias() += W_ * dz_.rightCols(nu);
+      return;
     }
-    for (int64_t i = 0; i < mc; ++i)
-      if (pos_[i] >= 0)
-        for (int64_t j = 0; j < nv; ++j) rhs(pos_[i], j) += dJv_(i, j);
-    rhs = -rhs;
-    dz_.resize(k, ncols);
-    if (red.bounded) {
-      dz_ = lstsq(red.K, rhs, RANK_RTOL);
-      W_.noalias() = st.MJt * red.P;
-    } else {  // K = J_C M^-1 J_C^T, symmetric positive semidefinite: sym_lstsq(K, rhs) by the kept factor
-      factor.sym.solve(rhs, dz_);
-      W_.resize(nv, k);
-      for (int64_t a = 0; a < k; ++a) W_.col(a) = st.MJt.col(red.C[a]);
-    }
+    // rank-deficient (a flat foot's corners): rhs = -(J_C G + E), E (k, nv) on the q-columns: slope J_C on the
+    // normal rows, dJv on the contact rows
+    E_.setZero(k, nv);
+    add_fixed_terms(E_);
+    // the columns of J_C with an entry (a contact moves the dofs of its bodies' chains only): J_C G sums over them
+    nz_.clear();
+    for (int64_t j = 0; j < nv; ++j)
+      if (JC_.col(j).cwiseAbs().maxCoeff() != 0.0) nz_.push_back(j);
+    const int64_t nnz = static_cast<int64_t>(nz_.size());
+    Gnz_.resize(nnz, ncols);
+    for (int64_t a = 0; a < nnz; ++a) Gnz_.row(a) = G.row(nz_[a]);
+    // K = J_C M^-1 J_C^T, symmetric positive semidefinite: dz = K^+ rhs with K^+ = F diag(sign) F^T
+    // (sym_factor: the rank under lstsq's cutoff; the minimum-norm solution where K is rank-deficient), and
+    // dv+ = G + W dz = G + (W F) Y, W = MJt[:, C], Y = diag(sign) F^T rhs = -diag(sign) ((F^T J_C) G + F^T E):
+    // the products through the rank-r factor (r <= k; a flat foot's 4 corners: r = 6 of 12 rows) and J_C's
+    // nonzero columns only. The same solution as lstsq(K, rhs) W up to round-off.
+    const int64_t rk = sym.rank;
+    const Eigen::MatrixXd& F_ = sym.F;
+    const Eigen::VectorXd& sign_ = sym.sign;
     dv_dx = G.leftCols(2 * nv);
-    dv_dx.noalias() += W_ * dz_.leftCols(2 * nv);
     dv_du = G.rightCols(nu);
-    dv_du.noalias() += W_ * dz_.rightCols(nu);
+    if (rk == 0) {  // dz = 0: G + W 0 (-0 entries become +0, as the product's sum)
+      dv_dx.array() += 0.0;
+      dv_du.array() += 0.0;
+      return;
+    }
+    FJ_.resize(rk, nnz);
+    for (int64_t a = 0; a < nnz; ++a) FJ_.col(a).noalias() = F_.transpose() * JC_.col(nz_[a]);
+    Y_.resize(rk, ncols);
+    Y_.noalias() = -FJ_ * Gnz_;
+    Y_.leftCols(nv).noalias() -= F_.transpose() * E_;
+    for (int64_t a = 0; a < rk; ++a)
+      if (sign_[a] < 0.0) Y_.row(a) = -Y_.row(a);
+    W_.resize(nv, k);
+    for (int64_t a = 0; a < k; ++a) W_.col(a) = st.MJt.col(red.C[a]);
+    WF_.resize(nv, rk);
+    WF_.noalias() = W_ * F_;
+    dv_dx.noalias() += WF_ * Y_.leftCols(2 * nv);
+    dv_du.noalias() += WF_ * Y_.rightCols(nu);
   }
 
   // ContactModel.correction_jacobian (dynamics/contact_step.py) for a state with a position correction:
@@ -410,9 +476,10 @@ class FusedLCP {
   std::vector<Limit> limits_;
   // workspaces of jacobian() (kept between calls: no allocation per step once the sizes repeat)
   Eigen::VectorXd tau_total_;
-  RowMat G_, fd_, dJv_, JC_, rhs_, dz_, W_, Jd_, corr_D_, corr_K_;
+  RowMat G_, fd_, dJv_, JC_, rhs_, dz_, W_, Jd_, corr_D_, corr_K_, E_, Gnz_, FJ_, Y_, WF_, FdR_;
+  Eigen::MatrixXd MinvR_;
   Eigen::VectorXd zero_v_;
-  std::vector<int64_t> pos_;
+  std::vector<int64_t> pos_, nz_, fr_;
 };
 
 }  // namespace

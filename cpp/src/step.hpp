@@ -7,7 +7,6 @@
 
 #include <memory>
 
-#include "factor.hpp"
 #include "lcp.hpp"
 #include "linalg.hpp"
 
@@ -32,7 +31,7 @@ bool is_step_state(nb::handle state);
 // state Jacobians of FusedLCP.jacobian, the parameter Jacobians of params.cpp) and kept with the state.
 struct ReducedFactor {
   lcp::Reduced red;
-  SymLstsq sym;  // of red.K when !red.bounded
+  SymFactor sym;  // sym_factor(red.K) when !red.bounded: sym_apply solves with it, the rank-r products read F
 };
 
 // What the parameter Jacobians (params.cpp) read of a StepState, by reference (valid while the state
