@@ -68,6 +68,9 @@ def _on_signal(signum, frame):
         _signal["received"] = signum
     if _signal["deferred"]:  # writing results: finish them first
         return
+    bridge = sys.modules.get("trajopt.casadi_bridge")
+    if bridge is not None and bridge.note_interrupt(signum):  # inside IPOPT: it stops at its next iteration
+        return
     import signal
 
     if signum == signal.SIGINT:

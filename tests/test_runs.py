@@ -188,6 +188,22 @@ def test_a_signal_saves_the_best_iterate_as_interrupted(tmp_path, running, signu
     assert data["xs"].shape == (31, 2) and np.isfinite(data["xs"]).all()
 
 
+def test_sigterm_during_ipopt_saves_the_last_iterate_without_a_traceback(tmp_path, running):
+    """IPOPT spends its time in the step and cost callbacks CasADi calls: the signal lands there. It
+    used to escape into CasADi (two tracebacks, Invalid_Number_Detected, status failed, exit 1)."""
+    r = running("solve", "cartpole", "--method", "ipopt", "--horizon", "400", "--max-iter", "3000", "--no-scene",
+                "--out", str(tmp_path))
+    r.wait_rows(4)
+    rc, err = r.stop(signal.SIGTERM)
+    assert rc == 143, err
+    assert "Traceback" not in err and "Traceback" not in "".join(iter(r.lines.get, None)), err
+    folder = tmp_path / "cartpole" / "ipopt"
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and "SIGTERM" in summary["message"], summary
+    data = np.load(folder / "solution.npz")
+    assert data["xs"].shape == (401, 4) and np.isfinite(data["xs"]).all()
+
+
 def test_ctrl_c_in_compare_stops_every_method(tmp_path, running):
     r = running("compare", "pendulum", "--methods", "cem,ddp", "--max-iter", "100000", "--horizon", "30",
                 "--verbose", "--out", str(tmp_path))
