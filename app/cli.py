@@ -823,6 +823,10 @@ def cmd_view(args) -> int:
     if os.path.isfile(folder) and os.path.basename(folder) in ("solution.npz", "summary.json"):
         folder = os.path.dirname(folder) or "."
     xs, us, dt, summary = read_result(folder)
+    horizon = summary.get("horizon")
+    if isinstance(horizon, int) and horizon != len(us):
+        raise CLIError(f"{folder}/solution.npz: a trajectory of {len(us)} steps, but summary.json says horizon "
+                       f"{horizon}: not its result")
     page = args.out or os.path.join(folder, "scene.html")
     check_writable(os.path.dirname(os.path.abspath(page)), "--out" if args.out else "the folder")
     ocp, options = _rebuild(summary, len(us))
@@ -834,6 +838,10 @@ def cmd_view(args) -> int:
     if dt is not None and getattr(dyn, "dt", None) is not None and not np.isclose(dt, dyn.dt, rtol=1e-9):
         raise CLIError(f"{folder}/solution.npz: dt = {dt:g}, but {summary['problem']!r} ({given}) steps "
                        f"dt = {dyn.dt:g}: not its result")
+    x0 = np.asarray(getattr(ocp, "x0", xs[0]), dtype=float)
+    if x0.shape == xs[0].shape and not np.allclose(xs[0], x0, rtol=1e-6, atol=1e-6):
+        raise CLIError(f"{folder}/solution.npz: the trajectory does not start at {summary['problem']!r}'s start "
+                       f"state ({given}): not its result")
     if getattr(dyn, "model", None) is None or not hasattr(dyn, "geometry"):
         raise CLIError(f"{summary['problem']!r}: its dynamics ({type(dyn).__name__}) is not a simulator with a "
                        "Pinocchio model; there is nothing to draw")

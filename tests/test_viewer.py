@@ -271,6 +271,27 @@ def test_view_names_what_is_wrong_with_the_folder(tmp_path, capsys, solved_catap
         assert not (folder / "scene.html").exists()
 
 
+def test_view_refuses_a_trajectory_that_does_not_match_its_summary(tmp_path, capsys, solved_catapult):
+    """A jump-worm solution.npz beside a catapult summary.json (both planar, 10 states, 3 controls) used to
+    give a wrong page and exit 0: its length must be the summary's horizon, its start the problem's."""
+    import json
+
+    import problems
+
+    summary = json.loads((solved_catapult[0] / "summary.json").read_text())
+    worm = problems.load("jump-worm", horizon=summary["horizon"])
+    us = np.zeros((worm.horizon, worm.nu))
+    xs = worm.rollout(us)
+    started = _result(tmp_path / "worm", summary, xs=xs, us=us, dt=0.001)
+    longer = _result(tmp_path / "longer", {**summary, "horizon": 500},
+                     **dict(np.load(solved_catapult[0] / "solution.npz")))
+    for message, folder in (("does not start at 'catapult'", started), ("of 60 steps, but summary.json says horizon 500", longer)):
+        assert main(["view", str(folder)]) == 2, message
+        err = capsys.readouterr().err
+        assert message in err and "not its result" in err, err
+        assert not (folder / "scene.html").exists()
+
+
 def test_a_viewed_page_renders_in_chromium(page_of, solved_catapult):
     folder, _ = solved_catapult
     assert main(["view", str(folder)]) == 0
