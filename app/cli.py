@@ -415,6 +415,10 @@ def cmd_bench(args) -> int:
 
     if args.ddp_iterations < 0:
         raise CLIError(f"--ddp-iterations must be >= 0, got {args.ddp_iterations}")
+    if args.json:  # before any timing: an unwritable place used to fail only after the benchmark
+        if os.path.isdir(args.json):
+            raise CLIError(f"--json {args.json}: is a folder; give a file name")
+        check_writable(os.path.dirname(os.path.abspath(args.json)), "--json")
     records = []
     if args.suite is not None:
         from problems.bench_scenes import SUITES, suite
@@ -450,9 +454,7 @@ def cmd_bench(args) -> int:
         print()
         print(format_parameter_table(records))
     if args.json:
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as f:
-            json.dump(records, f, indent=2)
+        write_json(args.json, records)
         print(f"wrote {args.json}")
     return 0
 
@@ -693,6 +695,8 @@ def cmd_compare(args) -> int:
     from solvers import METHODS
 
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    if not methods:
+        raise CLIError(f"--methods: no method given ({args.methods!r}); e.g. --methods ddp,ipopt,cem")
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise CLIError(f"unknown method(s) {unknown}; available: {', '.join(sorted(METHODS))}")

@@ -246,6 +246,8 @@ def test_ctrl_c_between_cem_and_ddp_keeps_the_search_result(monkeypatch):
     (["compare", "pendulum", "--methods", "ddp", "--max-iter", "0"], "--max-iter must be >= 1"),
     (["solve", "cube-throw", "--method", "ddp"], "--method ddp: 'cube-throw' is an inverse (least-squares) problem"),
     (["solve", "cube-throw", "--max-iter", "0"], "--max-iter must be >= 1"),
+    (["compare", "pendulum", "--methods", ""], "--methods: no method given"),
+    (["compare", "pendulum", "--methods", " , "], "--methods: no method given"),
 ])
 def test_bad_options_are_refused_before_solving(tmp_path, capsys, argv, message):
     t0 = time.perf_counter()
@@ -256,6 +258,24 @@ def test_bad_options_are_refused_before_solving(tmp_path, capsys, argv, message)
     assert not list((tmp_path / "o").rglob("summary.json"))
     if "cube-throw" not in argv:  # (its loading may compile the NCP kernels on a machine's first run)
         assert time.perf_counter() - t0 < 10
+
+
+@pytest.mark.parametrize("where", ["under-a-file", "proc"])
+def test_bench_json_is_checked_before_benchmarking(tmp_path, capsys, monkeypatch, where):
+    """``--json`` under a regular file gave a FileExistsError traceback, and an unwritable folder failed only
+    after the whole benchmark: both are one line naming --json, before anything is timed."""
+    import trajopt.bench
+
+    def no_timing(*a, **k):
+        raise AssertionError("benchmarked before checking --json")
+
+    monkeypatch.setattr(trajopt.bench, "bench_dynamics", no_timing)
+    blocker = tmp_path / "afile"
+    blocker.write_text("")
+    path = blocker / "x.json" if where == "under-a-file" else Path("/proc/trajopt-bench.json")
+    assert main(["bench", "pendulum", "--json", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("trajopt: error: --json") and "cannot write there" in err and err.count("\n") == 1, err
 
 
 @pytest.mark.parametrize("method, options, name", [
