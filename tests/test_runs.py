@@ -278,6 +278,14 @@ def test_bench_json_is_checked_before_benchmarking(tmp_path, capsys, monkeypatch
     assert err.startswith("trajopt: error: --json") and "cannot write there" in err and err.count("\n") == 1, err
 
 
+@pytest.mark.parametrize("method", [None, "ddp", "cem"])
+def test_solve_on_an_inverse_problem_points_to_gauss_newton(method):
+    """``solvers.solve`` on a least-squares problem was an AttributeError ('LeastSquares' object has no
+    attribute 'check_controls'), or a KeyError-like failure deeper in: a ValueError saying what to use."""
+    with pytest.raises(ValueError, match=r"'cube-throw' is an inverse \(least-squares\) problem.*gauss_newton"):
+        solve(problems.load("cube-throw"), method=method, verbose=False)
+
+
 @pytest.mark.parametrize("method, options, name", [
     ("ddp", {"time_limit": 0}, "time_limit"), ("ddp", {"time_limit": -1.0}, "time_limit"),
     ("ddp", {"time_limit": math.nan}, "time_limit"), ("cem-ddp", {"time_limit": 0}, "time_limit"),
