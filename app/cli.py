@@ -317,13 +317,17 @@ def _lock_owner(path) -> int | None:
 
 
 def check_budget(args) -> None:
-    """``--time-limit`` > 0 (not NaN) and ``--max-iter`` >= 1, before anything is loaded or solved."""
+    """``--time-limit`` > 0 (not NaN), ``--max-iter`` >= 1 and ``--seed`` >= 0, before anything is loaded or
+    solved."""
     limit = getattr(args, "time_limit", None)
     if limit is not None and not limit > 0:  # NaN fails `> 0` too
         raise CLIError(f"--time-limit must be a number of seconds > 0, got {limit}")
     max_iter = getattr(args, "max_iter", None)
     if max_iter is not None and max_iter < 1:
         raise CLIError(f"--max-iter must be >= 1, got {max_iter}")
+    seed = getattr(args, "seed", None)
+    if seed is not None and seed < 0:  # (argparse already made it an integer)
+        raise CLIError(f"--seed must be an integer >= 0, got {seed}")
 
 
 def _problems():
@@ -415,6 +419,8 @@ def cmd_bench(args) -> int:
 
     if args.ddp_iterations < 0:
         raise CLIError(f"--ddp-iterations must be >= 0, got {args.ddp_iterations}")
+    if not 0 <= args.min_time < float("inf"):  # NaN fails too (it timed 2**20 loops a call)
+        raise CLIError(f"--min-time must be a number of seconds >= 0, got {args.min_time}")
     if args.json:  # before any timing: an unwritable place used to fail only after the benchmark
         if os.path.isdir(args.json):
             raise CLIError(f"--json {args.json}: is a folder; give a file name")

@@ -248,6 +248,10 @@ def test_ctrl_c_between_cem_and_ddp_keeps_the_search_result(monkeypatch):
     (["solve", "cube-throw", "--max-iter", "0"], "--max-iter must be >= 1"),
     (["compare", "pendulum", "--methods", ""], "--methods: no method given"),
     (["compare", "pendulum", "--methods", " , "], "--methods: no method given"),
+    (["solve", "pendulum", "--method", "cem", "--seed", "-1"], "--seed must be an integer >= 0, got -1"),
+    (["solve", "pendulum", "--method", "ddp", "--seed", "-1"], "--seed must be an integer >= 0, got -1"),
+    (["solve", "pendulum", "--seed", "-1"], "--seed must be an integer >= 0, got -1"),
+    (["compare", "pendulum", "--methods", "cem", "--seed", "-2"], "--seed must be an integer >= 0, got -2"),
 ])
 def test_bad_options_are_refused_before_solving(tmp_path, capsys, argv, message):
     t0 = time.perf_counter()
@@ -258,6 +262,19 @@ def test_bad_options_are_refused_before_solving(tmp_path, capsys, argv, message)
     assert not list((tmp_path / "o").rglob("summary.json"))
     if "cube-throw" not in argv:  # (its loading may compile the NCP kernels on a machine's first run)
         assert time.perf_counter() - t0 < 10
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "inf"])
+def test_bench_refuses_a_bad_min_time_before_timing(capsys, monkeypatch, value):
+    """``--min-time nan`` timed each call for 2**20 loops (29 s); -1 was taken as 0."""
+    import trajopt.bench
+
+    def no_timing(*a, **k):
+        raise AssertionError("benchmarked with a bad --min-time")
+
+    monkeypatch.setattr(trajopt.bench, "bench_dynamics", no_timing)
+    assert main(["bench", "pendulum", "--min-time", value]) == 2
+    assert f"--min-time must be a number of seconds >= 0, got {float(value)}" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("where", ["under-a-file", "proc"])
