@@ -62,9 +62,15 @@ class Run:
     time_limit: float | None = None
 
 
+#: the most runs one sweep may have (a typo such as ``--seeds 0-100000000`` is refused, not planned)
+MAX_RUNS = 10000
+
+
 def parse_seeds(text: str) -> list[int]:
-    """``"0-9"`` -> 0..9; ``"0,2,5"``; ``"0-3,7"``; seeds are integers >= 0, each once."""
+    """``"0-9"`` -> 0..9; ``"0,2,5"``; ``"0-3,7"``; seeds are integers >= 0, each once, at most
+    :data:`MAX_RUNS` of them."""
     seeds: list[int] = []
+    seen: set[int] = set()
     for part in str(text).split(","):
         part = part.strip()
         lo, sep, hi = part.partition("-")
@@ -76,8 +82,28 @@ def parse_seeds(text: str) -> list[int]:
                 from None
         if a < 0 or b < a:
             raise SweepError(f"--seeds {text!r}: a range A-B needs 0 <= A <= B, got {part!r}")
-        seeds += [s for s in range(a, b + 1) if s not in seeds]
+        if len(seeds) + (b - a + 1) > MAX_RUNS:
+            total = len(seeds) + b - a + 1
+            raise SweepError(f"--seeds {text!r}: {total} seeds, more than the {MAX_RUNS} runs a sweep may have; "
+                             "split it into smaller sweeps")
+        new = [s for s in range(a, b + 1) if s not in seen]
+        seen.update(new)
+        seeds += new
     return seeds
+
+
+def run_count(seeds: list[int], sets: dict[str, list]) -> tuple[int, str]:
+    """How many runs the sweep has, and the product that makes it (``6``, ``"3 seeds x 2 horizon"``);
+    SweepError above :data:`MAX_RUNS`."""
+    n = len(seeds)
+    for values in sets.values():
+        n *= len(values)
+    parts = " x ".join([f"{len(seeds)} seed{'s' if len(seeds) != 1 else ''}"]
+                       + [f"{len(v)} {k}" for k, v in sets.items()])
+    if n > MAX_RUNS:
+        raise SweepError(f"{n} runs ({parts}), more than the {MAX_RUNS} runs a sweep may have; split it into "
+                         "smaller sweeps")
+    return n, parts
 
 
 def _value(text: str):
@@ -428,8 +454,10 @@ def main_sweep(args, echo=None) -> int:
 
         if args.method not in METHODS:
             raise SweepError(f"unknown method {args.method!r}; available: {', '.join(sorted(METHODS))}")
+    n, parts = run_count(seeds, sets)
     out = args.out if args.out is not None else os.path.join("out", args.problem, "sweep")
     check_out(out)
+    print(f"sweep: {n} run{'s' if n != 1 else ''} ({parts})", file=sys.stderr, flush=True)
     runs = plan(args.problem, seeds, sets, method=args.method, max_iter=args.max_iter, time_limit=args.time_limit)
     validate(runs)
     if len(seeds) > 1:
