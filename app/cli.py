@@ -41,6 +41,8 @@ import time
 
 import numpy as np
 
+from .options import OptionError, parse_value
+
 DEFAULT_OUT = "out"
 DEFAULT_BENCH = ("cartpole", "double-cartpole", "ur5-reach", "catapult", "jump-worm")
 
@@ -623,14 +625,13 @@ def cmd_solve(args) -> int:
         options["contact"] = args.contact
     for item in args.option or []:
         key, sep, value = item.partition("=")
+        key = key.strip()
         if not sep or not key.isidentifier():
             raise CLIError(f"--option expects KEY=VALUE, got {item!r}")
-        import ast
-
         try:
-            options[key] = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            options[key] = value
+            options[key] = parse_value(value)
+        except OptionError as exc:
+            raise CLIError(f"--option {item!r}: {exc}") from None
     problem = _load(args.problem, **options)
     if args.complementarity_aware:  # checked before any solving
         if isinstance(problem, LeastSquares):
@@ -964,7 +965,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-animation", action="store_true", help="skip the GIF of planar problems")
     s.add_argument("--no-scene", action="store_true", help="skip scene.html (3-D playback in the browser)")
     s.add_argument("--option", action="append", metavar="KEY=VALUE",
-                   help="an option of the problem's factory (repeatable), e.g. --option noise=1e-3")
+                   help="an option of the problem's factory (repeatable), e.g. --option noise=1e-3; a vector as "
+                        "in sweep --set: --option target=2.6:2.0 (or 2.6,2.0)")
     s.add_argument("--complementarity-aware", action="store_true",
                    help="ddp, gn, cem-ddp, cem-gn: Nimble's complementarity-aware step Jacobians (LCP contact only: "
                         "refused with --contact ncp; "

@@ -27,7 +27,6 @@ while the local cluster starts is held until it has started, so that it can be c
 
 from __future__ import annotations
 
-import ast
 import csv
 import inspect
 import itertools
@@ -39,6 +38,8 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass, field
+
+from .options import OptionError, parse_value
 
 STATUS_ERROR = "error"
 STATUS_CANCELLED = "cancelled"
@@ -107,15 +108,10 @@ def run_count(seeds: list[int], sets: dict[str, list]) -> tuple[int, str]:
 
 
 def _value(text: str):
-    text = text.strip()
-    if ":" in text:
-        return tuple(_value(t) for t in text.split(":"))
-    if not text:
-        raise SweepError("an empty value")
     try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
+        return parse_value(text)
+    except OptionError as exc:
+        raise SweepError(str(exc)) from None
 
 
 def parse_set(items, problem: str) -> dict[str, list]:
