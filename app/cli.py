@@ -578,11 +578,17 @@ def _write_least_squares(problem, args, out, runs) -> int:
 
     png = plot_residuals({f"{k} Jacobian": v.history for k, v in runs.items()}, path=os.path.join(out, "residuals.png"),
                          title=f"{args.problem}: Gauss-Newton")
+    from solvers._common import DEFAULT_MESSAGES
+    from trajopt.solution import Status
+
     sol = runs["analytic"]
+    _note_signal(sol)
+    message = sol.info.get("message") or sol.info.get("reason") or (
+        "" if sol.status == Status.CONVERGED else DEFAULT_MESSAGES[sol.status])
     metrics = problem.evaluate(sol.us[0])
     summary = {
         "problem": args.problem, "method": "gauss-newton", "contact": getattr(problem.dynamics, "contact", "none"),
-        "status": sol.status.value, "cost": float(sol.cost), "iterations": sol.iterations,
+        "status": sol.status.value, "message": message, "cost": float(sol.cost), "iterations": sol.iterations,
         "wall_time_s": float(sol.wall_time), "versions": _versions(),
         "metrics": {"final_residual": sol.info["final_residual"],
                     **{k: v for k, v in metrics.items() if k not in ("cost", "residual")}},
@@ -603,10 +609,13 @@ def _write_least_squares(problem, args, out, runs) -> int:
     for jac, run in runs.items():
         print(f"{args.problem} / gauss-newton ({jac}): {run.status.value}, residual {run.info['final_residual']:.3e}, "
               f"{run.iterations} iterations, {run.wall_time:.2f} s")
+    if message:
+        print(f"  {sol.status.value}: {message}")
     print(f"wrote {out}/: solution.npz, summary.json, {os.path.basename(png)}")
     if sol.status.value == "interrupted":
         return _interrupted_exit()
-    return 0 if sol.status.value == "converged" else 1
+    # as for trajectory problems: an answer within the budget is a finished run (0); stalled or failed: 1
+    return 0 if sol.status.value in ("converged", "max_iterations") else 1
 
 
 def cmd_solve(args) -> int:

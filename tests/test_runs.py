@@ -264,6 +264,16 @@ def test_bad_options_are_refused_before_solving(tmp_path, capsys, argv, message)
         assert time.perf_counter() - t0 < 10
 
 
+def test_an_inverse_problem_out_of_iterations_exits_as_a_trajectory_problem_does(tmp_path, capsys):
+    """``solve go1-standing --max-iter 1`` exited 1 with no line saying why; trajectory problems exit 0 on
+    max_iterations and print the reason."""
+    assert main(["solve", "go1-standing", "--max-iter", "1", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    summary = json.loads((tmp_path / "go1-standing" / "gauss-newton" / "summary.json").read_text())
+    assert summary["status"] == "max_iterations" and summary["message"]
+    assert f"  max_iterations: {summary['message']}" in out, out
+
+
 @pytest.mark.parametrize("value", ["-1", "nan", "inf"])
 def test_bench_refuses_a_bad_min_time_before_timing(capsys, monkeypatch, value):
     """``--min-time nan`` timed each call for 2**20 loops (29 s); -1 was taken as 0."""
