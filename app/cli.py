@@ -480,10 +480,29 @@ def _versions() -> dict:
     return out
 
 
+def _drawable(dyn, xs, us):
+    """``(simulator, xs, us)`` to draw: ``dyn`` itself, or what a wrapper around a simulator says to draw
+    (``dyn.drawable(xs, us)``: catapult-design's design knot, then the catapult at that design)."""
+    if hasattr(dyn, "drawable"):
+        return dyn.drawable(xs, us)
+    return dyn, xs, us
+
+
+def _undrawable(dyn) -> str | None:
+    """Why ``dyn`` cannot be drawn, or None."""
+    if getattr(dyn, "model", None) is None or not hasattr(dyn, "geometry"):
+        return f"its dynamics ({type(dyn).__name__}) is not a simulator with a Pinocchio model; there is nothing to draw"
+    return None
+
+
 def write_scene_file(dyn, xs, us, out_dir: str, *, title: str, target=None) -> bool:
     """Write ``out_dir/scene.html`` (:func:`app.viewer.write_scene`) when ``dyn`` is a simulator
-    with a Pinocchio model (a user's own dynamics has nothing to draw); True when written."""
-    if getattr(dyn, "model", None) is None or not hasattr(dyn, "geometry"):
+    with a Pinocchio model, or wraps one (:func:`_drawable`); True when written. A user's own dynamics
+    has nothing to draw: one line on stderr says so."""
+    dyn, xs, us = _drawable(dyn, xs, us)
+    why = _undrawable(dyn)
+    if why is not None:
+        print(f"note: no scene.html: {why}", file=sys.stderr)
         return False
     from .viewer import write_scene
 
@@ -862,13 +881,14 @@ def cmd_view(args) -> int:
     if x0.shape == xs[0].shape and not np.allclose(xs[0], x0, rtol=1e-6, atol=1e-6):
         raise CLIError(f"{folder}/solution.npz: the trajectory does not start at {summary['problem']!r}'s start "
                        f"state ({given}): not its result")
-    if getattr(dyn, "model", None) is None or not hasattr(dyn, "geometry"):
-        raise CLIError(f"{summary['problem']!r}: its dynamics ({type(dyn).__name__}) is not a simulator with a "
-                       "Pinocchio model; there is nothing to draw")
     if not np.isfinite(xs[0]).all():
         raise CLIError(f"{folder}/solution.npz: the first state is not finite; there is nothing to draw")
     from .viewer import write_scene
 
+    dyn, xs, us = _drawable(dyn, xs, us)
+    why = _undrawable(dyn)
+    if why is not None:
+        raise CLIError(f"{summary['problem']!r}: {why}")
     title = f"{summary['problem']}: {summary.get('method', '?')}, {summary.get('status', '?')}"
     with ResultLock([os.path.dirname(os.path.abspath(page))]):
         info = write_scene(dyn, xs, page, us=us, title=title, target=ocp.info.get("target"))

@@ -301,6 +301,14 @@ class DesignDynamics:
         _, Fx, Fu = self.knot_derivatives(xs[:-1], us)
         return xs, Fx, Fu
 
+    def drawable(self, xs, us):
+        """What a viewer draws (``app.viewer``; the CLI's scene.html): ``(simulator, states, controls)``,
+        the catapult at the design of the last knot and its states after the design knot."""
+        xs, us = np.asarray(xs, dtype=float), np.asarray(us, dtype=float)
+        t = 1 if len(xs) > 1 and xs[0, -1] == 0.0 else 0
+        _, ell, _ = self._split(xs[-1])
+        return self.simulator(ell), xs[t:, :self.nsim], us[t:]
+
     # -- checks on an answer ---------------------------------------------------------------------
     def link_contacts(self, xs, us) -> dict:
         """Where the box-size term of the design derivative could be missing (module docstring), along
