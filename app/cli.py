@@ -68,6 +68,11 @@ def _on_signal(signum, frame):
     first = _signal["received"] is None
     if first:
         _signal["received"] = signum
+        common = sys.modules.get("solvers._common")
+        if common is not None:  # the solver's last line names the signal
+            import signal
+
+            common.note_stop_signal(signal.Signals(signum).name)
     if _signal["deferred"]:  # writing results: finish them first
         return
     bridge = sys.modules.get("trajopt.casadi_bridge")
@@ -87,6 +92,9 @@ def _install_signal_handlers() -> dict:
     import threading
 
     _signal["received"] = None
+    common = sys.modules.get("solvers._common")
+    if common is not None:
+        common.note_stop_signal(None)
     if threading.current_thread() is not threading.main_thread():
         return {}
     return {s: signal.signal(s, _on_signal)

@@ -32,7 +32,7 @@ from trajopt.casadi_bridge import (CasadiCallback, casadi_cost, casadi_cost_loca
                                     clear_interrupt, interrupt_requested, interrupts_noted)
 from trajopt.solution import Solution, Status
 
-from ._common import Progress, finish, rollout
+from ._common import Progress, finish, interrupted_message, rollout
 
 #: IPOPT's return codes -> status. A success is CONVERGED only when the defects are closed and
 #: the controls receive the cost's gradient (:func:`solvers._common.finish`); codes not listed
@@ -231,7 +231,7 @@ def solve_shooting(ocp, *, shot_length: int | None = 1, hessian: str = "gauss-ne
     else:
         status, message = ipopt_status(return_status, max_defect, defect_tol)
         if recorder.interrupted:
-            status = Status.INTERRUPTED
+            status, message = Status.INTERRUPTED, f"{interrupted_message()}; {message}"
         elif recorder.stalled:
             status, message = Status.STALLED, f"{recorder.stalled} (IPOPT stopped)"
         us = np.clip(zs[nz_x * len(X):].reshape(T, nu), ocp.u_lower, ocp.u_upper)

@@ -369,3 +369,23 @@ def test_no_compilation_no_note():
     note = CompileNote().install()
     note.uninstall()
     assert note.summary() is None
+
+
+@pytest.mark.parametrize("method", ["ddp", "cem"])
+def test_the_progress_line_names_the_signal_that_stopped_the_solve(method, capsys, monkeypatch):
+    """After SIGTERM the solver's last line said "interrupted (Ctrl-C)"."""
+    from app import cli
+    from solvers import _common
+
+    monkeypatch.setitem(cli._signal, "received", None)
+    monkeypatch.setitem(_common._STOP_SIGNAL, "name", None)
+
+    def sigterm_at_the_second_iteration(info):
+        if info["iteration"] == 1:
+            cli._on_signal(signal.SIGTERM, None)  # what the CLI's handler does when SIGTERM arrives
+
+    ocp = problems.load("pendulum", horizon=20)
+    sol = solve(ocp, method=method, max_iter=50, callback=sigterm_at_the_second_iteration)
+    assert sol.status == Status.INTERRUPTED
+    out = capsys.readouterr().out
+    assert f"[{method}] interrupted:" in out and "interrupted (SIGTERM)" in out and "Ctrl-C" not in out, out
