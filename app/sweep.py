@@ -255,14 +255,36 @@ def run_one(run: Run, out: str) -> dict:
     return row
 
 
+def _folder_row(out: str, run: Run) -> dict | None:
+    """The row in the run's complete folder ``out/runs/<name>/row.json`` (a folder is renamed into place
+    only when complete), or None."""
+    path = os.path.join(out, "runs", run.name, "row.json")
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
 def _finished_row(out: str, run: Run) -> dict | None:
     """The row of a run already finished in ``out`` (not an error), or None."""
-    path = os.path.join(out, "runs", run.name, "row.json")
-    if not os.path.isfile(path):
-        return None
-    with open(path) as f:
-        row = json.load(f)
-    return row if row.get("status") != STATUS_ERROR else None
+    row = _folder_row(out, run)
+    return row if row is not None and row.get("status") != STATUS_ERROR else None
+
+
+def rows_when_stopped(runs: list[Run], rows: dict[str, dict], out: str, why: str, stale=()) -> list[dict]:
+    """The table of a sweep stopped by ``why`` (Ctrl-C, SIGTERM, ...): the rows collected so far, then
+    for each other run the row of its folder if it is complete (its worker finished while the sweep was
+    stopping; not one of ``stale``, the failed runs of an earlier sweep being run again), else a
+    ``cancelled`` row."""
+    ordered = []
+    for run in runs:
+        row = rows.get(run.name) or (None if run.name in stale else _folder_row(out, run))
+        if row is None:
+            row = {"run": run.name, "seed": run.seed, **{k: _label(v) for k, v in run.options.items()},
+                   "status": STATUS_CANCELLED, "error": f"cancelled ({why})", "folder": ""}
+        ordered.append(row)
+    return ordered
 
 
 def _start_resource_tracker() -> None:
@@ -313,13 +335,15 @@ def run_sweep(runs: list[Run], *, out: str, scheduler: str | None = None, worker
 
     os.makedirs(os.path.join(out, "runs"), exist_ok=True)
     rows: dict[str, dict] = {}
-    todo = []
+    todo, stale = [], set()
     for run in runs:
         row = _finished_row(out, run)
         if row is not None:
             rows[run.name] = row
         else:
             todo.append(run)
+            if _folder_row(out, run) is not None:  # an earlier sweep's failed run: run again
+                stale.add(run.name)
     if rows:
         echo(f"{len(rows)} of {len(runs)} runs already finished in {out}: kept, not run again")
     from .cli import _deferred_signals, held_signals, signal_label
@@ -362,11 +386,7 @@ def run_sweep(runs: list[Run], *, out: str, scheduler: str | None = None, worker
             pending = [f for f, r in futures.items() if r.name not in rows]
             if client is not None and pending:
                 client.cancel(pending)
-            for run in runs:
-                rows.setdefault(run.name, {"run": run.name, "seed": run.seed,
-                                           **{k: _label(v) for k, v in run.options.items()},
-                                           "status": STATUS_CANCELLED, "error": f"cancelled ({why})", "folder": ""})
-            ordered = [rows[r.name] for r in runs]
+            ordered = rows_when_stopped(runs, rows, out, why, stale)
             write_table(ordered, os.path.join(out, "sweep.csv"))
             echo(format_table(ordered))
             echo(f"interrupted ({why}): {sum(r['status'] != STATUS_CANCELLED for r in ordered)} finished runs kept "
