@@ -226,7 +226,13 @@ def check_writable(folder: str, option: str = "--out") -> None:
         os.close(fd)
         os.remove(probe)
     except OSError as exc:
-        raise CLIError(f"{option} {folder}: cannot write there ({exc.strerror or exc})") from None
+        why = exc.strerror or str(exc)
+        up = os.path.abspath(folder)
+        while up != os.path.dirname(up) and not os.path.exists(up):
+            up = os.path.dirname(up)
+        if os.path.exists(up) and not os.path.isdir(up):
+            why = f"{up} is a file, not a folder"
+        raise CLIError(f"{option} {folder}: cannot write there ({why})") from None
 
 
 def atomic_write(path: str, write, mode: str = "w") -> None:
