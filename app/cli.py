@@ -41,6 +41,8 @@ import time
 
 import numpy as np
 
+from .options import OptionError, parse_value
+
 DEFAULT_OUT = "out"
 DEFAULT_BENCH = ("cartpole", "double-cartpole", "ur5-reach", "catapult", "jump-worm")
 
@@ -66,7 +68,15 @@ def _on_signal(signum, frame):
     first = _signal["received"] is None
     if first:
         _signal["received"] = signum
+        common = sys.modules.get("solvers._common")
+        if common is not None:  # the solver's last line names the signal
+            import signal
+
+            common.note_stop_signal(signal.Signals(signum).name)
     if _signal["deferred"]:  # writing results: finish them first
+        return
+    bridge = sys.modules.get("trajopt.casadi_bridge")
+    if bridge is not None and bridge.note_interrupt(signum):  # inside IPOPT: it stops at its next iteration
         return
     import signal
 
@@ -82,6 +92,9 @@ def _install_signal_handlers() -> dict:
     import threading
 
     _signal["received"] = None
+    common = sys.modules.get("solvers._common")
+    if common is not None:
+        common.note_stop_signal(None)
     if threading.current_thread() is not threading.main_thread():
         return {}
     return {s: signal.signal(s, _on_signal)
@@ -213,7 +226,13 @@ def check_writable(folder: str, option: str = "--out") -> None:
         os.close(fd)
         os.remove(probe)
     except OSError as exc:
-        raise CLIError(f"{option} {folder}: cannot write there ({exc.strerror or exc})") from None
+        why = exc.strerror or str(exc)
+        up = os.path.abspath(folder)
+        while up != os.path.dirname(up) and not os.path.exists(up):
+            up = os.path.dirname(up)
+        if os.path.exists(up) and not os.path.isdir(up):
+            why = f"{up} is a file, not a folder"
+        raise CLIError(f"{option} {folder}: cannot write there ({why})") from None
 
 
 def atomic_write(path: str, write, mode: str = "w") -> None:
@@ -314,13 +333,17 @@ def _lock_owner(path) -> int | None:
 
 
 def check_budget(args) -> None:
-    """``--time-limit`` > 0 (not NaN) and ``--max-iter`` >= 1, before anything is loaded or solved."""
+    """``--time-limit`` > 0 (not NaN), ``--max-iter`` >= 1 and ``--seed`` >= 0, before anything is loaded or
+    solved."""
     limit = getattr(args, "time_limit", None)
     if limit is not None and not limit > 0:  # NaN fails `> 0` too
         raise CLIError(f"--time-limit must be a number of seconds > 0, got {limit}")
     max_iter = getattr(args, "max_iter", None)
     if max_iter is not None and max_iter < 1:
         raise CLIError(f"--max-iter must be >= 1, got {max_iter}")
+    seed = getattr(args, "seed", None)
+    if seed is not None and seed < 0:  # (argparse already made it an integer)
+        raise CLIError(f"--seed must be an integer >= 0, got {seed}")
 
 
 def _problems():
@@ -412,6 +435,12 @@ def cmd_bench(args) -> int:
 
     if args.ddp_iterations < 0:
         raise CLIError(f"--ddp-iterations must be >= 0, got {args.ddp_iterations}")
+    if not 0 <= args.min_time < float("inf"):  # NaN fails too (it timed 2**20 loops a call)
+        raise CLIError(f"--min-time must be a number of seconds >= 0, got {args.min_time}")
+    if args.json:  # before any timing: an unwritable place used to fail only after the benchmark
+        if os.path.isdir(args.json):
+            raise CLIError(f"--json {args.json}: is a folder; give a file name")
+        check_writable(os.path.dirname(os.path.abspath(args.json)), "--json")
     records = []
     if args.suite is not None:
         from problems.bench_scenes import SUITES, suite
@@ -447,9 +476,7 @@ def cmd_bench(args) -> int:
         print()
         print(format_parameter_table(records))
     if args.json:
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as f:
-            json.dump(records, f, indent=2)
+        write_json(args.json, records)
         print(f"wrote {args.json}")
     return 0
 
@@ -467,10 +494,29 @@ def _versions() -> dict:
     return out
 
 
+def _drawable(dyn, xs, us):
+    """``(simulator, xs, us)`` to draw: ``dyn`` itself, or what a wrapper around a simulator says to draw
+    (``dyn.drawable(xs, us)``: catapult-design's design knot, then the catapult at that design)."""
+    if hasattr(dyn, "drawable"):
+        return dyn.drawable(xs, us)
+    return dyn, xs, us
+
+
+def _undrawable(dyn) -> str | None:
+    """Why ``dyn`` cannot be drawn, or None."""
+    if getattr(dyn, "model", None) is None or not hasattr(dyn, "geometry"):
+        return f"its dynamics ({type(dyn).__name__}) is not a simulator with a Pinocchio model; there is nothing to draw"
+    return None
+
+
 def write_scene_file(dyn, xs, us, out_dir: str, *, title: str, target=None) -> bool:
     """Write ``out_dir/scene.html`` (:func:`app.viewer.write_scene`) when ``dyn`` is a simulator
-    with a Pinocchio model (a user's own dynamics has nothing to draw); True when written."""
-    if getattr(dyn, "model", None) is None or not hasattr(dyn, "geometry"):
+    with a Pinocchio model, or wraps one (:func:`_drawable`); True when written. A user's own dynamics
+    has nothing to draw: one line on stderr says so."""
+    dyn, xs, us = _drawable(dyn, xs, us)
+    why = _undrawable(dyn)
+    if why is not None:
+        print(f"note: no scene.html: {why}", file=sys.stderr)
         return False
     from .viewer import write_scene
 
@@ -565,11 +611,17 @@ def _write_least_squares(problem, args, out, runs) -> int:
 
     png = plot_residuals({f"{k} Jacobian": v.history for k, v in runs.items()}, path=os.path.join(out, "residuals.png"),
                          title=f"{args.problem}: Gauss-Newton")
+    from solvers._common import DEFAULT_MESSAGES
+    from trajopt.solution import Status
+
     sol = runs["analytic"]
+    _note_signal(sol)
+    message = sol.info.get("message") or sol.info.get("reason") or (
+        "" if sol.status == Status.CONVERGED else DEFAULT_MESSAGES[sol.status])
     metrics = problem.evaluate(sol.us[0])
     summary = {
         "problem": args.problem, "method": "gauss-newton", "contact": getattr(problem.dynamics, "contact", "none"),
-        "status": sol.status.value, "cost": float(sol.cost), "iterations": sol.iterations,
+        "status": sol.status.value, "message": message, "cost": float(sol.cost), "iterations": sol.iterations,
         "wall_time_s": float(sol.wall_time), "versions": _versions(),
         "metrics": {"final_residual": sol.info["final_residual"],
                     **{k: v for k, v in metrics.items() if k not in ("cost", "residual")}},
@@ -590,10 +642,13 @@ def _write_least_squares(problem, args, out, runs) -> int:
     for jac, run in runs.items():
         print(f"{args.problem} / gauss-newton ({jac}): {run.status.value}, residual {run.info['final_residual']:.3e}, "
               f"{run.iterations} iterations, {run.wall_time:.2f} s")
+    if message:
+        print(f"  {sol.status.value}: {message}")
     print(f"wrote {out}/: solution.npz, summary.json, {os.path.basename(png)}")
     if sol.status.value == "interrupted":
         return _interrupted_exit()
-    return 0 if sol.status.value == "converged" else 1
+    # as for trajectory problems: an answer within the budget is a finished run (0); stalled or failed: 1
+    return 0 if sol.status.value in ("converged", "max_iterations") else 1
 
 
 def cmd_solve(args) -> int:
@@ -612,14 +667,13 @@ def cmd_solve(args) -> int:
         options["contact"] = args.contact
     for item in args.option or []:
         key, sep, value = item.partition("=")
+        key = key.strip()
         if not sep or not key.isidentifier():
             raise CLIError(f"--option expects KEY=VALUE, got {item!r}")
-        import ast
-
         try:
-            options[key] = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            options[key] = value
+            options[key] = parse_value(value)
+        except OptionError as exc:
+            raise CLIError(f"--option {item!r}: {exc}") from None
     problem = _load(args.problem, **options)
     if args.complementarity_aware:  # checked before any solving
         if isinstance(problem, LeastSquares):
@@ -690,6 +744,8 @@ def cmd_compare(args) -> int:
     from solvers import METHODS
 
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    if not methods:
+        raise CLIError(f"--methods: no method given ({args.methods!r}); e.g. --methods ddp,ipopt,cem")
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise CLIError(f"unknown method(s) {unknown}; available: {', '.join(sorted(METHODS))}")
@@ -820,6 +876,10 @@ def cmd_view(args) -> int:
     if os.path.isfile(folder) and os.path.basename(folder) in ("solution.npz", "summary.json"):
         folder = os.path.dirname(folder) or "."
     xs, us, dt, summary = read_result(folder)
+    horizon = summary.get("horizon")
+    if isinstance(horizon, int) and horizon != len(us):
+        raise CLIError(f"{folder}/solution.npz: a trajectory of {len(us)} steps, but summary.json says horizon "
+                       f"{horizon}: not its result")
     page = args.out or os.path.join(folder, "scene.html")
     check_writable(os.path.dirname(os.path.abspath(page)), "--out" if args.out else "the folder")
     ocp, options = _rebuild(summary, len(us))
@@ -831,13 +891,18 @@ def cmd_view(args) -> int:
     if dt is not None and getattr(dyn, "dt", None) is not None and not np.isclose(dt, dyn.dt, rtol=1e-9):
         raise CLIError(f"{folder}/solution.npz: dt = {dt:g}, but {summary['problem']!r} ({given}) steps "
                        f"dt = {dyn.dt:g}: not its result")
-    if getattr(dyn, "model", None) is None or not hasattr(dyn, "geometry"):
-        raise CLIError(f"{summary['problem']!r}: its dynamics ({type(dyn).__name__}) is not a simulator with a "
-                       "Pinocchio model; there is nothing to draw")
+    x0 = np.asarray(getattr(ocp, "x0", xs[0]), dtype=float)
+    if x0.shape == xs[0].shape and not np.allclose(xs[0], x0, rtol=1e-6, atol=1e-6):
+        raise CLIError(f"{folder}/solution.npz: the trajectory does not start at {summary['problem']!r}'s start "
+                       f"state ({given}): not its result")
     if not np.isfinite(xs[0]).all():
         raise CLIError(f"{folder}/solution.npz: the first state is not finite; there is nothing to draw")
     from .viewer import write_scene
 
+    dyn, xs, us = _drawable(dyn, xs, us)
+    why = _undrawable(dyn)
+    if why is not None:
+        raise CLIError(f"{summary['problem']!r}: {why}")
     title = f"{summary['problem']}: {summary.get('method', '?')}, {summary.get('status', '?')}"
     with ResultLock([os.path.dirname(os.path.abspath(page))]):
         info = write_scene(dyn, xs, page, us=us, title=title, target=ocp.info.get("target"))
@@ -943,7 +1008,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-animation", action="store_true", help="skip the GIF of planar problems")
     s.add_argument("--no-scene", action="store_true", help="skip scene.html (3-D playback in the browser)")
     s.add_argument("--option", action="append", metavar="KEY=VALUE",
-                   help="an option of the problem's factory (repeatable), e.g. --option noise=1e-3")
+                   help="an option of the problem's factory (repeatable), e.g. --option noise=1e-3; a vector as "
+                        "in sweep --set: --option target=2.6:2.0 (or 2.6,2.0)")
     s.add_argument("--complementarity-aware", action="store_true",
                    help="ddp, gn, cem-ddp, cem-gn: Nimble's complementarity-aware step Jacobians (LCP contact only: "
                         "refused with --contact ncp; "

@@ -27,7 +27,6 @@ while the local cluster starts is held until it has started, so that it can be c
 
 from __future__ import annotations
 
-import ast
 import csv
 import inspect
 import itertools
@@ -39,6 +38,8 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass, field
+
+from .options import OptionError, parse_value
 
 STATUS_ERROR = "error"
 STATUS_CANCELLED = "cancelled"
@@ -62,9 +63,15 @@ class Run:
     time_limit: float | None = None
 
 
+#: the most runs one sweep may have (a typo such as ``--seeds 0-100000000`` is refused, not planned)
+MAX_RUNS = 10000
+
+
 def parse_seeds(text: str) -> list[int]:
-    """``"0-9"`` -> 0..9; ``"0,2,5"``; ``"0-3,7"``; seeds are integers >= 0, each once."""
+    """``"0-9"`` -> 0..9; ``"0,2,5"``; ``"0-3,7"``; seeds are integers >= 0, each once, at most
+    :data:`MAX_RUNS` of them."""
     seeds: list[int] = []
+    seen: set[int] = set()
     for part in str(text).split(","):
         part = part.strip()
         lo, sep, hi = part.partition("-")
@@ -76,20 +83,35 @@ def parse_seeds(text: str) -> list[int]:
                 from None
         if a < 0 or b < a:
             raise SweepError(f"--seeds {text!r}: a range A-B needs 0 <= A <= B, got {part!r}")
-        seeds += [s for s in range(a, b + 1) if s not in seeds]
+        if len(seeds) + (b - a + 1) > MAX_RUNS:
+            total = len(seeds) + b - a + 1
+            raise SweepError(f"--seeds {text!r}: {total} seeds, more than the {MAX_RUNS} runs a sweep may have; "
+                             "split it into smaller sweeps")
+        new = [s for s in range(a, b + 1) if s not in seen]
+        seen.update(new)
+        seeds += new
     return seeds
 
 
+def run_count(seeds: list[int], sets: dict[str, list]) -> tuple[int, str]:
+    """How many runs the sweep has, and the product that makes it (``6``, ``"3 seeds x 2 horizon"``);
+    SweepError above :data:`MAX_RUNS`."""
+    n = len(seeds)
+    for values in sets.values():
+        n *= len(values)
+    parts = " x ".join([f"{len(seeds)} seed{'s' if len(seeds) != 1 else ''}"]
+                       + [f"{len(v)} {k}" for k, v in sets.items()])
+    if n > MAX_RUNS:
+        raise SweepError(f"{n} runs ({parts}), more than the {MAX_RUNS} runs a sweep may have; split it into "
+                         "smaller sweeps")
+    return n, parts
+
+
 def _value(text: str):
-    text = text.strip()
-    if ":" in text:
-        return tuple(_value(t) for t in text.split(":"))
-    if not text:
-        raise SweepError("an empty value")
     try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
+        return parse_value(text)
+    except OptionError as exc:
+        raise SweepError(str(exc)) from None
 
 
 def parse_set(items, problem: str) -> dict[str, list]:
@@ -233,14 +255,36 @@ def run_one(run: Run, out: str) -> dict:
     return row
 
 
+def _folder_row(out: str, run: Run) -> dict | None:
+    """The row in the run's complete folder ``out/runs/<name>/row.json`` (a folder is renamed into place
+    only when complete), or None."""
+    path = os.path.join(out, "runs", run.name, "row.json")
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
 def _finished_row(out: str, run: Run) -> dict | None:
     """The row of a run already finished in ``out`` (not an error), or None."""
-    path = os.path.join(out, "runs", run.name, "row.json")
-    if not os.path.isfile(path):
-        return None
-    with open(path) as f:
-        row = json.load(f)
-    return row if row.get("status") != STATUS_ERROR else None
+    row = _folder_row(out, run)
+    return row if row is not None and row.get("status") != STATUS_ERROR else None
+
+
+def rows_when_stopped(runs: list[Run], rows: dict[str, dict], out: str, why: str, stale=()) -> list[dict]:
+    """The table of a sweep stopped by ``why`` (Ctrl-C, SIGTERM, ...): the rows collected so far, then
+    for each other run the row of its folder if it is complete (its worker finished while the sweep was
+    stopping; not one of ``stale``, the failed runs of an earlier sweep being run again), else a
+    ``cancelled`` row."""
+    ordered = []
+    for run in runs:
+        row = rows.get(run.name) or (None if run.name in stale else _folder_row(out, run))
+        if row is None:
+            row = {"run": run.name, "seed": run.seed, **{k: _label(v) for k, v in run.options.items()},
+                   "status": STATUS_CANCELLED, "error": f"cancelled ({why})", "folder": ""}
+        ordered.append(row)
+    return ordered
 
 
 def _start_resource_tracker() -> None:
@@ -291,13 +335,15 @@ def run_sweep(runs: list[Run], *, out: str, scheduler: str | None = None, worker
 
     os.makedirs(os.path.join(out, "runs"), exist_ok=True)
     rows: dict[str, dict] = {}
-    todo = []
+    todo, stale = [], set()
     for run in runs:
         row = _finished_row(out, run)
         if row is not None:
             rows[run.name] = row
         else:
             todo.append(run)
+            if _folder_row(out, run) is not None:  # an earlier sweep's failed run: run again
+                stale.add(run.name)
     if rows:
         echo(f"{len(rows)} of {len(runs)} runs already finished in {out}: kept, not run again")
     from .cli import _deferred_signals, held_signals, signal_label
@@ -340,11 +386,7 @@ def run_sweep(runs: list[Run], *, out: str, scheduler: str | None = None, worker
             pending = [f for f, r in futures.items() if r.name not in rows]
             if client is not None and pending:
                 client.cancel(pending)
-            for run in runs:
-                rows.setdefault(run.name, {"run": run.name, "seed": run.seed,
-                                           **{k: _label(v) for k, v in run.options.items()},
-                                           "status": STATUS_CANCELLED, "error": f"cancelled ({why})", "folder": ""})
-            ordered = [rows[r.name] for r in runs]
+            ordered = rows_when_stopped(runs, rows, out, why, stale)
             write_table(ordered, os.path.join(out, "sweep.csv"))
             echo(format_table(ordered))
             echo(f"interrupted ({why}): {sum(r['status'] != STATUS_CANCELLED for r in ordered)} finished runs kept "
@@ -428,8 +470,10 @@ def main_sweep(args, echo=None) -> int:
 
         if args.method not in METHODS:
             raise SweepError(f"unknown method {args.method!r}; available: {', '.join(sorted(METHODS))}")
+    n, parts = run_count(seeds, sets)
     out = args.out if args.out is not None else os.path.join("out", args.problem, "sweep")
     check_out(out)
+    print(f"sweep: {n} run{'s' if n != 1 else ''} ({parts})", file=sys.stderr, flush=True)
     runs = plan(args.problem, seeds, sets, method=args.method, max_iter=args.max_iter, time_limit=args.time_limit)
     validate(runs)
     if len(seeds) > 1:

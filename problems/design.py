@@ -97,6 +97,7 @@ import numpy as np
 from dynamics import ModelBuilder, Simulator
 from trajopt import OCP, ControlCost, CostDerivatives, FunctionCost
 
+from ._options import target_point
 from ._registry import register
 from .planar import BOX_MASS, BOX_SIDE, GRAVITY, LINK_MASS, LINK_SIZE
 
@@ -300,6 +301,14 @@ class DesignDynamics:
         _, Fx, Fu = self.knot_derivatives(xs[:-1], us)
         return xs, Fx, Fu
 
+    def drawable(self, xs, us):
+        """What a viewer draws (``app.viewer``; the CLI's scene.html): ``(simulator, states, controls)``,
+        the catapult at the design of the last knot and its states after the design knot."""
+        xs, us = np.asarray(xs, dtype=float), np.asarray(us, dtype=float)
+        t = 1 if len(xs) > 1 and xs[0, -1] == 0.0 else 0
+        _, ell, _ = self._split(xs[-1])
+        return self.simulator(ell), xs[t:, :self.nsim], us[t:]
+
     # -- checks on an answer ---------------------------------------------------------------------
     def link_contacts(self, xs, us) -> dict:
         """Where the box-size term of the design derivative could be missing (module docstring), along
@@ -397,9 +406,7 @@ def catapult_design(*, horizon: int = 500, dt: float = 1e-3, target=DESIGN_TARGE
         raise ValueError(f"torque must be a limit > 0 N m, got {torque!r}")
     if not isinstance(baseline, bool):
         raise ValueError(f"baseline must be True or False (CLI: --option baseline=True), got {baseline!r}")
-    target = np.asarray(target, dtype=float)
-    if target.shape != (2,) or not np.isfinite(target).all():
-        raise ValueError(f"target must be a point (x, y), got {target!r}")
+    target = target_point(target)
     dyn = DesignDynamics(links, lower, upper, torque=torque, dt=dt, contact=contact)
     n = dyn.nsim
     x0 = np.zeros(dyn.nx)

@@ -34,6 +34,7 @@ from trajopt.lsq import LeastSquares
 from trajopt.sensitivity import trajectory_jacobians
 
 from . import static_holds
+from ._options import twist
 from ._registry import register
 from .legged import go1_standing_simulator, go1_standing_state
 
@@ -56,7 +57,8 @@ def cube_throw(*, steps: int = 250, every: int = 50, dt: float = 1e-3, contact: 
     sim = cube_simulator(dt=dt, contact=contact)
     pose = sim.neutral_state()[: sim.nq]
     pose[2] = 0.15  # 5 cm above the ground
-    true = CUBE_TRUE_TWIST if true_twist is None else np.asarray(true_twist, float)
+    true = CUBE_TRUE_TWIST if true_twist is None else twist("true_twist", true_twist)
+    offset = CUBE_GUESS_OFFSET if guess_offset is None else twist("guess_offset", guess_offset)
     us = np.zeros((steps, 0))
     times = np.arange(every, steps + 1, every)
 
@@ -85,7 +87,7 @@ def cube_throw(*, steps: int = 250, every: int = 50, dt: float = 1e-3, contact: 
     def metrics(twist):
         return {"twist_error": float(np.linalg.norm(twist - true) / np.linalg.norm(true))}
 
-    z0 = true + (CUBE_GUESS_OFFSET if guess_offset is None else np.asarray(guess_offset, float))
+    z0 = true + offset
     return LeastSquares("cube-throw", residual, jacobian, z0, dynamics=sim, metrics=metrics,
                         info={"true": true.copy(), "observed": observed, "steps": steps,
                               "bench_state": (np.concatenate((pose, z0)), np.zeros(0))})

@@ -27,6 +27,7 @@ import numpy as np
 from dynamics import ModelBuilder, Simulator
 from trajopt import OCP, ControlCost, CostDerivatives, FunctionCost
 
+from ._options import target_point
 from ._registry import register
 from ._scene import first_contact_state, lowest_point
 
@@ -105,8 +106,8 @@ def catapult(*, horizon: int = 500, dt: float = 1e-3, target=(2.2, 2.2), control
     negligible next to the task's tolerance: a bat uses some 300 N m on 3 joints for 500 steps,
     1.4e8 (N m)^2, so 1e-14 weighs like (1.2 mm)^2 of miss. (With 1e-11, like (3.7 cm)^2, DDP's
     optimum stopped 1.1-1.2 cm short of the target on seeds 0 and 9.)"""
+    target = target_point(target)
     sim = catapult_simulator(dt=dt, contact=contact)
-    target = np.asarray(target, dtype=float)
     x0 = np.zeros(sim.nx)
     x0[:2] = (0.0, 0.1)
     x0[2:5] = np.deg2rad([45.0, 0.0, 45.0])

@@ -69,6 +69,7 @@ import pinocchio as pin
 from trajopt.lsq import LeastSquares
 from trajopt.sensitivity import parameter_sensitivity, trajectory_jacobians
 
+from ._options import twist
 from ._registry import register
 from .manipulators import UR5_START, ur5_simulator
 
@@ -388,11 +389,8 @@ def cube_sysid(*, steps: int = 300, every: int = 10, height: float = 0.05, dt: f
     steps, every = _check_steps(steps, every)
     if start not in ("staged", "raw"):
         raise ValueError(f"start must be 'staged' or 'raw', got {start!r}")
-    true_twist = CUBE_TRUE_TWIST if true_twist is None else np.asarray(true_twist, dtype=float)
-    guess_offset = np.asarray(guess_offset, dtype=float)
-    if true_twist.shape != (6,) or guess_offset.shape != (6,):
-        raise ValueError(f"true_twist and guess_offset must have 6 entries, got {true_twist.shape} and "
-                         f"{guess_offset.shape}")
+    true_twist = CUBE_TRUE_TWIST if true_twist is None else twist("true_twist", true_twist)
+    guess_offset = twist("guess_offset", guess_offset)
     for what, mu in (("true_friction", true_friction), ("guess_friction", guess_friction)):
         if not (isinstance(mu, (int, float)) and np.isfinite(mu) and mu > 0):
             raise ValueError(f"{what} must be a friction coefficient > 0, got {mu!r}")

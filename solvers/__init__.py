@@ -25,6 +25,7 @@ Least-squares (inverse) problems, ``trajopt.LeastSquares``, are solved by
 
 from __future__ import annotations
 
+from trajopt.lsq import LeastSquares
 from trajopt.protocol import check_complementarity_aware
 from trajopt.solution import Solution, Status
 
@@ -84,9 +85,15 @@ def solve(ocp, method: str | None = None, *, smoothing=None, **options) -> Solut
     ``smoothing`` (``"auto"``, a number kappa, a list of them, or None / ``"none"``): solve on
     relaxed contact first and end on hard contact (:mod:`solvers.continuation`).
 
+    A least-squares (inverse) problem raises ValueError: it is solved by :func:`gauss_newton`.
+
     Options no solve can use (``time_limit=0``, ``max_iter=0``, ``population=1``) raise
     ValueError naming them, before any solving (:func:`check_options`).
     """
+    if isinstance(ocp, LeastSquares):
+        raise ValueError(f"{ocp.name!r} is an inverse (least-squares) problem, solved by Gauss-Newton: "
+                         f"solvers.gauss_newton(problem) (the CLI: trajopt solve {ocp.name}), not solve(..., "
+                         f"method={method!r})")
     if smoothing is not None:
         options["smoothing"] = smoothing
     method, options, _ = resolve(ocp, method, options)

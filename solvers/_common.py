@@ -304,7 +304,7 @@ def finish(ocp, *, method: str, xs, us, cost, history: list, status: Status, t0:
                 status, message = Status.STALLED, stall_message(ocp, reach)
             else:
                 message = DEFAULT_MESSAGES[status] + (f" ({message})" if message else "")
-    info["message"] = message or DEFAULT_MESSAGES[status]
+    info["message"] = message or default_message(status)
     wall = time.perf_counter() - t0
     if progress is not None:
         progress.done(status, float(cost), wall, None if status == Status.CONVERGED else info["message"],
@@ -319,6 +319,28 @@ DEFAULT_MESSAGES = {
     Status.INTERRUPTED: "interrupted (Ctrl-C)",
     Status.FAILED: "the solver failed",
 }
+
+
+#: the signal that stops the current run when it is not Ctrl-C (the CLI notes SIGTERM / SIGHUP here,
+#: :func:`note_stop_signal`), so that an interrupted solver's last line names it
+_STOP_SIGNAL: dict = {"name": None}
+
+
+def note_stop_signal(name: str | None) -> None:
+    """Which signal stops the run (``"SIGTERM"``, ``"SIGHUP"``; None or ``"SIGINT"``: Ctrl-C)."""
+    _STOP_SIGNAL["name"] = name
+
+
+def interrupted_message() -> str:
+    """``interrupted (Ctrl-C)``, or the signal the CLI noted: ``interrupted (SIGTERM)``."""
+    name = _STOP_SIGNAL["name"]
+    return f"interrupted ({'Ctrl-C' if name in (None, 'SIGINT') else name})"
+
+
+def default_message(status) -> str:
+    """A status's message when the solver gives none (:data:`DEFAULT_MESSAGES`; an interruption names
+    its signal)."""
+    return interrupted_message() if status == Status.INTERRUPTED else DEFAULT_MESSAGES[status]
 
 
 def error_message(exc: Exception) -> str:

@@ -28,10 +28,11 @@ import time
 import casadi as ca
 import numpy as np
 
-from trajopt.casadi_bridge import CasadiCallback, casadi_cost, casadi_cost_local, casadi_step, casadi_step_local
+from trajopt.casadi_bridge import (CasadiCallback, casadi_cost, casadi_cost_local, casadi_step, casadi_step_local,
+                                    clear_interrupt, interrupt_requested, interrupts_noted)
 from trajopt.solution import Solution, Status
 
-from ._common import Progress, finish, rollout
+from ._common import Progress, finish, interrupted_message, rollout
 
 #: IPOPT's return codes -> status. A success is CONVERGED only when the defects are closed and
 #: the controls receive the cost's gradient (:func:`solvers._common.finish`); codes not listed
@@ -85,6 +86,9 @@ class _Recorder:
         return ca.Sparsity(0, 0)
 
     def eval(self, arg):
+        if interrupt_requested():  # Ctrl-C / SIGTERM noted inside a step or cost callback
+            self.interrupted = True
+            return [1]
         try:
             g = np.asarray(arg[2]).ravel()
             info = {"iteration": len(self.history), "cost": float(arg[1]),
@@ -209,20 +213,25 @@ def solve_shooting(ocp, *, shot_length: int | None = 1, hessian: str = "gauss-ne
     z0 = np.concatenate([np.zeros(nz_x) if local else xs0[s] for s in starts[1:]] + [us0.T.ravel(order="F")])
     lbz = np.concatenate([np.full(nz_x * len(X), -np.inf), np.tile(ocp.u_lower, T)])
     ubz = np.concatenate([np.full(nz_x * len(X), np.inf), np.tile(ocp.u_upper, T)])
+    clear_interrupt()
     try:
-        res = solver(x0=z0, lbx=lbz, ubx=ubz, lbg=0.0, ubg=0.0)
+        with interrupts_noted():  # Ctrl-C / SIGTERM: IPOPT stops at its next iteration, nothing raised
+            res = solver(x0=z0, lbx=lbz, ubx=ubz, lbg=0.0, ubg=0.0)
         zs = np.asarray(res["x"]).ravel()
         return_status = solver.stats().get("return_status", "unknown")
     except RuntimeError as exc:  # a callback raised (e.g. the simulation diverged at a trial point)
         zs, return_status = None, f"error: {exc}"
     max_defect = history[-1]["max_defect"] if history else np.nan
+    if interrupt_requested():  # noted after IPOPT's last iteration, or its NaN ended the solve
+        recorder.interrupted = True
+        clear_interrupt()
     if zs is None:
         status, message = Status.FAILED, f"IPOPT stopped on an {return_status}"
         us = us0
     else:
         status, message = ipopt_status(return_status, max_defect, defect_tol)
         if recorder.interrupted:
-            status = Status.INTERRUPTED
+            status, message = Status.INTERRUPTED, f"{interrupted_message()}; {message}"
         elif recorder.stalled:
             status, message = Status.STALLED, f"{recorder.stalled} (IPOPT stopped)"
         us = np.clip(zs[nz_x * len(X):].reshape(T, nu), ocp.u_lower, ocp.u_upper)

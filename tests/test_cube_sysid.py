@@ -82,7 +82,7 @@ def test_cube_sysid_from_the_raw_guess(raw):
 
 
 def test_cube_sysid_bad_input():
-    with pytest.raises(ValueError, match="6 entries"):
+    with pytest.raises(ValueError, match="true_twist must be six finite numbers"):
         problems.load("cube-sysid", true_twist=(1.0, 2.0))
     with pytest.raises(ValueError, match="start must be"):
         problems.load("cube-sysid", start="stages")

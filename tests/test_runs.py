@@ -188,6 +188,22 @@ def test_a_signal_saves_the_best_iterate_as_interrupted(tmp_path, running, signu
     assert data["xs"].shape == (31, 2) and np.isfinite(data["xs"]).all()
 
 
+def test_sigterm_during_ipopt_saves_the_last_iterate_without_a_traceback(tmp_path, running):
+    """IPOPT spends its time in the step and cost callbacks CasADi calls: the signal lands there. It
+    used to escape into CasADi (two tracebacks, Invalid_Number_Detected, status failed, exit 1)."""
+    r = running("solve", "cartpole", "--method", "ipopt", "--horizon", "400", "--max-iter", "3000", "--no-scene",
+                "--out", str(tmp_path))
+    r.wait_rows(4)
+    rc, err = r.stop(signal.SIGTERM)
+    assert rc == 143, err
+    assert "Traceback" not in err and "Traceback" not in "".join(iter(r.lines.get, None)), err
+    folder = tmp_path / "cartpole" / "ipopt"
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and "SIGTERM" in summary["message"], summary
+    data = np.load(folder / "solution.npz")
+    assert data["xs"].shape == (401, 4) and np.isfinite(data["xs"]).all()
+
+
 def test_ctrl_c_in_compare_stops_every_method(tmp_path, running):
     r = running("compare", "pendulum", "--methods", "cem,ddp", "--max-iter", "100000", "--horizon", "30",
                 "--verbose", "--out", str(tmp_path))
@@ -230,6 +246,12 @@ def test_ctrl_c_between_cem_and_ddp_keeps_the_search_result(monkeypatch):
     (["compare", "pendulum", "--methods", "ddp", "--max-iter", "0"], "--max-iter must be >= 1"),
     (["solve", "cube-throw", "--method", "ddp"], "--method ddp: 'cube-throw' is an inverse (least-squares) problem"),
     (["solve", "cube-throw", "--max-iter", "0"], "--max-iter must be >= 1"),
+    (["compare", "pendulum", "--methods", ""], "--methods: no method given"),
+    (["compare", "pendulum", "--methods", " , "], "--methods: no method given"),
+    (["solve", "pendulum", "--method", "cem", "--seed", "-1"], "--seed must be an integer >= 0, got -1"),
+    (["solve", "pendulum", "--method", "ddp", "--seed", "-1"], "--seed must be an integer >= 0, got -1"),
+    (["solve", "pendulum", "--seed", "-1"], "--seed must be an integer >= 0, got -1"),
+    (["compare", "pendulum", "--methods", "cem", "--seed", "-2"], "--seed must be an integer >= 0, got -2"),
 ])
 def test_bad_options_are_refused_before_solving(tmp_path, capsys, argv, message):
     t0 = time.perf_counter()
@@ -240,6 +262,55 @@ def test_bad_options_are_refused_before_solving(tmp_path, capsys, argv, message)
     assert not list((tmp_path / "o").rglob("summary.json"))
     if "cube-throw" not in argv:  # (its loading may compile the NCP kernels on a machine's first run)
         assert time.perf_counter() - t0 < 10
+
+
+def test_an_inverse_problem_out_of_iterations_exits_as_a_trajectory_problem_does(tmp_path, capsys):
+    """``solve go1-standing --max-iter 1`` exited 1 with no line saying why; trajectory problems exit 0 on
+    max_iterations and print the reason."""
+    assert main(["solve", "go1-standing", "--max-iter", "1", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    summary = json.loads((tmp_path / "go1-standing" / "gauss-newton" / "summary.json").read_text())
+    assert summary["status"] == "max_iterations" and summary["message"]
+    assert f"  max_iterations: {summary['message']}" in out, out
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "inf"])
+def test_bench_refuses_a_bad_min_time_before_timing(capsys, monkeypatch, value):
+    """``--min-time nan`` timed each call for 2**20 loops (29 s); -1 was taken as 0."""
+    import trajopt.bench
+
+    def no_timing(*a, **k):
+        raise AssertionError("benchmarked with a bad --min-time")
+
+    monkeypatch.setattr(trajopt.bench, "bench_dynamics", no_timing)
+    assert main(["bench", "pendulum", "--min-time", value]) == 2
+    assert f"--min-time must be a number of seconds >= 0, got {float(value)}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("where", ["under-a-file", "proc"])
+def test_bench_json_is_checked_before_benchmarking(tmp_path, capsys, monkeypatch, where):
+    """``--json`` under a regular file gave a FileExistsError traceback, and an unwritable folder failed only
+    after the whole benchmark: both are one line naming --json, before anything is timed."""
+    import trajopt.bench
+
+    def no_timing(*a, **k):
+        raise AssertionError("benchmarked before checking --json")
+
+    monkeypatch.setattr(trajopt.bench, "bench_dynamics", no_timing)
+    blocker = tmp_path / "afile"
+    blocker.write_text("")
+    path = blocker / "x.json" if where == "under-a-file" else Path("/proc/trajopt-bench.json")
+    assert main(["bench", "pendulum", "--json", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("trajopt: error: --json") and "cannot write there" in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("method", [None, "ddp", "cem"])
+def test_solve_on_an_inverse_problem_points_to_gauss_newton(method):
+    """``solvers.solve`` on a least-squares problem was an AttributeError ('LeastSquares' object has no
+    attribute 'check_controls'), or a KeyError-like failure deeper in: a ValueError saying what to use."""
+    with pytest.raises(ValueError, match=r"'cube-throw' is an inverse \(least-squares\) problem.*gauss_newton"):
+        solve(problems.load("cube-throw"), method=method, verbose=False)
 
 
 @pytest.mark.parametrize("method, options, name", [
@@ -298,3 +369,23 @@ def test_no_compilation_no_note():
     note = CompileNote().install()
     note.uninstall()
     assert note.summary() is None
+
+
+@pytest.mark.parametrize("method", ["ddp", "cem"])
+def test_the_progress_line_names_the_signal_that_stopped_the_solve(method, capsys, monkeypatch):
+    """After SIGTERM the solver's last line said "interrupted (Ctrl-C)"."""
+    from app import cli
+    from solvers import _common
+
+    monkeypatch.setitem(cli._signal, "received", None)
+    monkeypatch.setitem(_common._STOP_SIGNAL, "name", None)
+
+    def sigterm_at_the_second_iteration(info):
+        if info["iteration"] == 1:
+            cli._on_signal(signal.SIGTERM, None)  # what the CLI's handler does when SIGTERM arrives
+
+    ocp = problems.load("pendulum", horizon=20)
+    sol = solve(ocp, method=method, max_iter=50, callback=sigterm_at_the_second_iteration)
+    assert sol.status == Status.INTERRUPTED
+    out = capsys.readouterr().out
+    assert f"[{method}] interrupted:" in out and "interrupted (SIGTERM)" in out and "Ctrl-C" not in out, out

@@ -190,3 +190,42 @@ def test_shooting_stops_a_crawl_as_stalled_with_its_reason():
                 stall_progress=0.99)
     assert sol.status == Status.STALLED and "no progress" in sol.info["message"]
     assert sol.iterations <= 4
+
+
+class _Signal(KeyboardInterrupt):
+    """What the CLI's SIGTERM handler raises (app.cli.Stopped is a KeyboardInterrupt)."""
+
+
+@pytest.mark.parametrize("raised", ["plain", "chained"])
+def test_a_signal_inside_a_casadi_callback_stops_ipopt_as_interrupted(monkeypatch, raised):
+    """A Ctrl-C / SIGTERM lands in whatever Python code runs: nearly always one of the step or cost
+    callbacks CasADi calls. It must not escape into CasADi (a traceback, Invalid_Number_Detected,
+    status failed): IPOPT stops at its next iteration with the last iterate, status interrupted.
+    ``chained``: the signal arrived inside CasADi's own conversion code, which reports it as a
+    SystemError whose cause is the KeyboardInterrupt (seen in the battery)."""
+    ocp = problems.load("pendulum", horizon=30)
+    dyn = ocp.dynamics
+    real_step = dyn.step
+    calls = {"n": 0}
+
+    def step(x, u):
+        calls["n"] += 1
+        if calls["n"] == 30 * 6:  # within the sixth evaluation of the trajectory
+            if raised == "plain":
+                raise _Signal("SIGTERM")
+            try:
+                raise _Signal("SIGTERM")
+            except _Signal as exc:
+                raise SystemError("<function DM.__array__> returned a result with an exception set") from exc
+        return real_step(x, u)
+
+    monkeypatch.setattr(dyn, "step", step)
+    sol = solve(ocp, method="ipopt", max_iter=200, verbose=False)
+    assert calls["n"] >= 30 * 6
+    assert sol.status == Status.INTERRUPTED, sol.info["message"]
+    assert sol.info["ipopt_status"] == "User_Requested_Stop"
+    assert np.isfinite(sol.xs).all() and len(sol.history) >= 1
+    # the next solve is not stopped by the noted signal of this one
+    monkeypatch.setattr(dyn, "step", real_step)
+    again = solve(ocp, method="ipopt", max_iter=3, verbose=False)
+    assert again.status != Status.INTERRUPTED

@@ -93,6 +93,51 @@ def test_bad_input_is_refused_before_anything_runs(tmp_path, capsys):
     assert not (tmp_path / "o" / "runs").exists()
 
 
+def test_an_absurd_sweep_is_refused_up_front_and_the_run_count_shown(tmp_path, capsys, monkeypatch):
+    """``--seeds 0-100000000`` sat silent for minutes (a quadratic de-duplication, then a plan of 1e8 runs)."""
+    import app.sweep
+
+    with pytest.raises(SweepError, match=r"--seeds '0-100000000': 100000001 seeds, more than the 10000 runs"):
+        parse_seeds("0-100000000")
+    with pytest.raises(SweepError, match="more than the 10000 runs"):
+        parse_seeds("0-10000")
+
+    def not_run(*a, **k):
+        raise AssertionError("an absurd sweep was planned or started")
+
+    monkeypatch.setattr(app.sweep, "validate", not_run)
+    monkeypatch.setattr(app.sweep, "run_sweep", not_run)
+    horizons = ",".join(str(h) for h in range(10, 71))  # 61 values x 201 seeds = 12261 runs
+    assert main(["sweep", "pendulum", "--seeds", "0-200", "--set", f"horizon={horizons}", "--out",
+                 str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "12261 runs (201 seeds x 61 horizon), more than the 10000 runs a sweep may have" in err, err
+    monkeypatch.setattr(app.sweep, "validate", lambda runs: None)
+    monkeypatch.setattr(app.sweep, "run_sweep", lambda runs, **k: [])
+    main(["sweep", "pendulum", "--seeds", "0-2", "--set", "horizon=10,20", "--out", str(tmp_path / "o")])
+    assert "sweep: 6 runs (3 seeds x 2 horizon)" in capsys.readouterr().err
+
+
+def test_a_run_finished_as_the_signal_arrives_keeps_its_row(tmp_path):
+    """On SIGTERM the rows not yet collected were all marked cancelled, even a run whose folder was complete
+    (its worker finished while the sweep was stopping): that folder's row is read instead."""
+    import json
+
+    from app.sweep import rows_when_stopped
+
+    runs = plan("pendulum", [0, 1, 2], {})
+    done = {"run": "seed1", "seed": 1, "method": "ddp", "status": "converged", "cost": 1.5, "folder": "runs/seed1"}
+    (tmp_path / "runs" / "seed1").mkdir(parents=True)
+    (tmp_path / "runs" / "seed1" / "row.json").write_text(json.dumps(done))
+    (tmp_path / "runs" / ".tmp-seed2-1-2").mkdir()  # a run still writing: not finished
+    collected = {"seed0": {"run": "seed0", "seed": 0, "status": "max_iterations", "folder": "runs/seed0"}}
+    rows = rows_when_stopped(runs, collected, str(tmp_path), "SIGTERM")
+    assert [r["status"] for r in rows] == ["max_iterations", "converged", "cancelled"]
+    assert rows[1] == done and rows[2]["error"] == "cancelled (SIGTERM)"
+    # an earlier sweep's failed run, being run again when the signal came: cancelled, not its old error
+    assert rows_when_stopped(runs, collected, str(tmp_path), "SIGTERM", stale={"seed1"})[1]["status"] == "cancelled"
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -119,6 +119,24 @@ def test_solve_and_simulate_write_scene_html(tmp_path):
     assert not (tmp_path / "cartpole" / "scene.html").exists()
 
 
+def test_catapult_design_writes_the_scene_of_its_design(tmp_path):
+    """The co-design's dynamics (a design knot, then the catapult at that design) is no simulator itself:
+    solve and simulate wrote no scene.html and said nothing. The page plays the catapult at the design
+    of the answer, one frame per physical step."""
+    assert main(["solve", "catapult-design", "--method", "ddp", "--max-iter", "1", "--horizon", "30",
+                 "--no-animation", "--out", str(tmp_path)]) in (0, 1)
+    folder = tmp_path / "catapult-design" / "ddp"
+    scene = read_scene(folder / "scene.html")
+    sol = np.load(folder / "solution.npz")
+    assert len(sol["xs"]) == 32 and scene["frames"] == 31 and scene["planar"]
+    P = scene_array(scene, "placements")  # the projectile where the states (after the design knot) put it
+    np.testing.assert_allclose(P[:, 0, :2], sol["xs"][1:][scene["frame_indices"], :2], atol=1e-6)
+    assert main(["view", str(folder), "--out", str(tmp_path / "viewed.html")]) == 0
+    assert read_scene(tmp_path / "viewed.html")["frames"] == 31
+    assert main(["simulate", "catapult-design", "--steps", "20", "--out", str(tmp_path)]) == 0
+    assert read_scene(tmp_path / "catapult-design" / "scene.html")["frames"] == 20
+
+
 # -- in a real browser --------------------------------------------------------------------------
 def _browser_or_skip():
     try:
@@ -268,6 +286,27 @@ def test_view_names_what_is_wrong_with_the_folder(tmp_path, capsys, solved_catap
         assert main(["view", str(folder)]) == 2, message
         err = capsys.readouterr().err
         assert message in err and err.startswith("trajopt: error:"), (message, err)
+        assert not (folder / "scene.html").exists()
+
+
+def test_view_refuses_a_trajectory_that_does_not_match_its_summary(tmp_path, capsys, solved_catapult):
+    """A jump-worm solution.npz beside a catapult summary.json (both planar, 10 states, 3 controls) used to
+    give a wrong page and exit 0: its length must be the summary's horizon, its start the problem's."""
+    import json
+
+    import problems
+
+    summary = json.loads((solved_catapult[0] / "summary.json").read_text())
+    worm = problems.load("jump-worm", horizon=summary["horizon"])
+    us = np.zeros((worm.horizon, worm.nu))
+    xs = worm.rollout(us)
+    started = _result(tmp_path / "worm", summary, xs=xs, us=us, dt=0.001)
+    longer = _result(tmp_path / "longer", {**summary, "horizon": 500},
+                     **dict(np.load(solved_catapult[0] / "solution.npz")))
+    for message, folder in (("does not start at 'catapult'", started), ("of 60 steps, but summary.json says horizon 500", longer)):
+        assert main(["view", str(folder)]) == 2, message
+        err = capsys.readouterr().err
+        assert message in err and "not its result" in err, err
         assert not (folder / "scene.html").exists()
 
 

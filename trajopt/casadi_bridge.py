@@ -54,6 +54,75 @@ def _vec(a) -> np.ndarray:
     return np.asarray(a, dtype=float).ravel()
 
 
+# -- Ctrl-C / SIGTERM while CasADi runs a callback -------------------------------------------------
+# A signal lands in whatever Python code runs, which during an IPOPT solve is nearly always one of
+# the callbacks below. An exception escaping a callback into CasADi turns into an evaluation error
+# (a printed traceback, IPOPT's Invalid_Number_Detected, a failed run), and one raised inside
+# CasADi's own argument conversion is even replaced by an unrelated error. So while a solver runs
+# CasADi (:class:`interrupts_noted`), a signal is only noted here, never raised: Ctrl-C's default
+# handler is replaced for that time, and another handler (the CLI's, for SIGTERM / SIGHUP) asks
+# :func:`note_interrupt` first. A KeyboardInterrupt that still reaches a callback is noted too. The
+# solver's iteration callback then asks IPOPT to stop (User_Requested_Stop) and the solve reports
+# INTERRUPTED with the last iterate.
+
+_interrupt: list = []
+_noting = {"depth": 0}
+
+
+def note_interrupt(signum) -> bool:
+    """For a signal handler: while a solver runs CasADi, note ``signum`` (the solver stops at its
+    next iteration) and return True; otherwise return False (the handler raises as usual)."""
+    if _noting["depth"] == 0:
+        return False
+    _interrupt.append(signum)
+    return True
+
+
+class interrupts_noted:
+    """Within this block (a CasADi solve) Ctrl-C and other signals whose handler calls
+    :func:`note_interrupt` are noted, not raised; see :func:`interrupt_requested`."""
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        self.previous = None
+        if (threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
+            self.previous = signal.signal(signal.SIGINT, lambda signum, frame: note_interrupt(signum))
+        _noting["depth"] += 1
+        return self
+
+    def __exit__(self, *exc):
+        import signal
+
+        _noting["depth"] -= 1
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+
+
+def _is_interrupt(exc: BaseException | None) -> bool:
+    """``exc`` is a KeyboardInterrupt, or an error raised because of one (CasADi's SWIG conversions
+    turn a signal arriving inside them into a SystemError caused by the KeyboardInterrupt)."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def interrupt_requested() -> bool:
+    """Whether a Ctrl-C / SIGTERM arrived inside a callback since :func:`clear_interrupt`."""
+    return bool(_interrupt)
+
+
+def clear_interrupt() -> None:
+    """Forget a noted signal (a solver does this when it starts and once it has reported it)."""
+    _interrupt.clear()
+
+
 class CasadiCallback(ca.Callback):
     """A CasADi function evaluated in Python: the one callback class of the bridge (and of the shooting
     solver's IPOPT iteration recorder).
@@ -91,7 +160,16 @@ class CasadiCallback(ca.Callback):
         return self.sp_out[i]
 
     def eval(self, arg):
-        return self.fn(arg)
+        # A signal noted mid-evaluation: evaluate again (the signal is not raised twice), so CasADi
+        # gets a true value; a third one in a row gives NaN (IPOPT cuts its step; the solve stops).
+        for _ in range(3):
+            try:
+                return self.fn(arg)
+            except BaseException as exc:  # noqa: BLE001 -- only a signal is kept from CasADi
+                if not _is_interrupt(exc):
+                    raise
+                _interrupt.append(exc)
+        return [ca.DM(sp, np.nan) for sp in self.sp_out]
 
     def has_jacobian(self):
         return self.jacobian is not None
