@@ -572,25 +572,11 @@ class ContactModel:
 
     def _solve_rows(self, model, data, q, v_free, dt, previous, contacts, limit_rows, v=None):
         """One contact solve with the detected ``contacts`` and the joint-limit rows ``limit_rows``."""
-        nc, r, nv = len(contacts), self.rows, self.nv
+        nc, r = len(contacts), self.rows
         if nc == 0 and not limit_rows:
             return v_free, None
-        m = nc * r + len(limit_rows)
-        J = np.zeros((m, nv))
-        geo = None
-        if nc:
-            pin.computeJointJacobians(model, data)  # at q: detection ran the kinematics
-            geo = self.kin.geometry(data, contacts)
-            J[: nc * r] = geo.J
-        phi = np.empty(nc + len(limit_rows))
-        phi[:nc] = contacts.phi
-        normal_rows = np.empty(nc + len(limit_rows), dtype=np.intp)
-        normal_rows[:nc] = np.arange(nc) * r
-        for k, (iq, iv, s, ref) in enumerate(limit_rows):
-            row = nc * r + k
-            J[row, iv] = s
-            phi[nc + k] = s * (q[iq] - ref)
-            normal_rows[nc + k] = row
+        geo, J, phi = self._row_geometry(model, data, q, contacts, limit_rows)
+        normal_rows = np.concatenate((np.arange(nc) * r, nc * r + np.arange(len(limit_rows)))).astype(np.intp)
         deep = phi < -self.slop
         if self.compliant:  # penetration is the compliant model's state: no bias, no correction
             deep[:] = False
@@ -651,10 +637,18 @@ class ContactModel:
         :meth:`_solve_rows` builds them -- or None when nothing is near."""
         contacts = self.scene.detect(model, data, gdata, q)
         limit_rows = [self.limits[k] for k in sorted(self._near_limits(q))]
-        nc, r, nv = len(contacts), self.rows, self.nv
+        nc, r = len(contacts), self.rows
         if nc == 0 and not limit_rows:
             return None
-        J = np.zeros((nc * r + len(limit_rows), nv))
+        geo, J, phi = self._row_geometry(model, data, q, contacts, limit_rows)
+        return geo, J, phi, RowLayout(nc, r, len(limit_rows), self.contact_friction(contacts))
+
+    def _row_geometry(self, model, data, q, contacts, limit_rows):
+        """``(geo, J, phi)`` of the detected ``contacts`` (their geometry, None without any; detection ran the
+        kinematics at ``q``) and the joint-limit rows ``limit_rows``: ``J`` (nc r + nlim, nv) and the distances
+        ``phi`` (nc + nlim,) of their normal rows."""
+        nc, r = len(contacts), self.rows
+        J = np.zeros((nc * r + len(limit_rows), self.nv))
         geo = None
         if nc:
             pin.computeJointJacobians(model, data)  # at q: detection ran the kinematics
@@ -665,7 +659,7 @@ class ContactModel:
         for k, (iq, iv, s, ref) in enumerate(limit_rows):
             J[nc * r + k, iv] = s
             phi[nc + k] = s * (q[iq] - ref)
-        return geo, J, phi, RowLayout(nc, r, len(limit_rows), self.contact_friction(contacts))
+        return geo, J, phi
 
     def contact_friction(self, contacts: Contacts):
         """The friction coefficient of ``contacts``: one number, or (nc,) with friction per pair."""
