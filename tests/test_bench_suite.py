@@ -29,3 +29,22 @@ def test_ncp_paper_suite_times_six_robots_under_ncp(tmp_path, capsys):
     assert all(r["speedup_fd"] > 1 for r in records)
     smooth = {r["problem"]: r["max_err"] for r in records if r["problem"] in ("half-cheetah", "go1")}
     assert max(smooth.values()) < 1e-8  # where central differences agree with Ridders, so do we
+
+
+def test_errors_at_a_mode_switch_are_marked_in_the_table():
+    """A row whose central differences disagree with Ridders (the step is not smooth within the difference
+    steps) carries '*' on both error columns and a footnote; a smooth row does not."""
+    from trajopt.bench import format_table
+
+    def record(name, err, fd_err):
+        return {"problem": name, "contact": "lcp", "dof": 6, "contacts": 1, "step_ms": 0.01, "analytic_ms": 0.02,
+                "fd_ms": 0.5, "ridders_ms": 5.0, "speedup_fd": 25.0, "speedup_ridders": 250.0,
+                "max_err": err, "fd_max_err": fd_err}
+
+    smooth = format_table([record("smooth", 1e-10, 1e-9)])
+    assert "*" not in smooth
+    table = format_table([record("smooth", 1e-10, 1e-9), record("switch", 0.6, 5.7)])
+    rows = {line.split()[0]: line for line in table.splitlines()[2:4]}
+    assert rows["switch"].rstrip().endswith("5.7e+00*") and "6.0e-01*" in rows["switch"]
+    assert "*" not in rows["smooth"] and table.splitlines()[-1].startswith("*: central differences")
+    assert len(rows["switch"]) == len(rows["smooth"])  # the columns stay aligned
