@@ -17,6 +17,8 @@ import pytest
 from dynamics import ModelBuilder, SimulationError, Simulator
 from trajopt import fd_tolerance, max_relative_error, step_jacobians_fd
 
+from .models import three_bar_chain
+
 
 def _check_jacobians(sim, x, u, h=None, factor=10.0):
     x_next, Fx, Fu = sim.step_derivatives(x, u)
@@ -99,27 +101,9 @@ def test_the_option_reaches_mjcf_loading_and_with_smoothing(tmp_path):
 
 
 # -- 2. a chain against a hand-built (M + dt D) solve ---------------------------------------
-def _chain(floating=False, ground=None, limits=False):
-    """Three links on revolute joints (axes y, x, y) with a sphere at the tip; optionally a free-flyer
-    root, a ground, limits on the last joint. Armature 0.02 on the first revolute joint."""
-    b = ModelBuilder("chain")
-    parent = 0
-    if floating:
-        parent = b.add_joint("free", name="root")
-        b.add_body(parent, mass=2.0, box=(0.3, 0.2, 0.1))
-    place = (0.0, 0.0, 0.0 if floating else 1.0)
-    for i, axis in enumerate("yxy"):
-        lim = dict(lower=-0.5, upper=0.8) if limits and i == 2 else {}
-        parent = b.add_joint("revolute", name=f"j{i}", parent=parent, axis=axis, placement=place, **lim)
-        b.add_body(parent, mass=1.0 - 0.2 * i, box=(0.05, 0.05, 0.3), offset=(0.0, 0.0, -0.15),
-                   collision=i == 2)
-        place = (0.0, 0.0, -0.3)
-    b.add_body(parent, mass=0.3, sphere=0.05, offset=(0.0, 0.0, -0.3))
-    model, geom = b.build()
-    arm = np.zeros(model.nv)
-    arm[model.nv - 3] = 0.02
-    model.armature = arm
-    return model, geom
+def _chain(floating=False, limits=False):
+    """Three links with a sphere at the tip, armature 0.02 on the first revolute joint (tests/models.py)."""
+    return three_bar_chain(floating=floating, limits=limits, tip_sphere=True, armature=0.02)
 
 
 @pytest.mark.parametrize("floating", [False, True])
@@ -191,7 +175,7 @@ def test_jacobians_free_motion_with_stiff_damping():
 def test_jacobians_in_contact_damped_arm_on_the_ground(contact):
     """The chain's tip sphere resting and sliding on the ground, damped joints (the last one beyond
     explicit Euler's stability bound) and a spring."""
-    model, geom = _chain(ground=True)
+    model, geom = _chain()
     # tip at z = 1 - 0.9 - 0.05 = 0.05 when hanging straight down
     sim = Simulator(model, geometry=geom, dt=0.005, ground=0.07, friction=0.6, contact=contact,
                     joint_damping=[3.0, 1.0, 20.0], joint_stiffness=[0.0, 0.0, 2.0], joint_limits=False)

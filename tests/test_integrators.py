@@ -16,6 +16,8 @@ from scipy.integrate import solve_ivp
 from dynamics import ModelBuilder, SimulationError, Simulator
 from trajopt import fd_tolerance, max_relative_error, step_jacobians_fd
 
+from .models import three_bar_chain
+
 
 def _pendulum():
     """A 1 kg, 0.5 m bar on a hinge (y axis), hanging along -z, gravity 9.81."""
@@ -33,22 +35,9 @@ def _oscillator():
     return b.build()[0], 0.7
 
 
-def _chain(floating=False, ground=None, limits=False):
-    """Three bars on revolute joints (axes y, x, y), hanging along -z; optionally on a free-flyer body, a
-    ground, position limits on the last joint."""
-    b = ModelBuilder("chain")
-    parent = 0
-    if floating:
-        parent = b.add_joint("free", name="root")
-        b.add_body(parent, mass=2.0, box=(0.3, 0.2, 0.1), collision=False)
-    place = (0.0, 0.0, 0.0 if floating else 1.0)
-    for i, axis in enumerate("yxy"):
-        lim = dict(lower=-0.5, upper=0.8) if limits and i == 2 else {}
-        parent = b.add_joint("revolute", name=f"j{i}", parent=parent, axis=axis, placement=place, **lim)
-        b.add_body(parent, mass=1.0 - 0.2 * i, box=(0.05, 0.05, 0.3), offset=(0.0, 0.0, -0.15),
-                   collision=i == 2)
-        place = (0.0, 0.0, -0.3)
-    return b.build()
+def _chain(floating=False, limits=False):
+    """Three bars on a fixed or free (non-colliding) base, no tip mass (tests/models.py)."""
+    return three_bar_chain(floating=floating, limits=limits, root_collision=False)
 
 
 def _energy(model, data, x, k):
@@ -166,6 +155,12 @@ def _spring_chain(floating, integrator, dt=0.01):
                      joint_stiffness=k, spring_reference=0.1, joint_limits=False)
 
 
+def _random_state(sim, rng):
+    """A random configuration in [-1, 1] (normalized), velocities and controls of scale 2 and 1."""
+    q = pin.normalize(sim.model, pin.randomConfiguration(sim.model, -np.ones(sim.nq), np.ones(sim.nq)))
+    return np.concatenate((q, 2.0 * rng.standard_normal(sim.nv))), rng.standard_normal(sim.nu)
+
+
 def _tolerance(*arrays, factor=10.0):
     return factor * fd_tolerance() * max(1.0, *(float(np.abs(a).max(initial=0.0)) for a in arrays))
 
@@ -175,8 +170,7 @@ def test_bdf1_jacobians_match_central_differences(floating):
     sim = _spring_chain(floating, "bdf1")
     rng = np.random.default_rng(3)
     for _ in range(3):
-        q = pin.normalize(sim.model, pin.randomConfiguration(sim.model, -np.ones(sim.nq), np.ones(sim.nq)))
-        x, u = np.concatenate((q, 2.0 * rng.standard_normal(sim.nv))), rng.standard_normal(sim.nu)
+        x, u = _random_state(sim, rng)
         x1, Fx, Fu = sim.step_derivatives(x, u)
         assert np.array_equal(x1, sim.step(x, u))
         fd = step_jacobians_fd(sim, x, u)
@@ -192,8 +186,7 @@ def test_bdf2_jacobians_and_previous_state_jacobian_match_central_differences(fl
     sim = _spring_chain(floating, "bdf2")
     rng = np.random.default_rng(4)
     for _ in range(3):
-        q = pin.normalize(sim.model, pin.randomConfiguration(sim.model, -np.ones(sim.nq), np.ones(sim.nq)))
-        x, u = np.concatenate((q, 2.0 * rng.standard_normal(sim.nv))), rng.standard_normal(sim.nu)
+        x, u = _random_state(sim, rng)
         prev = sim.state_integrate(x, -0.02 * rng.standard_normal(sim.ndx))
         x1, Fx, Fu, Fprev = sim.step_derivatives(x, u, previous=prev)
         assert np.array_equal(x1, sim.step(x, u, previous=prev))
@@ -272,7 +265,7 @@ def test_bdf2_without_a_previous_state_is_refused():
 
 @pytest.mark.parametrize("integrator", ["bdf1", "bdf2"])
 def test_bdf_with_contact_or_euler_only_options_is_refused(integrator):
-    model, geom = _chain(ground=None, limits=True)
+    model, geom = _chain(limits=True)
     for contact in ("lcp", "ncp"):
         with pytest.raises(ValueError, match=rf"integrator='{integrator}' takes compliant contact only, and this "
                                              rf"system has hard contact \(contact='{contact}', .*use "
