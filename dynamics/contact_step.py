@@ -216,13 +216,12 @@ def pair_coefficients(scene: CollisionScene, value, what: str, *, upper: float |
     return PairCoefficients(out, default, listed)
 
 
-def pair_restitution(scene: CollisionScene, restitution, threshold) -> np.ndarray | None:
-    """The coefficient of each collision pair of ``scene`` (npairs,), or None when all are 0
-    (:func:`pair_coefficients`, unlisted pairs 0); ``ValueError`` as there, or for a bad ``threshold``."""
+def pair_restitution(scene: CollisionScene, restitution, threshold) -> PairCoefficients:
+    """The restitution over the collision pairs of ``scene`` (:func:`pair_coefficients`, unlisted pairs 0);
+    ``ValueError`` as there, or for a bad ``threshold``."""
     if not (_number(threshold) and np.isfinite(threshold) and threshold >= 0):
         raise ValueError(f"restitution_threshold must be a finite speed >= 0 (m/s), got {threshold!r}")
-    e = pair_coefficients(scene, restitution, "restitution", upper=1.0, unlisted=0.0).value
-    return e if e.any() else None
+    return pair_coefficients(scene, restitution, "restitution", upper=1.0, unlisted=0.0)
 
 
 def _number(x) -> bool:
@@ -451,10 +450,10 @@ class ContactModel:
         self.scene = CollisionScene(model, geometry, ground=ground, up=up, margin=margin, planar=planar,
                                     exclude=exclude, self_collision=self_collision, pairs=pairs,
                                     **({"patch_depth": margin} if self.compliant else {}))
-        #: restitution per collision pair (npairs,), None when every pair is inelastic (module docstring)
-        self.restitution = pair_restitution(self.scene, restitution, restitution_threshold)
         #: the restitution as given, by pair (its parameters: :mod:`dynamics.parameters`)
-        self.restitution_pairs = pair_coefficients(self.scene, restitution, "restitution", upper=1.0, unlisted=0.0)
+        self.restitution_pairs = pair_restitution(self.scene, restitution, restitution_threshold)
+        #: restitution per collision pair (npairs,), None when every pair is inelastic (module docstring)
+        self.restitution = self.restitution_pairs.value if self.restitution_pairs.value.any() else None
         #: the friction as given, by pair; ``pair_friction`` (npairs,) each pair's ``mu``, None when one number
         #: holds for every contact (``friction``)
         self.friction_pairs = pair_coefficients(self.scene, friction, "friction", upper=None, unlisted=None)
@@ -495,13 +494,14 @@ class ContactModel:
         #: to run the reference.
         self.fused = None
         core_mod = self.kin.core
-        if (contact == "lcp" and not os.environ.get("CONTACTRAJ_NO_FUSED") and self.pair_friction is None and self.kappa == 0 and core_mod is not None and hasattr(core_mod, "FusedLCP")
+        # the compiled step knows neither restitution nor friction per pair
+        if (contact == "lcp" and not os.environ.get("CONTACTRAJ_NO_FUSED") and self.kappa == 0
+                and self.restitution is None and self.pair_friction is None
+                and core_mod is not None and hasattr(core_mod, "FusedLCP")
                 and (self.scene.npairs == 0 or self.scene._detector is not None)):
             self.fused = core_mod.FusedLCP(self.scene._detector, self.kin.support, self.kin.mask, self.rows,
                                            bool(planar), self.friction, self.margin, self.slop, self.erp,
                                            recovery == "velocity", [[float(x) for x in row] for row in lim])
-        if self.restitution is not None or self.pair_friction is not None:
-            self.fused = None  # the compiled step knows neither restitution nor friction per pair
 
     # -- the step's contact part ------------------------------------------------------------
     def may_touch(self, q, v_free, dt) -> bool:
@@ -534,6 +534,10 @@ class ContactModel:
                 v_next, st = out
                 return v_next, self.fused_state(st)
         return self._reference_solve(model, data, gdata, q, v_free, dt, previous, v)
+
+    def coefficients(self, kind: str) -> PairCoefficients:
+        """The contact coefficient ``kind`` (``"friction"`` or ``"restitution"``) by collision pair."""
+        return self.friction_pairs if kind == "friction" else self.restitution_pairs
 
     def fused_state(self, st) -> FusedContactState | None:
         """The Python face of a compiled solve's ``StepState`` ``st`` (None: nothing in contact)."""

@@ -166,10 +166,10 @@ def _coefficient_names(sim) -> list[tuple[str, str, int]]:
     if cm is None:
         return []
     out = []
-    for kind, coeff in (("friction", cm.friction_pairs),
-                        ("restitution", cm.restitution_pairs if cm.restitution is not None else None)):
-        if coeff is None:
+    for kind in COEFFICIENTS:
+        if kind == "restitution" and cm.restitution is None:  # inelastic everywhere: no parameter
             continue
+        coeff = cm.coefficients(kind)
         if coeff.default is not None:
             out.append((kind, kind, -1))
         out += [(f"{kind}:{n}", kind, k) for n, (k, _) in coeff.listed.items()]
@@ -263,7 +263,7 @@ def get(sim, params) -> np.ndarray:
         sl = slice(b.offset, b.offset + b.size)
         if b.kind in COEFFICIENTS:
             cm = sim.contact_model
-            coeff = cm.friction_pairs if b.kind == "friction" else cm.restitution_pairs
+            coeff = cm.coefficients(b.kind)
             out[sl] = coeff.default if b.pair < 0 else coeff.value[b.pair]
         elif b.kind == "placement":
             out[sl] = 0.0
@@ -313,7 +313,7 @@ def with_values(sim, params, values):
                                  f"got {val[0]!r}")
             old = coefficients[b.kind]
             if isinstance(old, Mapping) or b.pair >= 0:  # per pair: a new mapping, the entry replaced
-                coeff = sim.contact_model.friction_pairs if b.kind == "friction" else sim.contact_model.restitution_pairs
+                coeff = sim.contact_model.coefficients(b.kind)
                 key = "default" if b.pair < 0 else coeff.listed[b.name.split(":", 1)[1]][1]
                 coefficients[b.kind] = {**old, key: x}
             else:
@@ -532,7 +532,7 @@ def _contact_columns(sim, state, blocks, kind) -> np.ndarray:
     mine = [b for b in blocks if b.kind == kind]
     if not mine or not nc:
         return col
-    coeff = cm.friction_pairs if kind == "friction" else cm.restitution_pairs
+    coeff = cm.coefficients(kind)
     listed = np.array(sorted(k for k, _ in coeff.listed.values()), dtype=np.intp)
     pair = state.geo.contacts.pair if listed.size else np.zeros(nc, dtype=np.intp)
     for b in mine:
