@@ -988,12 +988,13 @@ class Simulator:
         a sticking contact can leave the cone's interior through breaking *or* sliding, and the aware
         choice between them is not Nimble's; rather than run the LCP's classification on the cone's
         modes, or silently return the exact Jacobian, the combination is refused.
-        BDF integrators have no contact (:mod:`dynamics.integrators`), so nothing to reclassify: refused too.
+        BDF integrators take compliant contact only (:mod:`dynamics.integrators`), which has no
+        complementarity to reclassify: refused too.
         """
         if self.integrator != "euler":
             raise ValueError(f"complementarity-aware Jacobians (step_derivatives(adjoint=...), --complementarity-aware) "
-                             f"need contact, which integrator={self.integrator!r} does not handle: use "
-                             "integrator='euler'")
+                             f"need hard contact, which integrator={self.integrator!r} does not take (compliant "
+                             "contact only): use integrator='euler'")
         if self.contact not in self.COMPLEMENTARITY_AWARE_CONTACTS:
             raise ValueError(
                 f"complementarity-aware Jacobians (complementarity_aware=True, step_derivatives(adjoint=...), "
