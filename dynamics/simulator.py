@@ -993,8 +993,8 @@ class Simulator:
         """
         if self.integrator != "euler":
             raise ValueError(f"complementarity-aware Jacobians (step_derivatives(adjoint=...), --complementarity-aware) "
-                             f"need hard contact, which integrator={self.integrator!r} does not take (compliant "
-                             "contact only): use integrator='euler'")
+                             f"need contact with a complementarity (LCP, relaxed), which integrator={self.integrator!r} "
+                             "does not take (compliant contact only): use integrator='euler'")
         if self.contact not in self.COMPLEMENTARITY_AWARE_CONTACTS:
             raise ValueError(
                 f"complementarity-aware Jacobians (complementarity_aware=True, step_derivatives(adjoint=...), "
