@@ -655,24 +655,39 @@ def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
     return result
 
 
+def _acceleration_and_forces(sim, ws, q, v, tau, state, aug, geo_aug):
+    """``(a, fext)``: the acceleration at ``tau + J^T lambda / dt`` (the impulses as forces; ``tau`` without
+    contact) and ``fext()`` = d(J^T lambda / dt)/dq_aug on the augmented model (None without placements in
+    contact), what the RNEA derivatives take."""
+    dt = sim.dt
+    tau_total = tau if state is None else tau + state.J.T @ state.lam / dt
+    a = pin.aba(sim._step_model, ws.data, q, v, tau_total).copy()
+    lam_c = None if state is None else state.lam[:state.m_contact]
+
+    def fext():
+        return None if geo_aug is None else aug.kin.force_derivative(geo_aug, lam_c) / dt
+
+    return a, fext
+
+
+def _add_placement_contact_terms(dc, blocks, aug, geo_aug, state, v_next, dt):
+    """Adds the placements' fixed-impulse terms to ``dc`` (m, npar): the contact velocity ``J v+`` through
+    ``J``'s placement derivative (contact rows), and the bias through the distances (normal rows)."""
+    mc = state.m_contact
+    dc[:mc] += _placement_columns(blocks, aug, aug.kin.velocity_derivative(geo_aug, aug.v(v_next)))
+    on = state.normal_rows < mc
+    nrows, slope = state.normal_rows[on], np.asarray(state.bias_slope)[on]
+    dc[nrows] += slope[:, None] / dt * _placement_columns(blocks, aug, geo_aug.J[nrows])
+
+
 def _reference_jacobian(sim, ws, blocks, npar, q, v, tau, v_next, state, aug, geo_aug):
     """``(Fp, dlambda/dp)`` (dlambda None without contact) in Python: the reference, and the path of the contact
     states the compiled core does not hold (NCP, the Python LCP's)."""
     nv, ndx, dt = sim.nv, sim.ndx, sim.dt
     model, pdata = sim._step_model, ws.data
-    lam_c = None if state is None else state.lam[:state.m_contact]
     dlam_p = None
-    if state is None:
-        tau_total = tau
-        Minv = np.array(pin.computeMinverse(model, pdata, q)).reshape(nv, nv)
-    else:
-        tau_total = tau + state.J.T @ state.lam / dt
-        Minv = state.Minv
-    a = pin.aba(model, pdata, q, v, tau_total).copy()
-
-    def fext():  # d(J^T lambda / dt)/dq_aug: the impulses enter RNEA as forces lambda / dt
-        return None if geo_aug is None else aug.kin.force_derivative(geo_aug, lam_c) / dt
-
+    Minv = np.array(pin.computeMinverse(model, pdata, q)).reshape(nv, nv) if state is None else state.Minv
+    a, fext = _acceleration_and_forces(sim, ws, q, v, tau, state, aug, geo_aug)
     R = _rnea_derivative(sim, ws, blocks, npar, q, v, a, model, pdata,
                          None if aug is None else aug.model, None if aug is None else aug.data, aug, fext)
     dv_fixed = -dt * (Minv @ R)
@@ -682,11 +697,7 @@ def _reference_jacobian(sim, ws, blocks, npar, q, v, tau, v_next, state, aug, ge
         J = state.J
         dc = J @ dv_fixed
         if geo_aug is not None:
-            mc = state.m_contact
-            dc[:mc] += _placement_columns(blocks, aug, aug.kin.velocity_derivative(geo_aug, aug.v(v_next)))
-            on = state.normal_rows < mc
-            nrows, slope = state.normal_rows[on], np.asarray(state.bias_slope)[on]
-            dc[nrows] += slope[:, None] / dt * _placement_columns(blocks, aug, geo_aug.J[nrows])
+            _add_placement_contact_terms(dc, blocks, aug, geo_aug, state, v_next, dt)
         _restitution_term(sim, state, blocks, dc)
         e, dF = _friction_terms(sim, state, blocks, npar)
         lin = state.adapter.linearize(state.problem, state.solution)
@@ -717,24 +728,11 @@ def _compiled_jacobian(sim, ws, blocks, npar, q, v, tau, v_next, state, aug, geo
     R_extra = dc_extra = dqp_extra = None
     corr = None if state is None else state.correction
     if aug is not None:  # placements: dRNEA/ddelta - dF/ddelta, and their terms of dc
-        if state is None:
-            tau_total = tau
-        else:
-            tau_total = tau + state.J.T @ state.lam / dt
-        a = pin.aba(sim._step_model, ws.data, q, v, tau_total).copy()
-        lam_c = None if state is None else state.lam[:state.m_contact]
-
-        def fext():
-            return None if geo_aug is None else aug.kin.force_derivative(geo_aug, lam_c) / dt
-
+        a, fext = _acceleration_and_forces(sim, ws, q, v, tau, state, aug, geo_aug)
         R_extra = _placement_rnea(blocks, npar, q, v, a, aug.model, aug.data, aug, fext)
         if geo_aug is not None:
-            mc = state.m_contact
             dc_extra = np.zeros((m, npar))
-            dc_extra[:mc] = _placement_columns(blocks, aug, aug.kin.velocity_derivative(geo_aug, aug.v(v_next)))
-            on = state.normal_rows < mc
-            nrows, slope = state.normal_rows[on], np.asarray(state.bias_slope)[on]
-            dc_extra[nrows] += slope[:, None] / dt * _placement_columns(blocks, aug, geo_aug.J[nrows])
+            _add_placement_contact_terms(dc_extra, blocks, aug, geo_aug, state, v_next, dt)
     if corr is not None:
         dqp_extra = _correction_derivative(sim, ws, blocks, npar, q, state, corr, aug, geo_aug)
     dq = v_next * dt if corr is None else v_next * dt + corr.dq
