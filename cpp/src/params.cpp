@@ -12,8 +12,8 @@
 //   Fp = (dIntegrate_ARG1(q, dq) (dt dv + dqp_extra), dv)                  (the identity when euclidean)
 //
 // R_extra / dc_extra / dqp_extra are the placement columns and the position correction's derivative, made
-// in Python (augmented model, contact kinematics) and passed in; None where there is none. The factor of K
-// and its factor are the state Jacobians' (the StepState's ReducedFactor, step.hpp: lcp::linearize and
+// in Python (augmented model, contact kinematics) and passed in; None where there is none. The linearization
+// and K's factor are the state Jacobians' (the StepState's ReducedFactor, step.hpp: lcp::linearize and
 // sym_factor's SymFactor, made once per state by the first Jacobian that asks); a bounded K (lstsq) is solved
 // again here (small: the sliding rows' reduced block).
 #include "common.hpp"
