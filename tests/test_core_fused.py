@@ -98,7 +98,7 @@ def test_registered_problems_along_rollouts(name):
 
 
 def test_damped_arm_on_the_ground_with_a_spring():
-    model, geom = _chain(ground=True)
+    model, geom = _chain()
     sim = Simulator(model, geometry=geom, dt=0.005, ground=0.07, friction=0.6, contact="lcp",
                     joint_damping=[3.0, 1.0, 20.0], joint_stiffness=[0.0, 0.0, 2.0], joint_limits=False)
     x0 = np.array([0.05, 0.0, 0.0, 0.0, 0.0, 0.0])  # the tip sphere 2 cm in the ground
@@ -106,7 +106,7 @@ def test_damped_arm_on_the_ground_with_a_spring():
 
 
 def test_floating_damped_chain_with_limits_on_the_ground():
-    model, geom = _chain(floating=True, ground=True, limits=True)
+    model, geom = _chain(floating=True, limits=True)
     # the tip sphere 2 cm in the ground at q = 0 (on a 45 cm deep start, where the deep rows' least squares
     # has cond 2e5, the products' round-off differences grow to 1.5e-12)
     sim = Simulator(model, geometry=geom, dt=0.005, ground=-0.93, friction=0.8, contact="lcp",

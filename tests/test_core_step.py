@@ -216,13 +216,13 @@ def test_joint_limits():
 
 @pytest.mark.parametrize("damping", ["implicit", "explicit"])
 def test_damping_and_springs(damping):
-    model, geom = _chain(ground=True)
+    model, geom = _chain()
     d = [3.0, 0.0, 20.0] if damping == "implicit" else [0.3, 0.0, 2.0]  # explicit: stable while d dt / I < 2
     sim = Simulator(model, geometry=geom, dt=0.005, ground=0.07, friction=0.6, joint_damping=d,
                     joint_stiffness=[0.0, 5.0, 2.0], spring_reference=[0.0, 0.1, -0.2], joint_limits=False,
                     damping=damping)
     _compare(sim, np.array([0.05, 0.0, 0.0, 0.0, 0.0, 0.0]), np.random.default_rng(4).standard_normal((60, sim.nu)))
-    model, geom = _chain(floating=True, ground=True, limits=True)
+    model, geom = _chain(floating=True, limits=True)
     sim = Simulator(model, geometry=geom, dt=0.005, ground=-0.93, friction=0.8, damping=damping,
                     joint_damping=[0.0] * 6 + ([2.0, 0.5, 5.0] if damping == "implicit" else [0.2, 0.05, 0.5]),
                     joint_stiffness=[0.0] * 6 + [1.0, 0.0, 3.0])
