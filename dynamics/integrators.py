@@ -30,8 +30,8 @@ construction (``damping="explicit"`` with BDF is refused).
 **Jacobians** (tangent space, as the Euler step's): the implicit function theorem on ``R = 0``,
 ``dv+/dtheta = -A^-1 dR/dtheta`` with ``dR/dq = P (J_0 + J_1 dc_q/dq)`` (``P = dID/dq + K``, ``J_0``
 = ``dIntegrate`` with respect to ``q``), ``dR/dv = -M w_v / (beta h)``, ``dR/du = -B``; then
-``dq+ = J_0 dq + J_1 (dc_q + beta h dv+)``. One LU of ``A`` serves Newton's last step and every
-right-hand side.
+``dq+ = J_0 dq + J_1 (dc_q + beta h dv+)``, with ``A`` linearized once more at the answer (Newton's last
+matrix is an iterate older): one solve for every right-hand side, exact Jacobians at the answer.
 
 **BDF2's state.** ``x+`` depends on ``x`` and on the previous state ``x-``; the simulator's state
 stays ``x = (q, v)`` and the previous state is an argument: ``step(x, u, previous=x_prev)``,
@@ -66,6 +66,8 @@ import math
 import numpy as np
 import pinocchio as pin
 import scipy.linalg
+
+from contact.penalty import forces
 
 #: The integrators ``Simulator(integrator=...)`` accepts; ``"euler"`` (semi-implicit) is the default.
 INTEGRATORS = ("euler", "bdf1", "bdf2")
@@ -117,15 +119,12 @@ class ImplicitStep:
         """The penalty contact's generalized force ``J^T f`` (nv,) at ``(q+, v+)`` and, with ``derivatives``,
         its derivatives with respect to ``q+`` (tangent) and ``v+`` (nv, nv each); None without rows
         (module docstring, "Contact")."""
-        from contact.penalty import forces
-
         cm = self._cm
         rows = cm.compliant_rows(self.sim.model, d.pin, d.geom, q_next)
         if rows is None:
             return None
         geo, J, phi, layout = rows
-        m = J.shape[0]
-        p = cm.adapter.problem(np.zeros((m, m)), np.zeros(m), layout, phi)
+        p = cm.adapter.problem(None, None, layout, phi)  # forces() reads the rows, not A and b
         f, fc, fphi = forces(p, J @ v_next, derivatives=derivatives)
         tau = J.T @ f
         if not derivatives:

@@ -551,8 +551,9 @@ class Simulator:
         self._fused_step = self._make_fused_step()
 
     def _make_fused_step(self):
-        """The compiled whole step (see ``__init__``), or None where it does not apply."""
-        if os.environ.get("CONTACTRAJ_NO_FUSED") or os.environ.get("CONTACTRAJ_NO_FUSED_STEP"):
+        """The compiled whole (semi-implicit Euler) step (see ``__init__``), or None where it does not apply."""
+        if (self._implicit is not None or os.environ.get("CONTACTRAJ_NO_FUSED")
+                or os.environ.get("CONTACTRAJ_NO_FUSED_STEP")):
             return None
         cm = self.contact_model
         if cm is None:
@@ -727,6 +728,14 @@ class Simulator:
         """A fresh workspace (one per knot when knots must not share buffers)."""
         return SimData(self)
 
+    def _active_fused_step(self):
+        """The compiled whole step if it still matches the contact model (None: the Python step; a contact
+        model whose fused solve was switched off after construction, e.g. by a test, is no longer it)."""
+        fs = self._fused_step
+        if fs is None or not (self.contact_model is None or self.contact_model.fused is self._fused_lcp):
+            return None
+        return fs
+
     def _workspace(self, data) -> SimData:
         """``data`` (None: the simulator's own); a workspace made by another simulator (other sizes,
         contact or none) raises ValueError instead of failing deep inside Pinocchio."""
@@ -868,8 +877,8 @@ class Simulator:
         if previous is not None:
             self._implicit_only("previous=")
         d = self._workspace(data)
-        fs = self._fused_step
-        if fs is not None and (self.contact_model is None or self.contact_model.fused is self._fused_lcp):
+        fs = self._active_fused_step()
+        if fs is not None:
             out = np.empty(self.nx)
             code, st = fs.step(d.pin, d.geom, x, u, self._fused_previous(d), out)
             if code >= 0:  # else (bad or doubtful input, a step that raises, a hand-back): the Python path
@@ -1042,9 +1051,9 @@ class Simulator:
         Fx = np.empty((self.ndx, self.ndx))
         Fu = np.empty((self.ndx, self.nu))
         d = self._workspace(data)
-        if adjoint is None and self._fused_step is not None and (
-                self.contact_model is None or self.contact_model.fused is self._fused_lcp):
-            if self._fused_derivatives(self._fused_step, x, u, d, out, Fx, Fu):
+        fs = self._active_fused_step() if adjoint is None else None
+        if fs is not None:
+            if self._fused_derivatives(fs, x, u, d, out, Fx, Fu):
                 return out, Fx, Fu
         x, u = self._check_x(x), self._check_u(u)
         if adjoint is not None:
@@ -1255,10 +1264,8 @@ class Simulator:
             return Contacts.empty(), np.zeros((0, self.nv))
         data = self.model.createData()
         contacts = cm.scene.detect(self.model, data, cm.scene.create_data(), q)
-        if len(contacts) == 0:
-            return contacts, np.zeros((0, self.nv))
-        pin.computeJointJacobians(self.model, data, q)
-        return contacts, cm.kin.geometry(data, contacts).J
+        _, J, _ = cm._row_geometry(self.model, data, q, contacts, [])  # the step's rows, without limits
+        return contacts, J
 
     @property
     def warm_start_stats(self) -> dict:
@@ -1334,9 +1341,7 @@ class Simulator:
         T = len(us)
         xs = np.empty((T + 1, self.nx))
         xs[0] = x0
-        fs = self._fused_step
-        if fs is not None and not (self.contact_model is None or self.contact_model.fused is self._fused_lcp):
-            fs = None
+        fs = self._active_fused_step()
         if fs is not None:
             us = np.ascontiguousarray(us)
         t = 0
@@ -1389,9 +1394,7 @@ class Simulator:
         T = len(us)
         Fx = np.empty((T, self.ndx, self.ndx))
         Fu = np.empty((T, self.ndx, self.nu))
-        fs = self._fused_step
-        if fs is not None and not (self.contact_model is None or self.contact_model.fused is self._fused_lcp):
-            fs = None
+        fs = self._active_fused_step()
         if fs is not None:
             us = np.ascontiguousarray(us)
         for t in range(T):
