@@ -134,7 +134,7 @@ def rows_of(nc: int, r: int, nlim: int, friction, cone: bool):
     return kind, normal_of, start, size, mu
 
 
-def _blocks(p: RelaxedProblem):
+def friction_blocks(p: RelaxedProblem):
     """The friction blocks with friction: ``(start, size, normal, mu)`` arrays, one entry per block."""
     first = (p.kind == FRICTION) & (p.block_start == np.arange(len(p.b))) & (p.mu > 0)
     idx = np.flatnonzero(first)
@@ -384,7 +384,7 @@ def relaxed_residual(p: RelaxedProblem, lam: np.ndarray) -> np.ndarray:
     lam = np.asarray(lam, dtype=float)
     R = np.zeros(len(p.b))
     Rk = np.empty(len(keep))
-    _coupled(q.A, q.b, q.kind, q.weight, *_blocks(q), q.kappa, lam[keep], Rk, np.empty((len(keep), len(keep))))
+    _coupled(q.A, q.b, q.kind, q.weight, *friction_blocks(q), q.kappa, lam[keep], Rk, np.empty((len(keep), len(keep))))
     R[keep] = Rk
     others = np.setdiff1d(np.arange(len(p.b)), keep)
     R[others] = lam[others]  # rows left out carry no impulse
@@ -425,7 +425,7 @@ def solve_relaxed(p: RelaxedProblem, guess: np.ndarray | None = None, *, max_ite
     lam_full = np.zeros(m)
     if n == 0:
         return RelaxedSolution(lam_full, full.b.copy(), 0, 0.0, True, np.zeros((0, 0)), keep=keep)
-    blocks = _blocks(p)
+    blocks = friction_blocks(p)
     args = (p.A, p.b, p.kind, p.weight, *blocks, p.kappa)
     tol = TOLERANCE * (1.0 + np.abs(p.b).max())
     best = None
@@ -507,7 +507,7 @@ class RelaxedAdapter:
         q = _restrict(p, keep) if k < m else p
         lam = sol.lam[keep]
         in_block = np.zeros(k, dtype=bool)
-        for st, sz, _, _ in zip(*_blocks(q), strict=True):
+        for st, sz, _, _ in zip(*friction_blocks(q), strict=True):
             in_block[st:st + sz] = True
         Fc = np.zeros((k, m))
         Fc[np.arange(k), keep] = 1.0

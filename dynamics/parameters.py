@@ -77,8 +77,12 @@ The step's derivative ``Fp = d x+ / d p`` (ndx, sum of sizes), chained as the st
 
 Paths: ``x+``, ``Fx`` and ``Fu`` are those of ``step_derivatives`` without ``params`` (the fused C++ core
 where it runs, bit for bit); ``Fp`` and the impulse Jacobians are computed in Python from the step's contact
-state (the reference path's objects, made from the core's state when the core solved). The relaxed
-contact model is not covered yet (NotImplementedError).
+state (the reference path's objects, made from the core's state when the core solved).
+
+Relaxed contact (``with_smoothing``): the same chain on its residual (:mod:`contact.relaxed`), which also reads
+the distances (``F_phi``: placements move them, ``dphi/ddelta = J_n``) and the friction coefficient (a friction
+block's ``R_i = c_i + 2 kappa lambda_i / D``, ``D = (mu lambda_n)^2 - |lambda_T|^2``: ``dR_i/dmu = -4 kappa lambda_i
+mu lambda_n^2 / D^2``). Penalty contact and placements with restitution are not covered (NotImplementedError).
 """
 
 from __future__ import annotations
@@ -93,6 +97,7 @@ from contact import core, lambda_jacobian
 from contact.adapter import RANK_RTOL
 from contact.detection import Contacts
 from contact.kinematics import ContactKinematics
+from contact.relaxed import friction_blocks
 
 from .contact_step import FusedContactState
 
@@ -586,27 +591,45 @@ def _friction_terms(sim, state, blocks, npar):
                 dF[s + 1:s + n, k] = ln * ct / nrm
             else:
                 dF[s + 1:s + n, k] = -ln * sol.dirs[g, :n - 1]
+    elif name == "relaxed":
+        # a friction block's rows R_i = c_i + 2 kappa lam_i / D, D = s^2 - |lam_T|^2, s = mu lam_n:
+        # dR_i/dmu = -4 kappa lam_i s lam_n / D^2 (a frictionless block, mu = 0, has R = lam_t: no column)
+        for st, sz, n, mu in zip(*friction_blocks(prob), strict=True):
+            k = col[n // r]
+            if k < 0 or not lam[n] > 0.0:
+                continue
+            s = mu * lam[n]
+            lt = lam[st:st + sz]
+            D = s * s - float(lt @ lt)
+            dF[st:st + sz, k] = -4.0 * prob.kappa * lt * s * lam[n] / (D * D)
     else:
         raise NotImplementedError(f"parameter derivatives under the {name!r} contact model are not implemented "
-                                  "(LCP and NCP are)")
+                                  "(LCP, NCP and relaxed are)")
     return e, dF
 
 
-def _implicit(lin, dc, e, dF, A):
-    """``dlambda`` (m, ncols): ``E dz = -(Fc (dc + A e) + dF[rows]); dlambda = e + P dz`` (module docstring), by
-    :func:`contact.lambda_jacobian` (the compiled core where available): ``A e`` joins ``dc``, and ``dF``
-    rides on its distance slot (``F_phi`` the selection of the reduced rows, ``dphi = dF``)."""
+def _implicit(lin, dc, e, dF, A, dphi=None):
+    """``dlambda`` (m, ncols): ``E dz = -(Fc (dc + A e) + F_phi dphi + dF[rows]); dlambda = e + P dz`` (module
+    docstring), by :func:`contact.lambda_jacobian` (the compiled core where available): ``A e`` joins ``dc``; the
+    residual's explicit terms (``dF``, and ``F_phi dphi`` for a model whose residual reads the distances: the
+    relaxed one) ride on its distance slot (``F_phi`` the selection of the reduced rows)."""
     if lin.E.shape[0] == 0:
         return e.copy()
     rhs_dc = dc + A @ e if e.any() else dc
+    explicit = None
+    if lin.Fphi is not None and dphi is not None and dphi.any():
+        explicit = lin.Fphi @ dphi
     if dF.any():
-        if lin.P is not None or lin.Fphi is not None:
-            raise NotImplementedError("an explicit residual derivative with a reduced map P or a distance term")
-        sel = np.zeros((len(lin.unknowns), dc.shape[0]))
-        sel[np.arange(len(lin.unknowns)), lin.unknowns] = 1.0
-        lin = replace(lin, Fphi=sel)
-        return e + lambda_jacobian(lin, rhs_dc, dF)
-    return e + lambda_jacobian(lin, rhs_dc, None)
+        if lin.P is not None:
+            raise NotImplementedError("an explicit residual derivative with a reduced map P")
+        explicit = dF[lin.unknowns] if explicit is None else explicit + dF[lin.unknowns]
+    if explicit is None:
+        return e + lambda_jacobian(lin if lin.Fphi is None else replace(lin, Fphi=None), rhs_dc, None)
+    sel = np.zeros((len(lin.unknowns), dc.shape[0]))
+    sel[np.arange(len(lin.unknowns)), lin.unknowns] = 1.0
+    full = np.zeros_like(dc)
+    full[lin.unknowns] = explicit
+    return e + lambda_jacobian(replace(lin, Fphi=sel), rhs_dc, full)
 
 
 def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
@@ -614,9 +637,6 @@ def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
     x, u = sim._check_x(x), sim._check_u(u)
     blocks = Blocks([]) if params is None else resolve(sim, params)
     npar = blocks.npar
-    if blocks and sim.contact_model is not None and sim.smoothing > 0:
-        raise NotImplementedError(f"parameter derivatives under relaxed contact (smoothing = {sim.smoothing:g}) are "
-                                  "not implemented yet (hard LCP and NCP contact are)")
     if sim.contact_model is not None and sim.contact_model.restitution is not None and blocks.placements:
         # the impact rows' target e J_n(q) v moves with the placements: a term not chained yet
         raise NotImplementedError("placement derivatives with restitution (e > 0) are not implemented yet "
@@ -631,9 +651,9 @@ def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
             and sim._fused_derivatives(fs, x, u, d, out, Fx, Fu)):
         sim._step_derivatives(x, u, d, out, Fx, Fu, adjoint)
     state = d.contact if sim.contact_model is not None else None
-    if state is not None and blocks and getattr(state.adapter, "name", "") not in ("lcp", "ncp"):
+    if state is not None and blocks and getattr(state.adapter, "name", "") not in ("lcp", "ncp", "relaxed"):
         raise NotImplementedError(f"parameter derivatives under the {sim.contact!r} contact model are not "
-                                  "implemented (LCP and NCP are)")
+                                  "implemented (LCP, NCP and relaxed are)")
     q, v = x[:nq], x[nq:]
     v_next = out[nq:]
     tau = np.array(sim._tau(u, d, q, v), dtype=float)
@@ -702,7 +722,13 @@ def _reference_jacobian(sim, ws, blocks, npar, q, v, tau, v_next, state, aug, ge
         e, dF = _friction_terms(sim, state, blocks, npar)
         lin = state.adapter.linearize(state.problem, state.solution)
         A = state.problem.A
-        dlam_p = _implicit(lin, dc, e, dF, A)
+        dphi = None
+        if lin.Fphi is not None and geo_aug is not None:  # the relaxed residual reads phi: dphi/ddelta = J_n
+            dphi = np.zeros_like(dc)
+            on = state.normal_rows < state.m_contact
+            nrows = state.normal_rows[on]
+            dphi[nrows] = _placement_columns(blocks, aug, geo_aug.J[nrows])
+        dlam_p = _implicit(lin, dc, e, dF, A, dphi)
         dv = dv_fixed + state.MJt @ dlam_p
     Fp = np.empty((ndx, npar))
     Fp[nv:] = dv
