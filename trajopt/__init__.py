@@ -42,6 +42,9 @@ and ``nx``/``ndx``/``nu`` is a :class:`Dynamics` (``dynamics.Simulator`` is one)
 trajectory's states and Jacobians (``xs`` (T+1, nx), ``Fx`` (T, ndx, ndx), ``Fu`` (T, ndx, nu)) in
 one call, :func:`rollout_derivatives` / :func:`knot_derivatives`, which use the dynamics' own
 batched calls when it has them.
+
+:class:`ParameterDynamics` makes a simulator's named physical parameters (masses, COMs, inertias,
+placements, friction) time-invariant decision variables of an OCP, for every solver (co-design).
 """
 
 from .casadi_bridge import casadi_cost, casadi_cost_local, casadi_step, casadi_step_local
@@ -49,11 +52,13 @@ from .costs import ControlCost, Cost, CostDerivatives, CostSum, FunctionCost, St
 from .numdiff import FDJacobians, fd_tolerance, max_relative_error, step_jacobians_fd
 from .lsq import LeastSquares
 from .ocp import OCP
+from .parametric import ParameterDynamics
 from .protocol import Dynamics, check_dynamics, difference_jacobians, knot_derivatives, rollout_derivatives
 
 __all__ = [
     "OCP",
     "LeastSquares",
+    "ParameterDynamics",
     "casadi_cost",
     "casadi_cost_local",
     "casadi_step",

@@ -1,0 +1,135 @@
+"""Physical parameters as decision variables (:mod:`trajopt.parametric`, issue 14): the augmented step's
+Jacobians against differences at design knots and at physical knots (a joint limit, placements), the
+trajectory's structure, a co-design solved by DDP, Gauss-Newton and IPOPT to the root a bisection of plain
+rollouts finds, and bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from problems.cartpole import pendulum_simulator
+from problems.inverse import cube_simulator
+from trajopt import ControlCost, CostDerivatives, FunctionCost
+from trajopt.numdiff import max_relative_error, step_jacobians_fd
+from trajopt.parametric import ParameterDynamics
+
+from .test_parameters import arm_simulator
+
+ARM = ["mass:j2_body2", "com:j2_body2", "placement:j2"]
+
+
+def arm_design():
+    sim = arm_simulator("lcp")
+    p0 = sim.get_parameters(ARM)
+    return ParameterDynamics(sim, ARM, p0 - 0.05, p0 + 0.05)
+
+
+def test_sizes_and_design_knots():
+    dyn = arm_design()
+    assert (dyn.np, dyn.nu, dyn.design_knots) == (10, 2, 5)
+    assert (dyn.nx, dyn.ndx) == (4 + 10 + 1, 4 + 10 + 1)
+    p = dyn.nominal + np.linspace(-0.04, 0.04, 10)
+    us = np.vstack((dyn.control_of(p), np.random.default_rng(0).uniform(-3, 3, (20, 2))))
+    x0 = dyn.augment(np.array([0.7, 0.0, 0.4, -0.3]))
+    xs = dyn.rollout(x0, us)
+    np.testing.assert_allclose(xs[5:, 4:14], np.tile(p, (len(xs) - 5, 1)), atol=1e-15)  # set, then constant
+    np.testing.assert_array_equal(xs[:6, -1], [0, 1, 2, 3, 4, 5])
+    np.testing.assert_array_equal(xs[:6, :4], np.tile(x0[:4], (6, 1)))  # nothing moves at the design knots
+    # the physical part is the rollout of the system at p
+    ps = dyn.parameters_of(xs[5])  # p up to the control map's round-off
+    np.testing.assert_array_equal(xs[5:, :4], dyn.sim.with_parameters(ARM, ps).rollout(x0[:4], us[5:]))
+    # step by step gives the same states
+    x = x0
+    for t, u in enumerate(us):
+        x = dyn.step(x, u)
+        np.testing.assert_allclose(x, xs[t + 1], atol=1e-14)
+
+
+@pytest.mark.parametrize("knot", [0, 3, 5])
+def test_jacobians_against_differences(knot):
+    """Design knots 0 and 3 (a slice of the parameters set by the controls) and a physical knot at the joint
+    limit (j2 pressed into its lower limit): ``F'x = [[Fx, Fp], [0, I]]``."""
+    dyn = arm_design()
+    p = dyn.nominal + np.linspace(-0.03, 0.03, 10)
+    x = dyn.augment(np.array([0.7, 0.0, 0.4, -0.3]), p)
+    x[-1] = knot
+    u = np.array([0.5, -0.2]) if knot == 5 else dyn.control_of(dyn.nominal + 0.01)[min(knot, 4)]
+    _, Fx, Fu = dyn.step_derivatives(x, u)
+    fd = step_jacobians_fd(dyn, x, u, method="ridders")  # the limit's impulse curves: central FD is 1e-6 off
+    assert max_relative_error(Fx, fd.Fx) < 1e-7 and max_relative_error(Fu, fd.Fu) < 1e-7
+    if knot == 5:
+        dyn.simulator(p).step(x[:4], u)
+        assert len(dyn.simulator(p).contacts.limit_impulses)  # the step goes through the limit
+        assert np.abs(Fx[:4, 4:14]).max() > 1e-3  # the parameters move the state
+
+
+def pendulum_problem(T=45, theta0=0.3):
+    """Co-design: a pendulum (a 1 m rod, torque limited to 1 uN m: the design does the work) released at ``theta0``
+    must pass the bottom at step ``T``; its mass is the design (its COM and its inertia about the COM stay). A
+    rod's quarter period is ``pi/2 sqrt((I_C / (m c) + c) / g)``: at 0.45 s, m ~ 0.55 kg (the nominal 1 kg
+    swings faster)."""
+    sim = pendulum_simulator(dt=0.01, torque_limit=1e-6)
+    name = [n for n in sim.parameter_names() if n.startswith("mass:")]
+    dyn = ParameterDynamics(sim, name, 0.2, 2.0)
+
+    w = 1e4  # (1 cm of arc)^2 ~ 1
+
+    def value(x, u=None):
+        return float(w * x[0] ** 2)
+
+    def derivatives(x, u=None):
+        out = CostDerivatives.zeros(sim.ndx, sim.nu)
+        out.L, out.Lx[0], out.Lxx[0, 0] = w * x[0] ** 2, 2 * w * x[0], 2.0 * w
+        return out
+
+    ocp = dyn.ocp(np.array([theta0, 0.0]), T, ControlCost(sim, 1e-2), FunctionCost(sim, value, derivatives))
+    return sim, name, dyn, ocp
+
+
+def bisection_mass(sim, name, T=45, theta0=0.3):
+    """The mass at which the free swing passes the bottom at step T, by bisection on plain rollouts."""
+    def theta_T(m):
+        return sim.with_parameters(name, [m]).rollout(np.array([theta0, 0.0]), np.zeros((T, 1)))[-1, 0]
+
+    lo, hi = 0.3, 1.0
+    assert theta_T(lo) * theta_T(hi) < 0
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if theta_T(mid) * theta_T(lo) > 0 else (lo, mid)
+    return 0.5 * (lo + hi)
+
+
+@pytest.mark.parametrize("method", ["ddp", "gn", "shooting"])
+def test_pendulum_co_design_finds_the_depth(method):
+    from solvers import solve
+
+    sim, name, dyn, ocp = pendulum_problem()
+    m = bisection_mass(sim, name)
+    sol = solve(ocp, method, time_limit=60, verbose=False)
+    p = dyn.parameters_of(sol.xs[-1])
+    assert abs(sol.xs[-1, 0]) < 1e-6, sol.status  # passes the bottom
+    assert abs(p[0] - m) < 1e-5, (p, m)
+    assert sol.xs[0, 0] == 0.3 and np.abs(np.diff(sol.xs[1:, 2], axis=0)).max() == 0.0  # one mass throughout
+
+
+def test_bad_input():
+    sim = arm_simulator("lcp")
+    p0 = sim.get_parameters(ARM)
+    with pytest.raises(ValueError, match="unknown parameter"):
+        ParameterDynamics(sim, ["mass:nope"], 0.0, 1.0)
+    with pytest.raises(ValueError, match=r"lower bounds have shape \(3,\), expected \(10,\)"):
+        ParameterDynamics(sim, ARM, np.zeros(3), p0 + 1)
+    with pytest.raises(ValueError, match="lower < upper"):
+        ParameterDynamics(sim, ARM, p0, p0)
+    with pytest.raises(ValueError, match="finite"):
+        ParameterDynamics(sim, ARM, p0 - 1, np.full(10, np.inf))
+    with pytest.raises(ValueError, match="at least one parameter"):
+        ParameterDynamics(sim, [], 0.0, 1.0)
+    with pytest.raises(ValueError, match=r"nu >= 1"):
+        ParameterDynamics(cube_simulator(), ["friction"], 0.1, 1.0)
+    dyn = ParameterDynamics(sim, ARM, p0 - 0.05, p0 + 0.05)
+    with pytest.raises(ValueError, match="leave the bounds"):
+        dyn.control_of(p0 + 1.0)
+    with pytest.raises(ValueError, match=r"augmented state has shape \(4,\)"):
+        dyn.step(np.zeros(4), np.zeros(2))
