@@ -167,3 +167,29 @@ def test_bad_input():
 
     with pytest.raises(TypeError, match="no physical parameters"):
         parameter_trajectory_jacobians(NoParameters(), np.zeros(1), np.zeros((2, 1)), ["friction"])
+
+
+def test_pendulum_period_against_length():
+    """Closed form: a rod pendulum's quarter period ``t_q = pi/2 sqrt((I_C + m c^2) / (m g c))`` (small
+    swings; ``c`` the COM's depth below the hinge, its length parameter) moves with ``c`` as ``dt_q/dc = t_q/2
+    (2 m c / (I_C + m c^2) - 1/c)``. The crossing time's derivative from the sensitivity, ``-(d theta/dc) /
+    theta_dot`` at the first passage through the bottom, against it."""
+    from problems.cartpole import pendulum_simulator
+
+    g, dt = 9.81, 1e-4
+    sim = pendulum_simulator(dt=dt)
+    name = [n for n in sim.parameter_names() if n.startswith("com:")]
+    m = sim.get_parameters([n for n in sim.parameter_names() if n.startswith("mass:")])[0]
+    c = -sim.get_parameters(name)[2]
+    Iyy = sim.get_parameters([n for n in sim.parameter_names() if n.startswith("inertia:")])[2]
+    tq = np.pi / 2 * np.sqrt((Iyy + m * c * c) / (m * g * c))
+    dtq_dc = tq / 2 * (2 * m * c / (Iyy + m * c * c) - 1 / c)
+    T = int(1.2 * tq / dt)
+    xs, S = parameter_sensitivity(sim, np.array([1e-3, 0.0]), np.zeros((T, 1)), name)
+    k = int(np.flatnonzero(xs[:, 0] <= 0.0)[0])  # first knot past the bottom
+    a = xs[k - 1, 0] / (xs[k - 1, 0] - xs[k, 0])  # linear interpolation inside the step
+    t_cross = (k - 1 + a) * dt
+    assert abs(t_cross - tq) < 2 * dt  # the period itself (symplectic Euler's phase lag is O(dt))
+    dtheta_dcz = (1 - a) * S[k - 1, 0, 2] + a * S[k, 0, 2]  # the com's z entry: c = -c_z
+    theta_dot = (xs[k, 0] - xs[k - 1, 0]) / dt
+    np.testing.assert_allclose(-(-dtheta_dcz) / theta_dot, dtq_dc, rtol=1e-5)  # measured: 7e-8
