@@ -172,19 +172,10 @@ class ImplicitStep:
             return q + inc, inc
         return pin.integrate(self.sim.model, q, inc), inc
 
-    def _tau(self, u, q_next, v_next, d):
-        """``B u + tau_p(q+, v+)``."""
-        sim = self.sim
-        tau = sim.B @ u
-        if sim._passive:
-            tau = tau - self._d * v_next
-            tau[sim._spring_dofs] -= sim._stiffness_k * (q_next[sim._spring_q] - sim._spring_ref)
-        return tau
-
     def _residual(self, q, cq, w, u, v_next, d):
         q_next, _ = self._configuration(q, cq, v_next)
         a = (v_next - w) / (self.beta * self.sim.dt)
-        R = pin.rnea(self.sim.model, d.pin, q_next, v_next, a) - self._tau(u, q_next, v_next, d)
+        R = pin.rnea(self.sim.model, d.pin, q_next, v_next, a) - self.sim._tau(u, d, q_next, v_next)
         if self._cm is not None:
             c = self._contact(q_next, v_next, d, False)
             if c is not None:
@@ -199,7 +190,7 @@ class ImplicitStep:
         a = (v_next - w) / bh
         c = None if self._cm is None else self._contact(q_next, v_next, d, True)  # before RNEA: it runs FK on d.pin
         dq, dv, M = pin.computeRNEADerivatives(sim.model, d.pin, q_next, v_next, a)
-        R = d.pin.tau - self._tau(u, q_next, v_next, d)
+        R = d.pin.tau - self.sim._tau(u, d, q_next, v_next)
         P = dq.copy()
         P[sim._diag_v, sim._diag_v] += self._k
         if c is not None:
