@@ -114,6 +114,8 @@ class ImplicitStep:
         self._k[sim._spring_dofs] = sim._stiffness_k
         self._d = np.asarray(sim._damping, dtype=float)
         self._cm = sim.contact_model  # None, or the compliant model (check_integrator refused the others)
+        # BDF2's rollout starts with one BDF1 step (module docstring): its companion, made once
+        self._start = ImplicitStep(sim, "bdf1") if integrator == "bdf2" else None
 
     def _contact(self, q_next, v_next, d, derivatives: bool):
         """The penalty contact's generalized force ``J^T f`` (nv,) at ``(q+, v+)`` and, with ``derivatives``,
@@ -311,7 +313,7 @@ class ImplicitStep:
         sim = self.sim
         xs = np.empty((len(us) + 1, sim.nx))
         xs[0] = x0
-        first = ImplicitStep(sim, "bdf1") if self.integrator == "bdf2" and previous is None else None
+        first = self._start if previous is None else None
         for t, u in enumerate(us):
             try:
                 if self.integrator == "bdf1":
