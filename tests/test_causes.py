@@ -76,10 +76,11 @@ def test_nan_step_jacobians_fail_naming_them_not_stalled(method):
     assert "non-finite gradient: the step Jacobian Fu" in sol.info["message"] and "knot 0" in sol.info["message"]
 
 
-def test_a_nan_cost_gradient_fails_naming_it_not_stalled():
+@pytest.mark.parametrize("method", ["ddp", "gn"])
+def test_a_nan_cost_gradient_fails_naming_it_not_stalled(method):
     ocp = linear_problem()
     ocp.terminal_cost = NaNCostGradient(ocp.dynamics)
-    sol = solve(ocp, method="ddp", max_iter=5, verbose=False)
+    sol = solve(ocp, method=method, max_iter=5, verbose=False)
     assert sol.status == Status.FAILED, sol.info["message"]
     assert "non-finite gradient: the terminal cost's Lx" in sol.info["message"]
 
