@@ -123,3 +123,24 @@ def test_dt_as_numpy_float32_is_accepted():
 
     ocp = problems.load("pendulum", dt=np.float32(0.01), horizon=10)
     assert solve(ocp, method="ddp", max_iter=2, verbose=False).status != Status.FAILED
+
+
+@pytest.mark.parametrize("broken", ["jacobian", "residual"])
+def test_gauss_newton_with_a_nan_residual_or_jacobian_fails_naming_it_not_stalled(broken):
+    """A least-squares problem whose Jacobian (a broken hand-written one) or residual is NaN at the start:
+    Gauss-Newton climbed its damping ladder on NaN steps and ended STALLED ("cosine nan")."""
+    from solvers import gauss_newton
+    from trajopt.lsq import LeastSquares
+
+    A, b = np.array([[2.0, 0.0], [0.0, 1.0], [1.0, 1.0]]), np.array([1.0, 2.0, 0.5])
+
+    def residual(z):
+        return A @ z - b if broken == "jacobian" else np.full(3, np.nan)
+
+    def jacobian(z):
+        return residual(z), (np.full_like(A, np.nan) if broken == "jacobian" else A)
+
+    sol = gauss_newton(LeastSquares("nan", residual, jacobian, np.zeros(2)), verbose=False, max_iter=5)
+    assert sol.status == Status.FAILED
+    assert f"non-finite {broken}" in sol.info["message"] and "z0" in sol.info["message"]
+    assert np.array_equal(sol.z, np.zeros(2))  # the last finite iterate: the start
