@@ -144,3 +144,23 @@ def test_gauss_newton_with_a_nan_residual_or_jacobian_fails_naming_it_not_stalle
     assert sol.status == Status.FAILED
     assert f"non-finite {broken}" in sol.info["message"] and "z0" in sol.info["message"]
     assert np.array_equal(sol.z, np.zeros(2))  # the last finite iterate: the start
+
+
+class DivergesAtStep(Linear):
+    """A user's dynamics whose simulation fails (SimulationError is a RuntimeError) once the state passes 1."""
+
+    def step(self, x, u):
+        if abs(x[1]) > 1.0:
+            raise RuntimeError("the simulation diverged")
+        return super().step(x, u)
+
+
+@pytest.mark.parametrize("method", ["ddp", "gn", "shooting", "ipopt"])
+def test_a_diverging_initial_guess_fails_with_a_message_for_every_gradient_method(method):
+    """DDP and gn returned FAILED ("the initial rollout failed"); IPOPT shooting raised the simulation's error
+    out of solve() from its initial rollout, before IPOPT ran."""
+    ocp = linear_problem(DivergesAtStep(np.eye(2), np.array([[0.1], [1.0]])))
+    sol = solve(ocp, method=method, us_init=np.full((ocp.horizon, 1), 2.0), max_iter=3, verbose=False)
+    assert sol.status == Status.FAILED
+    assert "the initial rollout failed" in sol.info["message"] and "diverged" in sol.info["message"]
+    assert np.array_equal(sol.us, np.full((ocp.horizon, 1), 2.0))
