@@ -449,6 +449,9 @@ def cmd_bench(args) -> int:
             raise CLIError(f"unknown --suite {args.suite!r}; available: {', '.join(sorted(SUITES))}")
         if args.problems or args.contact:
             raise CLIError("--suite names its own scenes and contact model; give no PROBLEM and no --contact with it")
+        if args.params:
+            raise CLIError("--params times the parameter Jacobians of problems, not of --suite scenes; give "
+                           "PROBLEM names with --params, or drop it")
         for name, sim, x, u in suite(args.suite):
             records.append(bench_dynamics(sim, x, u, name=name, min_time=args.min_time, contact=sim.contact))
             print(f"  {name}: done", file=sys.stderr)

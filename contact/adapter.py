@@ -78,6 +78,11 @@ class RowLayout:
         """(nc + nlim,) the rows that carry a signed distance: contact normals, then limits."""
         return np.concatenate((np.arange(self.nc) * self.r, self.nc * self.r + np.arange(self.nlim))).astype(np.intp)
 
+    @property
+    def mu(self) -> np.ndarray:
+        """(nc,) each contact's friction coefficient: ``friction`` broadcast (a read-only view)."""
+        return np.broadcast_to(np.asarray(self.friction, dtype=float), (self.nc,))
+
 
 @dataclass
 class Linearization:

@@ -1058,7 +1058,7 @@ class LCPAdapter:
         idx = np.arange(layout.nc) * r
         for t in range(1, r):
             normal_of[idx + t] = idx
-            mu[idx + t] = layout.friction
+            mu[idx + t] = layout.mu
         return BoxedLCP(A=A, b=b, normal_of=normal_of, mu=mu)
 
     def solve(self, lcp: BoxedLCP, guess: LCPSolution | None = None) -> LCPSolution:

@@ -855,14 +855,14 @@ class NCPAdapter:
     name = "ncp"
 
     def problem(self, A, b, layout, phi=None, previous: NCPProblem | None = None) -> NCPProblem:
-        """The NCP on the rows of ``layout``: one group per contact (``mu = layout.friction``, one number or one per contact), one
+        """The NCP on the rows of ``layout``: one group per contact (``mu = layout.mu``, one per contact), one
         per limit row (``mu = 0``); ``previous`` (same rows) lends its groups."""
         if previous is not None:
             return NCPProblem(A, b, previous.start, previous.size, previous.mu)
         nc, r, nlim = layout.nc, layout.r, layout.nlim
         start = np.concatenate((np.arange(nc) * r, nc * r + np.arange(nlim))).astype(np.int64)
         size = np.concatenate((np.full(nc, r), np.ones(nlim))).astype(np.int64)
-        mu = np.concatenate((np.broadcast_to(np.asarray(layout.friction, dtype=float), (nc,)), np.zeros(nlim)))
+        mu = np.concatenate((layout.mu, np.zeros(nlim)))
         return NCPProblem(A, b, start, size, mu)
 
     def solve(self, p: NCPProblem, guess: NCPSolution | None = None) -> NCPSolution:

@@ -281,7 +281,7 @@ class PenaltyAdapter:
         delta, ddelta = spring(phi, w)
         sigma, dsigma = damping_weight(phi, w)
         return PenaltyProblem(A, b, normal, np.asarray(phi, dtype=float), tangent,
-                              np.broadcast_to(np.asarray(layout.friction, dtype=float), (layout.nc,)), self.dt,
+                              layout.mu, self.dt,
                               self.params, k * delta, k * ddelta, sigma, dsigma)
 
     def solve(self, p: PenaltyProblem, guess: PenaltySolution | None = None) -> PenaltySolution:

@@ -113,16 +113,16 @@ def fade(phi: np.ndarray, distance: float):
     return w, dw
 
 
-def rows_of(nc: int, r: int, nlim: int, friction, cone: bool):
-    """Row structure of ``nc`` contacts of ``r`` rows (normal first) then ``nlim`` limit rows:
-    ``(kind, normal_of, block_start, block_size, mu)``."""
-    m = nc * r + nlim
+def rows_of(layout, cone: bool):
+    """Row structure of a :class:`~contact.adapter.RowLayout` (``nc`` contacts of ``r`` rows, normal first,
+    then ``nlim`` limit rows): ``(kind, normal_of, block_start, block_size, mu)``."""
+    nc, r, m = layout.nc, layout.r, layout.m
     kind = np.full(m, NORMAL, dtype=np.int64)
     normal_of = np.arange(m, dtype=np.int64)
     start = np.arange(m, dtype=np.int64)
     size = np.ones(m, dtype=np.int64)
     mu = np.zeros(m)
-    fr = np.broadcast_to(np.asarray(friction, dtype=float), (nc,))  # one number, or one per contact
+    fr = layout.mu
     for c in range(nc):
         n = c * r
         for t in range(1, r):
@@ -483,7 +483,7 @@ class RelaxedAdapter:
         dweight = np.zeros(m)
         weight[rows] = w
         dweight[rows] = dw
-        return RelaxedProblem(A, b, *rows_of(layout.nc, layout.r, layout.nlim, layout.friction, self.cone),
+        return RelaxedProblem(A, b, *rows_of(layout, self.cone),
                               weight=weight, dweight=dweight, kappa=self.kappa)
 
     def solve(self, p: RelaxedProblem, guess: RelaxedSolution | None = None) -> RelaxedSolution:

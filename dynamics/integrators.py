@@ -114,6 +114,8 @@ class ImplicitStep:
         self._k[sim._spring_dofs] = sim._stiffness_k
         self._d = np.asarray(sim._damping, dtype=float)
         self._cm = sim.contact_model  # None, or the compliant model (check_integrator refused the others)
+        # BDF2's rollout starts with one BDF1 step (module docstring): its companion, made once
+        self._start = ImplicitStep(sim, "bdf1") if integrator == "bdf2" else None
 
     def _contact(self, q_next, v_next, d, derivatives: bool):
         """The penalty contact's generalized force ``J^T f`` (nv,) at ``(q+, v+)`` and, with ``derivatives``,
@@ -172,19 +174,10 @@ class ImplicitStep:
             return q + inc, inc
         return pin.integrate(self.sim.model, q, inc), inc
 
-    def _tau(self, u, q_next, v_next, d):
-        """``B u + tau_p(q+, v+)``."""
-        sim = self.sim
-        tau = sim.B @ u
-        if sim._passive:
-            tau = tau - self._d * v_next
-            tau[sim._spring_dofs] -= sim._stiffness_k * (q_next[sim._spring_q] - sim._spring_ref)
-        return tau
-
     def _residual(self, q, cq, w, u, v_next, d):
         q_next, _ = self._configuration(q, cq, v_next)
         a = (v_next - w) / (self.beta * self.sim.dt)
-        R = pin.rnea(self.sim.model, d.pin, q_next, v_next, a) - self._tau(u, q_next, v_next, d)
+        R = pin.rnea(self.sim.model, d.pin, q_next, v_next, a) - self.sim._tau(u, d, q_next, v_next)
         if self._cm is not None:
             c = self._contact(q_next, v_next, d, False)
             if c is not None:
@@ -199,7 +192,7 @@ class ImplicitStep:
         a = (v_next - w) / bh
         c = None if self._cm is None else self._contact(q_next, v_next, d, True)  # before RNEA: it runs FK on d.pin
         dq, dv, M = pin.computeRNEADerivatives(sim.model, d.pin, q_next, v_next, a)
-        R = d.pin.tau - self._tau(u, q_next, v_next, d)
+        R = d.pin.tau - self.sim._tau(u, d, q_next, v_next)
         P = dq.copy()
         P[sim._diag_v, sim._diag_v] += self._k
         if c is not None:
@@ -320,7 +313,7 @@ class ImplicitStep:
         sim = self.sim
         xs = np.empty((len(us) + 1, sim.nx))
         xs[0] = x0
-        first = ImplicitStep(sim, "bdf1") if self.integrator == "bdf2" and previous is None else None
+        first = self._start if previous is None else None
         for t, u in enumerate(us):
             try:
                 if self.integrator == "bdf1":

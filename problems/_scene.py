@@ -40,18 +40,24 @@ def lowest_point(sim: Simulator, q: np.ndarray, *, axis: int, names=None) -> flo
     return float(low)
 
 
-def first_contact_state(sim: Simulator, x0: np.ndarray, horizon: int):
-    """A state in contact for the benchmark: the first state of the zero-control rollout
-    whose step has a contact carrying an impulse (or the last state if none)."""
+def first_contact_state(sim: Simulator, x0: np.ndarray, horizon: int, *, pressing: bool = False,
+                        required: bool = False):
+    """A state in contact for the benchmark: ``(x, u)``, the first state of the zero-control rollout
+    whose step has a contact carrying an impulse (``pressing``: a positive normal impulse; the two differ
+    only where a penalty contact's damping pulls), or the last state if none (``required``: RuntimeError)."""
     data = sim.create_data()
     x = x0
     u = np.zeros(sim.nu)
     for _ in range(horizon):
         x_next = sim.step(x, u, data=data)
         report = sim.contact_report(data)
-        if report is not None and len(report) and np.abs(report.impulses).max() > 0:
-            return x.copy(), u
+        if report is not None and len(report.impulses):
+            carried = report.impulses[:, 0].max() if pressing else np.abs(report.impulses).max()
+            if carried > 0:
+                return x.copy(), u
         x = x_next
+    if required:
+        raise RuntimeError(f"no contact in {horizon} steps")
     return x.copy(), u
 
 

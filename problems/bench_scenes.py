@@ -26,7 +26,7 @@ import os
 import numpy as np
 
 from . import load
-from ._scene import static_contact_torques
+from ._scene import first_contact_state, static_contact_torques
 from .legged import _talos_paths, talos_standing_state
 
 HUMANOID_MJCF = ("gymnasium", "envs/mujoco/assets/humanoid.xml")
@@ -41,20 +41,6 @@ def _humanoid_mjcf() -> str:
     return os.path.join(spec.submodule_search_locations[0], HUMANOID_MJCF[1])
 
 
-def _first_loaded_state(sim, x0, steps: int):
-    """The first state of the zero-control rollout whose step has a contact with a normal impulse."""
-    u = np.zeros(sim.nu)
-    data = sim.create_data()
-    x = x0
-    for _ in range(steps):
-        x_next = sim.step(x, u, data=data)
-        report = sim.contact_report(data)
-        if report is not None and len(report.impulses) and report.impulses[:, 0].max() > 0:
-            return x.copy(), u
-        x = x_next
-    raise RuntimeError(f"no contact in {steps} steps")
-
-
 def humanoid_scene(contact: str = "ncp"):
     import warnings
 
@@ -63,7 +49,7 @@ def humanoid_scene(contact: str = "ncp"):
     with warnings.catch_warnings():  # the MJCF's solver options and tendons are not represented
         warnings.simplefilter("ignore")
         sim = Simulator.from_mjcf(_humanoid_mjcf(), contact=contact)
-    return (sim, *_first_loaded_state(sim, sim.neutral_state(), 2000))
+    return (sim, *first_contact_state(sim, sim.neutral_state(), 2000, pressing=True, required=True))
 
 
 def talos_meshes_scene(contact: str = "ncp"):

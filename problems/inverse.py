@@ -96,19 +96,13 @@ def cube_throw(*, steps: int = 250, every: int = 50, dt: float = 1e-3, contact: 
 @register("go1-standing", "Go1 standing: find the joint torques that hold it still on its feet (inverse dynamics)",
           method=None)
 def go1_standing_inverse_dynamics(*, dt: float = 1e-3, contact: str = "ncp", friction: float = 0.8) -> LeastSquares:
+    """:func:`hold_still` at Go1's standing state (:mod:`problems.legged`); ``info["x_stand"]`` is its
+    ``info["x_rest"]``."""
     sim = go1_standing_simulator(dt=dt, contact=contact, friction=friction)
     x = go1_standing_state(sim)
-    nq = sim.nq
-
-    def residual(u):
-        return sim.step(x, u)[nq:]
-
-    def jacobian(u):
-        x_next, _, Fu = sim.step_derivatives(x, u)
-        return x_next[nq:], Fu[sim.nv:]
-
-    return LeastSquares("go1-standing", residual, jacobian, np.zeros(sim.nu), dynamics=sim,
-                        info={"x_stand": x.copy(), "bench_state": (x.copy(), np.zeros(sim.nu))})
+    prob = hold_still("go1-standing", sim, x)
+    prob.info["x_stand"] = x.copy()
+    return prob
 
 
 # ===========================================================================================

@@ -95,7 +95,8 @@ def _go1_urdf_model():
 # ===========================================================================================
 def go1_payload_simulator(*, payload: float = PAYLOAD_MASS, dt: float = 1e-3, contact: str = "ncp",
                           friction: float = 0.8) -> Simulator:
-    """Go1 with a ``payload`` kg box welded on its back (see the module docstring)."""
+    """Go1 with a ``payload`` kg box welded on its back (see the module docstring); named ``go1-payload``, or
+    ``go1`` without one (``payload=0``)."""
     if not (isinstance(payload, (int, float)) and np.isfinite(payload) and payload >= 0):
         raise ValueError(f"payload must be a finite mass >= 0 (kg), got {payload!r}")
     model, geom = _go1_urdf_model()
@@ -105,9 +106,9 @@ def go1_payload_simulator(*, payload: float = PAYLOAD_MASS, dt: float = 1e-3, co
         model.appendBodyToJoint(1, box, placement)
         model.addBodyFrame("payload", 1, placement, model.getFrameId("trunk"))
         geom.addGeometryObject(pin.GeometryObject("payload_0", 1, placement, coal.Box(*PAYLOAD_SIZE)))
-    model.name = "go1-payload"
+    model.name = "go1-payload" if payload > 0 else "go1"
     return Simulator(model, geometry=geom, dt=dt, ground=0.0, friction=friction, contact=contact,
-                     self_collision=False, name="go1-payload")
+                     self_collision=False, name=model.name)
 
 
 def go1_payload_state(sim: Simulator) -> np.ndarray:

@@ -67,10 +67,11 @@ import numpy as np
 import pinocchio as pin
 
 from trajopt.lsq import LeastSquares
-from trajopt.sensitivity import parameter_sensitivity, trajectory_jacobians
+from trajopt.sensitivity import ParameterJacobians, parameter_sensitivity, trajectory_jacobians
 
 from ._options import twist
 from ._registry import register
+from ._scene import lowest_point
 from .manipulators import UR5_START, ur5_simulator
 
 #: The identified subset of the UR5's inertial parameters: ``(name, entry)``, entry indexing the name's block
@@ -301,7 +302,6 @@ def ur5_sysid(*, steps: int = 200, dt: float = 0.01, window: int = 10, seed: int
 CUBE_TRUE_FRICTION = 0.5
 CUBE_TRUE_TWIST = np.array([1.0, 0.3, -0.2, 0.5, -1.0, 2.0])
 CUBE_TILT = (0.3, 0.2)
-_CUBE_CORNERS = np.array([[sx, sy, sz] for sx in (-.1, .1) for sy in (-.1, .1) for sz in (-.1, .1)])
 #: An observed knot is in flight while the cube's lowest corner is higher than this (m) above the ground:
 #: more than the simulator's contact margin (5 mm), so no contact, even a speculative one, acted before it.
 CUBE_FLIGHT_CLEARANCE = 0.01
@@ -312,15 +312,8 @@ def cube_sysid_start(sim, twist, height=0.05):
     q = sim.neutral_state()[:sim.nq]
     R = pin.rpy.rpyToMatrix(*CUBE_TILT, 0.0)
     q[3:7] = pin.Quaternion(R).coeffs()
-    corners = _CUBE_CORNERS @ R.T
-    q[2] = height - corners[:, 2].min()
+    q[2] = height - lowest_point(sim, q, axis=2)  # q[2] = 0 here: the lowest corner's depth below the centre
     return np.concatenate((q, twist))
-
-
-def cube_lowest_corner(x):
-    """Height of the lowest corner of the cube at state ``x`` (the ground is z = 0)."""
-    R = pin.Quaternion(x[6], x[3], x[4], x[5]).toRotationMatrix()
-    return float(x[2] + (_CUBE_CORNERS @ R.T)[:, 2].min())
 
 
 def _gauss_newton_1d(fun, y, *, flat=None, max_iter=8, max_step=0.5):
@@ -421,12 +414,12 @@ def cube_sysid(*, steps: int = 300, every: int = 10, height: float = 0.05, dt: f
                                                                                    strict=True)])
         if sim is None:
             xs, S = parameter_sensitivity(system, x0, us[:T], ["friction"], initial=E)
-        else:
+        else:  # no ground: no parameter acts; the twist's columns alone, the friction column zero
             jt = trajectory_jacobians(system, x0, us[:T])
-            xs, S = jt.xs, np.zeros((T + 1, sim0.ndx, 7))
-            S[0, :, 1:] = E
-            for t in range(T):
-                S[t + 1, :, 1:] = jt.Fx[t] @ S[t, :, 1:]
+            flight = ParameterJacobians(jt.xs, jt.Fx, jt.Fu, np.zeros((T, sim0.ndx, 0)), ())
+            xs, S_twist = parameter_sensitivity(system, x0, us[:T], (), initial=E, jac=flight)
+            S = np.zeros((T + 1, sim0.ndx, 7))
+            S[:, :, 1:] = S_twist
         r, J = [], []
         for o, t in zip(observed[:count], knots[:count], strict=True):
             r.append(sim0.state_difference(o, xs[t]))
@@ -468,7 +461,7 @@ def cube_sysid(*, steps: int = 300, every: int = 10, height: float = 0.05, dt: f
         return out
 
     guess = np.concatenate(([guess_friction], true_twist + guess_offset))
-    lowest = np.array([cube_lowest_corner(o) for o in observed])
+    lowest = np.array([lowest_point(sim0, o[:sim0.nq], axis=2) for o in observed])  # the ground is z = 0
     flight = int(np.argmax(lowest < CUBE_FLIGHT_CLEARANCE)) if (lowest < CUBE_FLIGHT_CLEARANCE).any() else len(knots)
     t_start = time.perf_counter()
     z0 = guess.copy()

@@ -44,8 +44,10 @@ def solve_cem(ocp, *, us_init=None, population: int = 64, elite: float = 0.1, ma
     steps after them (a knot that sets time-invariant parameters, e.g. ``catapult-design``'s design knot);
     ``knots`` then spread over the remaining steps. ``lead_sigma``: their ``sigma_init`` (None: ``sigma_init``;
     0 keeps them at ``us_init``'s).
-    Stops after ``max_iter`` iterations or ``time_limit`` seconds, or when the
-    sampling distribution has collapsed (CONVERGED).
+    Stops after ``max_iter`` iterations or ``time_limit`` seconds (MAX_ITERATIONS), or when the
+    sampling distribution has collapsed (its largest relative spread below ``tol``): STALLED, since a
+    collapse is no optimality test (the search stopped moving, wherever it was); CEM never claims
+    CONVERGED.
     """
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
@@ -91,7 +93,9 @@ def solve_cem(ocp, *, us_init=None, population: int = 64, elite: float = 0.1, ma
                     "sigma": float((std / half).max()), "time": time.perf_counter() - t0}
             record(info, history, progress, callback, ocp=ocp, xs=best_xs, us=best_us)
             if info["sigma"] < tol:
-                status = Status.CONVERGED
+                status = Status.STALLED
+                message = (f"the sampling distribution collapsed (relative spread {info['sigma']:.1e} < tol {tol:g}): "
+                           "the search stopped moving; CEM has no optimality test, so this is not called converged")
                 break
             if out_of_time(info, time_limit):
                 break
@@ -99,8 +103,6 @@ def solve_cem(ocp, *, us_init=None, population: int = 64, elite: float = 0.1, ma
         status = Status.INTERRUPTED
     xs = best_xs if best_xs is not None else ocp.rollout(best_us)  # (the start diverged: raises, as it should)
     cost = best_cost if status == Status.FAILED else ocp.cost(xs, best_us)
-    if status == Status.CONVERGED:
-        message = "the sampling distribution collapsed"
     return finish(ocp, method="cem", xs=xs, us=best_us, cost=cost, history=history, status=status,
                   t0=t0, info={"population": population, "knots": K}, progress=progress, message=message)
 

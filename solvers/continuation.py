@@ -111,48 +111,54 @@ def solve_continuation(ocp, method: str, methods: dict, smoothing="auto", *, tim
     stages: list[dict] = []
     n_soft = len(schedule) - 1
     sol = None
-    for k, kappa in enumerate(schedule):
-        elapsed = time.perf_counter() - t0
-        if time_limit is None:
-            budget = None
-        elif kappa > 0:
-            budget = min(SMOOTHED_SHARE * time_limit / n_soft, SMOOTHED_SHARE * time_limit - elapsed)
-            if budget <= 0:
-                continue  # out of smoothing time: go to the hard stage
-        else:
-            budget = max(time_limit - elapsed, 0.0)
-        stage_ocp = hard if kappa == 0 else dataclasses.replace(ocp, dynamics=hard_dyn.with_smoothing(kappa))
-        name = method if sol is None else LOCAL_STAGE.get(method, method)
-        if verbose:
-            print(f"[continuation] stage {k + 1}/{len(schedule)}: kappa = {kappa:.3g}"
-                  f"{' (hard contact)' if kappa == 0 else ''}, {name}", flush=True)
-        offset = time.perf_counter() - t0
-        stage_options = options if name == method else _accepted(methods[name], options)
-        sol = methods[name](stage_ocp, us_init=us, time_limit=budget, verbose=verbose,
-                            callback=stage_callback(callback, history, offset, kappa=kappa), **stage_options)
-        append_stage(history, sol.history, offset, stage=k, kappa=kappa)
-        entry = {"kappa": kappa, "method": name, "status": sol.status.value, "iterations": sol.iterations,
-                 "time": sol.wall_time, "cost": sol.cost}
-        if sol.status == Status.FAILED and kappa > 0:
-            # a smoothed stage that failed (e.g. its dynamics diverged) is skipped: the next stage
-            # starts from the controls this one started from
-            entry["error"] = sol.info.get("message", "failed")
+    interrupted = False
+    try:
+        for k, kappa in enumerate(schedule):
+            elapsed = time.perf_counter() - t0
+            if time_limit is None:
+                budget = None
+            elif kappa > 0:
+                budget = min(SMOOTHED_SHARE * time_limit / n_soft, SMOOTHED_SHARE * time_limit - elapsed)
+                if budget <= 0:
+                    continue  # out of smoothing time: go to the hard stage
+            else:
+                budget = max(time_limit - elapsed, 0.0)
+            stage_ocp = hard if kappa == 0 else dataclasses.replace(ocp, dynamics=hard_dyn.with_smoothing(kappa))
+            name = method if sol is None else LOCAL_STAGE.get(method, method)
+            if verbose:
+                print(f"[continuation] stage {k + 1}/{len(schedule)}: kappa = {kappa:.3g}"
+                      f"{' (hard contact)' if kappa == 0 else ''}, {name}", flush=True)
+            offset = time.perf_counter() - t0
+            stage_options = options if name == method else _accepted(methods[name], options)
+            sol = methods[name](stage_ocp, us_init=us, time_limit=budget, verbose=verbose,
+                                callback=stage_callback(callback, history, offset, kappa=kappa), **stage_options)
+            append_stage(history, sol.history, offset, stage=k, kappa=kappa)
+            entry = {"kappa": kappa, "method": name, "status": sol.status.value, "iterations": sol.iterations,
+                     "time": sol.wall_time, "cost": sol.cost}
+            if sol.status == Status.FAILED and kappa > 0:
+                # a smoothed stage that failed (e.g. its dynamics diverged) is skipped: the next stage
+                # starts from the controls this one started from
+                entry["error"] = sol.info.get("message", "failed")
+                stages.append(entry)
+                continue
+            us = sol.us
+            if kappa > 0:
+                try:
+                    entry["hard_cost"] = hard.cost(hard.rollout(us), us)
+                except (RuntimeError, ValueError) as exc:
+                    entry["hard_cost"] = math.inf
+                    entry["error"] = str(exc)
             stages.append(entry)
-            continue
-        us = sol.us
-        if kappa > 0:
-            try:
-                entry["hard_cost"] = hard.cost(hard.rollout(us), us)
-            except (RuntimeError, ValueError) as exc:
-                entry["hard_cost"] = math.inf
-                entry["error"] = str(exc)
-        stages.append(entry)
-        if sol.status == Status.INTERRUPTED and kappa > 0:
-            break  # end on hard contact with what we have
-    if schedule[-1] == 0.0 and (not stages or stages[-1]["kappa"] != 0.0):
+            if sol.status == Status.INTERRUPTED and kappa > 0:
+                break  # end on hard contact with what we have
+    except KeyboardInterrupt:  # between two stages, or before a stage's solver could catch it
+        if sol is None:  # nothing found yet
+            raise
+        interrupted = True
+    if interrupted or (schedule[-1] == 0.0 and (not stages or stages[-1]["kappa"] != 0.0)):
         # interrupted or out of time while smoothed: the answer is still judged on hard contact
         xs = hard.rollout(us)
-        status = Status.INTERRUPTED if sol.status == Status.INTERRUPTED else Status.MAX_ITERATIONS
+        status = Status.INTERRUPTED if interrupted or sol.status == Status.INTERRUPTED else Status.MAX_ITERATIONS
         return finish(hard, method=f"{method}+continuation", xs=xs, us=us, cost=hard.cost(xs, us), history=history,
                       status=status, t0=t0, info=dict(sol.info, stages=stages),
                       message="stopped before the hard-contact stage; the result is the last smoothed controls "

@@ -14,7 +14,9 @@ columns (first-order optimality at a nonzero residual, MINPACK's test: ``max_j |
 ``tol_step (1 + |z|)``, no step decreases the residual at the largest damping, or the
 stagnation lasts ``3 stagnation`` iterations: CONVERGED if that orthogonality holds, else
 STALLED with the cosine in ``info["reason"]``;
-after ``max_iter`` iterations (MAX_ITERATIONS); or on Ctrl-C (INTERRUPTED).
+after ``max_iter`` iterations (MAX_ITERATIONS); or on Ctrl-C (INTERRUPTED). A residual or Jacobian
+that is NaN or infinite at an iterate is FAILED, naming which and where, with the last finite iterate
+(its ``info["message"]``); no step or optimality test is run on it.
 
 ``jacobian="analytic"`` uses the problem's Jacobian (from the simulator's step
 Jacobians); ``"fd"`` uses central finite differences of the residual instead,
@@ -48,8 +50,13 @@ def gauss_newton(problem, *, z0=None, jacobian: str = "analytic", max_iter: int 
     check_options({"time_limit": time_limit, "max_iter": max_iter})
     t0 = time.perf_counter()
 
-    def jac(z):
-        return problem.jacobian(z) if jacobian == "analytic" else jacobian_fd(problem.residual, z, fd_step)
+    def jac(z, where):
+        r, J = problem.jacobian(z) if jacobian == "analytic" else jacobian_fd(problem.residual, z, fd_step)
+        for what, a in (("residual", r), ("jacobian", J)):
+            if not np.all(np.isfinite(a)):
+                raise _NonFinite(f"non-finite {what} at {where} ({jacobian} Jacobian): the last finite iterate is "
+                                 "returned")
+        return r, J
 
     name = f"gauss-newton ({jacobian})"
     progress = Progress(name, verbose, ["residual", "damping", "alpha"])
@@ -59,7 +66,7 @@ def gauss_newton(problem, *, z0=None, jacobian: str = "analytic", max_iter: int 
     damping = damping_init
     grow = 2.0
     status = Status.MAX_ITERATIONS
-    reason = None
+    reason = failure = None
 
     def gradient_cosine(r, J):
         """MINPACK's orthogonality measure: the largest cosine between ``r`` and a column of ``J``."""
@@ -80,7 +87,7 @@ def gauss_newton(problem, *, z0=None, jacobian: str = "analytic", max_iter: int 
         return Status.STALLED
 
     try:
-        r, J = jac(z)
+        r, J = jac(z, "z0")
         norm = float(np.linalg.norm(r))
         for it in range(max_iter):
             if norm <= tol_residual:
@@ -121,9 +128,9 @@ def gauss_newton(problem, *, z0=None, jacobian: str = "analytic", max_iter: int 
             rho = (0.5 * norm**2 - 0.5 * new_norm**2) / predicted if predicted > 0 else 0.0
             damping = max(damping * max(1.0 / 3.0, 1.0 - (2.0 * rho - 1.0) ** 3), 1e-15) if rho > 0 else damping * grow
             grow = 2.0 if rho > 0 else grow * 2.0
+            r, J = jac(z_new, f"iteration {it}")
             z = z_new
             iterates.append(z.copy())
-            r, J = jac(z)
             norm = float(np.linalg.norm(r))
             info = {"iteration": it, "cost": 0.5 * norm**2, "residual": norm, "damping": damping, "alpha": alpha,
                     "step": step, "time": time.perf_counter() - t0}
@@ -148,10 +155,17 @@ def gauss_newton(problem, *, z0=None, jacobian: str = "analytic", max_iter: int 
                 break
     except KeyboardInterrupt:
         status = Status.INTERRUPTED
+    except _NonFinite as exc:
+        status, failure = Status.FAILED, str(exc)
     wall = time.perf_counter() - t0
     final = problem.residual(z)
     cost = 0.5 * float(final @ final)
-    progress.done(status, cost, wall, message=reason if status == Status.STALLED else None)
+    progress.done(status, cost, wall, message=reason if status == Status.STALLED else failure)
     return Solution(np.array(iterates), z[None, :].copy(), cost, history, status, name, wall,
                     {"final_residual": float(np.linalg.norm(final)), "jacobian": jacobian,
-                     **({"reason": reason} if reason and status == Status.STALLED else {})}, z=z.copy())
+                     **({"reason": reason} if reason and status == Status.STALLED else {}),
+                     **({"message": failure} if failure else {})}, z=z.copy())
+
+
+class _NonFinite(ValueError):
+    """A residual or Jacobian of :func:`gauss_newton`'s problem is NaN or infinite at an iterate."""

@@ -171,7 +171,12 @@ def solve_shooting(ocp, *, shot_length: int | None = 1, hessian: str = "gauss-ne
 
     us0 = ocp.check_controls(ocp.us_init if us_init is None else us_init)
     us0 = np.clip(us0, ocp.u_lower, ocp.u_upper)
-    xs0 = rollout(ocp, us0)
+    try:
+        xs0 = rollout(ocp, us0)
+    except (RuntimeError, ValueError) as exc:  # as DDP and gn: FAILED with the start, before IPOPT is built
+        return finish(ocp, method=method_name, xs=np.full((T + 1, nx), np.nan), us=us0, cost=np.inf, history=[],
+                      status=Status.FAILED, t0=t0, info={"error": str(exc)}, progress=Progress(method_name, verbose, []),
+                      message=f"the initial rollout failed: {exc}")
     ref = [ca.DM(x) for x in xs0]
 
     def chart(*ts):

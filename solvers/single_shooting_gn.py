@@ -63,7 +63,7 @@ from trajopt.protocol import check_complementarity_aware
 from trajopt.sensitivity import aware_trajectory_jacobians, trajectory_jacobians
 from trajopt.solution import Solution, Status
 
-from ._common import (Progress, check_derivatives, error_message, finite_cost, finish, knot_weights, out_of_time, record,
+from ._common import (NonFiniteDerivatives, Progress, check_derivatives, error_message, finite_cost, finish, knot_weights, out_of_time, record,
                       renamed_option, sensitivity_sweep)
 
 
@@ -189,8 +189,15 @@ class GNModel:
 def local_model(ocp, state: GNIterate, *, E, lo, hi, metric_stride: int) -> GNModel:
     """The :class:`GNModel` at ``state``: :func:`reduced_derivatives` mapped to the knots by ``E``
     (None when ``K = T``), the free controls, and the damping metric (module docstring):
-    ``metric_stride > 0`` the state metric, 0 the identity, both scaled to ``H``'s diagonal."""
+    ``metric_stride > 0`` the state metric, 0 the identity, both scaled to ``H``'s diagonal.
+    :class:`~solvers._common.NonFiniteDerivatives` when ``g`` or ``H`` is not finite, naming the cost
+    block that made it so (the step Jacobians were checked when they were made)."""
     _, g, H, M = reduced_derivatives(ocp, state.xs, state.us, state.jac, metric_stride)
+    if not (np.isfinite(g).all() and np.isfinite(H).all()):
+        check_derivatives(running=ocp.running_derivatives(state.xs, state.us),
+                          terminal=ocp.terminal_cost.derivatives(state.xs[-1]))
+        raise NonFiniteDerivatives("non-finite gradient: the reduced gradient or Gauss-Newton Hessian of the "
+                                   "controls overflowed (finite step Jacobians and cost derivatives)")
     if E is not None:
         g, H = E.T @ g, E.T @ H @ E
         M = None if M is None else E.T @ M @ E

@@ -17,6 +17,17 @@ def test_bad_suite_options_are_refused(capsys):
     assert "--suite names its own scenes" in capsys.readouterr().err
 
 
+def test_params_with_a_suite_is_refused_not_ignored(capsys, monkeypatch):
+    """``--params`` times the problems' parameter Jacobians; with ``--suite`` the scenes were timed without them
+    and the flag was silently dropped (exit 0). Refused before any scene is built (the suite is stubbed here so
+    that the old behaviour shows without the full benchmark)."""
+    import problems.bench_scenes as scenes
+
+    monkeypatch.setattr(scenes, "suite", lambda name: [])
+    assert main(["bench", "--suite", "ncp-paper", "--params"]) == 2
+    assert "--params" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_ncp_paper_suite_times_six_robots_under_ncp(tmp_path, capsys):
     out = tmp_path / "ncp.json"

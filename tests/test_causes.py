@@ -76,10 +76,11 @@ def test_nan_step_jacobians_fail_naming_them_not_stalled(method):
     assert "non-finite gradient: the step Jacobian Fu" in sol.info["message"] and "knot 0" in sol.info["message"]
 
 
-def test_a_nan_cost_gradient_fails_naming_it_not_stalled():
+@pytest.mark.parametrize("method", ["ddp", "gn"])
+def test_a_nan_cost_gradient_fails_naming_it_not_stalled(method):
     ocp = linear_problem()
     ocp.terminal_cost = NaNCostGradient(ocp.dynamics)
-    sol = solve(ocp, method="ddp", max_iter=5, verbose=False)
+    sol = solve(ocp, method=method, max_iter=5, verbose=False)
     assert sol.status == Status.FAILED, sol.info["message"]
     assert "non-finite gradient: the terminal cost's Lx" in sol.info["message"]
 
@@ -122,3 +123,44 @@ def test_dt_as_numpy_float32_is_accepted():
 
     ocp = problems.load("pendulum", dt=np.float32(0.01), horizon=10)
     assert solve(ocp, method="ddp", max_iter=2, verbose=False).status != Status.FAILED
+
+
+@pytest.mark.parametrize("broken", ["jacobian", "residual"])
+def test_gauss_newton_with_a_nan_residual_or_jacobian_fails_naming_it_not_stalled(broken):
+    """A least-squares problem whose Jacobian (a broken hand-written one) or residual is NaN at the start:
+    Gauss-Newton climbed its damping ladder on NaN steps and ended STALLED ("cosine nan")."""
+    from solvers import gauss_newton
+    from trajopt.lsq import LeastSquares
+
+    A, b = np.array([[2.0, 0.0], [0.0, 1.0], [1.0, 1.0]]), np.array([1.0, 2.0, 0.5])
+
+    def residual(z):
+        return A @ z - b if broken == "jacobian" else np.full(3, np.nan)
+
+    def jacobian(z):
+        return residual(z), (np.full_like(A, np.nan) if broken == "jacobian" else A)
+
+    sol = gauss_newton(LeastSquares("nan", residual, jacobian, np.zeros(2)), verbose=False, max_iter=5)
+    assert sol.status == Status.FAILED
+    assert f"non-finite {broken}" in sol.info["message"] and "z0" in sol.info["message"]
+    assert np.array_equal(sol.z, np.zeros(2))  # the last finite iterate: the start
+
+
+class DivergesAtStep(Linear):
+    """A user's dynamics whose simulation fails (SimulationError is a RuntimeError) once the state passes 1."""
+
+    def step(self, x, u):
+        if abs(x[1]) > 1.0:
+            raise RuntimeError("the simulation diverged")
+        return super().step(x, u)
+
+
+@pytest.mark.parametrize("method", ["ddp", "gn", "shooting", "ipopt"])
+def test_a_diverging_initial_guess_fails_with_a_message_for_every_gradient_method(method):
+    """DDP and gn returned FAILED ("the initial rollout failed"); IPOPT shooting raised the simulation's error
+    out of solve() from its initial rollout, before IPOPT ran."""
+    ocp = linear_problem(DivergesAtStep(np.eye(2), np.array([[0.1], [1.0]])))
+    sol = solve(ocp, method=method, us_init=np.full((ocp.horizon, 1), 2.0), max_iter=3, verbose=False)
+    assert sol.status == Status.FAILED
+    assert "the initial rollout failed" in sol.info["message"] and "diverged" in sol.info["message"]
+    assert np.array_equal(sol.us, np.full((ocp.horizon, 1), 2.0))

@@ -205,3 +205,18 @@ def test_cem_lead_controls_are_knots_of_their_own():
     assert free.us[0, 0] != us_init[0, 0]  # sampled
     with pytest.raises(ValueError, match="lead must be"):
         solve(ocp, method="cem", lead=-1, max_iter=1, verbose=False)
+
+
+def test_a_collapsed_sampling_distribution_is_not_called_an_optimum():
+    """CEM stops when its sampling spread collapses; that is no optimality test. With ``sigma_init`` below the
+    collapse tolerance it stops at the first iteration, at (a sample next to) the start, where the pendulum's cost
+    gradient is far from zero: it was CONVERGED with "first-order optimal" in its message."""
+    ocp = problems.load("pendulum", horizon=50)
+    sol = solve(ocp, method="cem", max_iter=10, population=8, sigma_init=1e-13, verbose=False)
+    assert sol.iterations == 1
+    assert sol.status == Status.STALLED
+    assert "collapsed" in sol.info["message"] and "first-order optimal" not in sol.info["message"]
+    from trajopt.sensitivity import adjoint_gradient
+
+    gradient = adjoint_gradient(ocp, sol.us)[2]
+    assert np.abs(gradient).max() > 1e-3  # the answer is no stationary point

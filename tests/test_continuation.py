@@ -156,3 +156,27 @@ def test_a_failed_smoothed_stage_is_skipped_and_the_solve_still_ends_on_hard_con
     assert [s["status"] for s in sol.info["stages"]][:2] == ["failed", "failed"]
     assert sol.info["stages"][-1]["kappa"] == 0.0 and sol.status != Status.FAILED
     assert np.all(np.isfinite(sol.xs))
+
+
+def test_ctrl_c_between_stages_returns_the_last_stage_on_hard_contact(push):
+    """A Ctrl-C that reaches the continuation between two stages (or before a stage's solver can catch it, e.g.
+    in its initial rollout) raised out of the solve, losing the stages already done."""
+    from solvers import METHODS
+    from solvers.continuation import solve_continuation
+
+    calls = []
+
+    def interrupted_at_the_second_stage(ocp, **options):
+        calls.append(ocp.dynamics.smoothing)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return METHODS["ddp"](ocp, **options)
+
+    sol = solve_continuation(push, "ddp", {"ddp": interrupted_at_the_second_stage}, [1.0, 0.1], max_iter=3,
+                             verbose=False)
+    assert calls == [1.0, 0.1]
+    assert sol.status == Status.INTERRUPTED
+    assert [s["kappa"] for s in sol.info["stages"]] == [1.0]
+    first = sol.info["stages"][0]
+    assert sol.cost == pytest.approx(first["hard_cost"], rel=1e-12)  # stage 1's controls, judged on hard contact
+    assert np.allclose(sol.xs, push.rollout(sol.us), atol=1e-12, rtol=0)

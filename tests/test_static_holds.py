@@ -104,3 +104,14 @@ def test_cli_solves_the_appendix_e_problems(tmp_path, capsys):
         assert main(["solve", name, "--out", str(tmp_path)]) == 0
         summary = json.loads((tmp_path / name / "gauss-newton" / "summary.json").read_text())
         assert summary["metrics"]["final_residual"] <= TARGET
+
+
+def test_simulator_names_say_which_robot():
+    """The simulator's name is shown in its errors (``go1: the step produced ...``); the handstand's Go1 carries
+    no payload and was named ``go1-payload``."""
+    from problems import static_holds
+
+    assert static_holds.go1_handstand_simulator().name == "go1"
+    assert problems.load("go1-handstand").dynamics.name == "go1"
+    assert static_holds.go1_payload_simulator(payload=0.0).name == "go1"
+    assert problems.load("go1-payload").dynamics.name == "go1-payload"
