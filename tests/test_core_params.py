@@ -83,24 +83,32 @@ def test_compiled_without_contact_and_sliding_friction(monkeypatch):
 def test_bad_input_is_named():
     sim, states = _rollout_states("catapult", 1)
     x, u = states[0]
-    names = ["mass:" + n.split(":")[1] for n in sim.parameter_names() if n.startswith("mass:")]
+    names = sim.parameter_names()
     ws = P._workspace(sim)
     blocks = P.resolve(sim, names)
-    body, dpi = ws.compact_chain(sim, blocks)
+    plan = ws.plan(sim, blocks)
     q, v = x[:sim.nq], x[sim.nq:]
     tau = np.zeros(sim.nv)
-    good = dict(step_model=sim._step_model, model=sim.model, data=ws.data, state=None, q=q, v=v, tau=tau,
-                dq=v * sim.dt, dt=sim.dt, euclidean=sim._euclidean, body=body, dpi=dpi, friction_col=-1,
-                R_extra=None, dc_extra=None, dqp_extra=None, Fp=np.empty((sim.ndx, len(names))),
-                dlam=np.empty((0, len(names))))
-    P._core.parameter_jacobian(**good)
-    with pytest.raises(ValueError, match="Fp has shape"):
-        P._core.parameter_jacobian(**dict(good, Fp=np.empty((sim.ndx + 1, len(names)))))
-    with pytest.raises(ValueError, match="R_extra has shape"):
-        P._core.parameter_jacobian(**dict(good, R_extra=np.zeros((sim.nv, len(names) + 1))))
-    with pytest.raises(ValueError, match="friction column needs a contact state"):
-        P._core.parameter_jacobian(**dict(good, friction_col=0))
+    Fp, dlam = plan.compute(None, q, v, tau, v, sim.dt)
+    assert Fp.shape == (sim.ndx, blocks.npar) and dlam is None
+    with pytest.raises(ValueError, match="q, v, tau or v_next has the wrong size"):
+        plan.compute(None, q, v, tau[:-1], v, sim.dt)
+    body, dpi = ws.compact_chain(sim, blocks)
+    aug = ws.aug(sim, blocks.placements)
+    i64 = lambda a: np.asarray(a, dtype=np.int64)  # noqa: E731
+    good = dict(step_model=sim._step_model, model=sim.model, data=ws.data, model0=ws.model0, data0=ws.data0,
+                body=body, dpi=dpi, friction_col=blocks.friction, euclidean=sim._euclidean, erp=0.2,
+                aug_model=aug.model, aug_data=aug.data, aug_model0=aug.model0, aug_data0=aug.data0,
+                dofs=i64(aug.dofs), qidx=i64(aug.qidx), idmap=i64(aug.idmap),
+                pcol=np.full(blocks.npar, -1, dtype=np.int64), planar=True)
+    P._core.ParameterPlan(**good)
     bad = body.copy()
     bad[0] = sim.model.njoints
     with pytest.raises(ValueError, match="is not a joint id"):
-        P._core.parameter_jacobian(**dict(good, body=bad))
+        P._core.ParameterPlan(**dict(good, body=bad))
+    with pytest.raises(ValueError, match="dofs .nv., qidx .nq., idmap .njoints. or pcol .npar. has the wrong size"):
+        P._core.ParameterPlan(**dict(good, dofs=i64(aug.dofs)[:-1]))
+    with pytest.raises(ValueError, match="placement columns without an augmented model"):
+        P._core.ParameterPlan(**dict(good, aug_model=None, pcol=np.zeros(blocks.npar, dtype=np.int64)))
+    with pytest.raises(TypeError, match="expected a pinocchio.Model"):
+        P._core.ParameterPlan(**dict(good, model0=ws.data0))
