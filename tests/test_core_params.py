@@ -112,3 +112,59 @@ def test_bad_input_is_named():
         P._core.ParameterPlan(**dict(good, aug_model=None, pcol=np.zeros(blocks.npar, dtype=np.int64)))
     with pytest.raises(TypeError, match="expected a pinocchio.Model"):
         P._core.ParameterPlan(**dict(good, model0=ws.data0))
+
+
+def _kind(d):
+    st = d.contact
+    if st is None:
+        return {"free"}
+    core = st.core
+    out = set()
+    if core.nlim:
+        out.add("limit")
+    if core.nc:
+        modes = np.asarray(core.solution[2])[:core.nc * core.r]
+        out.add("sliding" if (modes == 3).any() else "sticking")
+    if core.has_correction:
+        out.add("correction")
+    return out
+
+
+@pytest.mark.parametrize("name, steps, expect", [
+    ("catapult", 40, {"free", "limit", "sliding"}),
+    ("ur5-box", 16, {"free", "sticking", "correction"}),
+    ("go1-hold", 10, {"free", "sticking", "correction"}),
+])
+def test_placements_compiled_equal_reference(name, steps, expect, monkeypatch):
+    """The placement columns (the augmented model's RNEA derivatives, the contacts' kinematic and distance terms,
+    the position correction's derivative) against the Python reference under LCP: rollout states, the same states
+    raised off the ground (free flight where the base is free) and pushed into it (deep contacts: the correction)."""
+    from problems import load
+    from trajopt.bench import bench_state
+
+    sim, states = _rollout_states(name, steps)
+    x_b, u_b = bench_state(load(name))  # in contact (the benchmark's state)
+    states = [(x_b, u_b)] + states
+    names = [n for n in sim.parameter_names() if n.startswith("placement:")]
+    seen, worst = set(), 0.0
+    free_base = sim.model.joints[1].nq == 7
+    for i, (x, u) in enumerate(states):
+        cases = [x]
+        if free_base and i % 3 == 0:
+            for dz in (0.3, -0.01):
+                y = x.copy()
+                y[2] += dz
+                cases.append(y)
+        for y in cases:
+            d = sim.create_data()
+            sim.step(y, u, data=d)
+            if d.contact is not None and type(d.contact).__name__ != "FusedContactState":
+                continue
+            seen |= _kind(d)
+            new, ref = _both(sim, y, u, names, monkeypatch)
+            err = _rel(new[3], ref[3])
+            worst = max(worst, err)
+            assert err < 1e-12, (name, i, err)
+            if ref[4].dlam_dp is not None:
+                assert _rel(new[4].dlam_dp, ref[4].dlam_dp) < 1e-12
+    assert expect <= seen, (name, seen)  # free: no contact row at all

@@ -111,6 +111,7 @@ class ParameterPlan {
       }
     }
     dofs_ = dofs;
+    pcols_ = Eigen::Map<const IdxVec>(pa_.data(), pa_.size());
     qidx_ = qidx;
     idmap_ = idmap;
     q0_ = pinocchio::neutral(*A_);
@@ -176,7 +177,7 @@ class ParameterPlan {
       if (geo_aug) {  // _add_placement_contact_terms: J's and the distances' placement derivatives
         velocity_(v_next);
         for (int64_t i = 0; i < mc; ++i)
-          for (size_t c = 0; c < pk_.size(); ++c) dc_(i, pk_[c]) += dJv_(i, pa_[c]);
+          for (size_t c = 0; c < pk_.size(); ++c) dc_(i, pk_[c]) += dJv_(i, c);
         for (int64_t a = 0; a < st->normal_rows.size(); ++a) {
           const int64_t row = st->normal_rows[a];
           if (row >= mc) continue;
@@ -262,15 +263,16 @@ class ParameterPlan {
 
   // fd_ = d(J^T lam)/dq_aug on the augmented geometry (contact/kinematics.py force_derivative)
   void force_(const Eigen::VectorXd& lam) {
-    fd_.resize(A_->nv, A_->nv);
-    force_derivative(ageo_.J6A, ageo_.J6B, ageo_.D, ageo_.dD, ageo_.dp, points(), lam, amask_, fd_);
+    fd_.resize(dofs_.size(), pcols_.size());  // the original dofs' rows of the placement columns only
+    force_derivative_block(ageo_.J6A, ageo_.J6B, ageo_.D, ageo_.dD, ageo_.dp, points(), lam, amask_, dofs_, pcols_,
+                           fd_);
   }
   // dJv_ = d(J w)/dq_aug at the original model's velocity w (velocity_derivative on the augmented geometry)
   void velocity_(const Eigen::VectorXd& w) {
     wa_.setZero(A_->nv);
     for (int64_t i = 0; i < dofs_.size(); ++i) wa_[dofs_[i]] = w[i];
-    dJv_.resize(ageo_.J.rows(), A_->nv);
-    velocity_derivative(ageo_.J6A, ageo_.J6B, ageo_.D, ageo_.dD, ageo_.dp, points(), wa_, amask_, dJv_);
+    dJv_.resize(ageo_.J.rows(), pcols_.size());  // the placement columns only
+    velocity_derivative_cols(ageo_.J6A, ageo_.J6B, ageo_.D, ageo_.dD, ageo_.dp, points(), wa_, amask_, pcols_, dJv_);
   }
 
   // _placement_rnea: the placement columns of R = dRNEA(q, v, a)/ddelta - fd_ * fscale (fscale 0: no contact
@@ -287,7 +289,7 @@ class ParameterPlan {
     for (int64_t i = 0; i < dofs_.size(); ++i)
       for (size_t c = 0; c < pk_.size(); ++c) {
         double x = AD.dtau_dq(dofs_[i], pa_[c]);
-        if (fscale != 0.0) x -= fd_(dofs_[i], pa_[c]) * fscale;
+        if (fscale != 0.0) x -= fd_(i, c) * fscale;
         R(i, pk_[c]) = x;
       }
   }
@@ -320,7 +322,7 @@ class ParameterPlan {
       for (int64_t a = 0; a < k; ++a) {
         const int64_t row = st.deep_rows[a];
         if (row >= mc) continue;
-        for (size_t j = 0; j < pk_.size(); ++j) rhs_(a, pk_[j]) -= dJv_(row, pa_[j]);
+        for (size_t j = 0; j < pk_.size(); ++j) rhs_(a, pk_[j]) -= dJv_(row, j);
         for (size_t j = 0; j < pk_.size(); ++j) rhs_(a, pk_[j]) -= erp_ * ageo_.J(row, pa_[j]);
       }
     }
@@ -346,7 +348,7 @@ class ParameterPlan {
   double erp_;
   bool planar_;
   bool inertial_ = false;
-  IdxVec dofs_, qidx_, idmap_;
+  IdxVec dofs_, qidx_, idmap_, pcols_;
   std::vector<int64_t> pk_, pa_;  // the placement columns and their augmented velocity index
   Eigen::VectorXd q0_;
   RowMat asupport_, amask_;
