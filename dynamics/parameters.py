@@ -103,7 +103,7 @@ from .contact_step import FusedContactState
 
 #: The compiled core's parameter Jacobian (``cpp/src/params.cpp``), or None (the Python path: no core, or a build
 #: that predates it).
-_core = core.module if core.available() and hasattr(core.module, "parameter_jacobian") else None
+_core = core.module if core.available() and hasattr(core.module, "ParameterPlan") else None
 
 #: Pinocchio's order of the 6 entries of a symmetric 3x3 inertia: xx, xy, yy, xz, yz, zz.
 SYM = ((0, 0), (0, 1), (1, 1), (0, 2), (1, 2), (2, 2))
@@ -443,6 +443,7 @@ class _Workspace:
         self.data0 = self.model0.createData()
         self.augmented = {}
         self.chains = {}
+        self.plans = {}
 
     def chain(self, sim, blocks):
         """``d pi / d p`` (10 (njoints - 1), npar) of every body's dynamic parameters for the inertial blocks of
@@ -471,6 +472,30 @@ class _Workspace:
                     dpi[:, b.offset:b.offset + b.size] = block
             self.chains[key] = (C, (body, dpi))
         return self.chains[key]
+
+    def plan(self, sim, blocks):
+        """The compiled core's ``ParameterPlan`` of ``blocks`` (``cpp/src/params.cpp``), made once per parameter
+        list: the chain of the inertial columns, the augmented model of the placements and its index maps."""
+        p = self.plans.get(blocks.key)
+        if p is None:
+            body, dpi = self.compact_chain(sim, blocks)
+            cm = sim.contact_model
+            pcol = np.full(blocks.npar, -1, dtype=np.int64)
+            none = np.zeros(0, dtype=np.int64)
+            dofs = qidx = idmap = none
+            models = (None, None, None, None)
+            if blocks.placements:
+                aug = self.aug(sim, blocks.placements)
+                for b in blocks:
+                    if b.kind == "placement":
+                        pcol[b.offset:b.offset + 6] = aug.cols[b.joint]
+                models = (aug.model, aug.data, aug.model0, aug.data0)
+                dofs, qidx, idmap = (np.asarray(a, dtype=np.int64) for a in (aug.dofs, aug.qidx, aug.idmap))
+            p = self.plans[blocks.key] = _core.ParameterPlan(
+                sim._step_model, sim.model, self.data, self.model0, self.data0, body, dpi, blocks.friction,
+                sim._euclidean, 0.0 if cm is None else float(cm.erp), *models, dofs, qidx, idmap, pcol,
+                bool(cm is not None and cm.kin.planar))
+        return p
 
     def aug(self, sim, joints) -> _Augmented:
         key = tuple(sorted(joints))
@@ -658,15 +683,15 @@ def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
     v_next = out[nq:]
     tau = np.array(sim._tau(u, d, q, v), dtype=float)
     ws = _workspace(sim)
-    aug = ws.aug(sim, blocks.placements) if blocks.placements else None
-    geo_aug = None
-    if state is not None and aug is not None and state.m_contact:
-        geo_aug = aug.geometry(q, state.geo.contacts)
 
     Fp = dlam_p = None
     if blocks and _core is not None and (state is None or type(state) is FusedContactState) and blocks.compiled:
-        Fp, dlam_p = _compiled_jacobian(sim, ws, blocks, npar, q, v, tau, v_next, state, aug, geo_aug)
+        Fp, dlam_p = ws.plan(sim, blocks).compute(None if state is None else state.core, q, v, tau, v_next, sim.dt)
     elif blocks:
+        aug = ws.aug(sim, blocks.placements) if blocks.placements else None
+        geo_aug = None
+        if state is not None and aug is not None and state.m_contact:
+            geo_aug = aug.geometry(q, state.geo.contacts)
         Fp, dlam_p = _reference_jacobian(sim, ws, blocks, npar, q, v, tau, v_next, state, aug, geo_aug)
 
     result = (out, Fx, Fu) if Fp is None else (out, Fx, Fu, Fp)
@@ -742,32 +767,6 @@ def _reference_jacobian(sim, ws, blocks, npar, q, v, tau, v_next, state, aug, ge
     else:
         Fp[:nv] = pin.dIntegrate(sim.model, q, dq, pin.ArgumentPosition.ARG1) @ dqp
     return Fp, dlam_p
-
-
-def _compiled_jacobian(sim, ws, blocks, npar, q, v, tau, v_next, state, aug, geo_aug):
-    """:func:`_reference_jacobian` in one compiled call (``cpp/src/params.cpp``) for a step without contact or
-    with a fused LCP state: the regressor chain, the fixed-impulse and implicit parts and the configuration rows;
-    the placement columns and the position correction's derivative are made here and passed in."""
-    ndx, dt = sim.ndx, sim.dt
-    core_state = None if state is None else state.core
-    m = 0 if state is None else len(state.J)
-    R_extra = dc_extra = dqp_extra = None
-    corr = None if state is None else state.correction
-    if aug is not None:  # placements: dRNEA/ddelta - dF/ddelta, and their terms of dc
-        a, fext = _acceleration_and_forces(sim, ws, q, v, tau, state, aug, geo_aug)
-        R_extra = _placement_rnea(blocks, npar, q, v, a, aug.model, aug.data, aug, fext)
-        if geo_aug is not None:
-            dc_extra = np.zeros((m, npar))
-            _add_placement_contact_terms(dc_extra, blocks, aug, geo_aug, state, v_next, dt)
-    if corr is not None:
-        dqp_extra = _correction_derivative(sim, ws, blocks, npar, q, state, corr, aug, geo_aug)
-    dq = v_next * dt if corr is None else v_next * dt + corr.dq
-    friction = blocks.friction if state is not None else -1
-    Fp = np.empty((ndx, npar))
-    dlam = np.empty((m, npar))
-    _core.parameter_jacobian(sim._step_model, sim.model, ws.data, core_state, q, v, tau, dq, dt, sim._euclidean,
-                             *ws.compact_chain(sim, blocks), friction, R_extra, dc_extra, dqp_extra, Fp, dlam)
-    return Fp, (None if state is None else dlam)
 
 
 def _correction_derivative(sim, ws, blocks, npar, q, state, corr, aug, geo_aug):

@@ -83,24 +83,88 @@ def test_compiled_without_contact_and_sliding_friction(monkeypatch):
 def test_bad_input_is_named():
     sim, states = _rollout_states("catapult", 1)
     x, u = states[0]
-    names = ["mass:" + n.split(":")[1] for n in sim.parameter_names() if n.startswith("mass:")]
+    names = sim.parameter_names()
     ws = P._workspace(sim)
     blocks = P.resolve(sim, names)
-    body, dpi = ws.compact_chain(sim, blocks)
+    plan = ws.plan(sim, blocks)
     q, v = x[:sim.nq], x[sim.nq:]
     tau = np.zeros(sim.nv)
-    good = dict(step_model=sim._step_model, model=sim.model, data=ws.data, state=None, q=q, v=v, tau=tau,
-                dq=v * sim.dt, dt=sim.dt, euclidean=sim._euclidean, body=body, dpi=dpi, friction_col=-1,
-                R_extra=None, dc_extra=None, dqp_extra=None, Fp=np.empty((sim.ndx, len(names))),
-                dlam=np.empty((0, len(names))))
-    P._core.parameter_jacobian(**good)
-    with pytest.raises(ValueError, match="Fp has shape"):
-        P._core.parameter_jacobian(**dict(good, Fp=np.empty((sim.ndx + 1, len(names)))))
-    with pytest.raises(ValueError, match="R_extra has shape"):
-        P._core.parameter_jacobian(**dict(good, R_extra=np.zeros((sim.nv, len(names) + 1))))
-    with pytest.raises(ValueError, match="friction column needs a contact state"):
-        P._core.parameter_jacobian(**dict(good, friction_col=0))
+    Fp, dlam = plan.compute(None, q, v, tau, v, sim.dt)
+    assert Fp.shape == (sim.ndx, blocks.npar) and dlam is None
+    with pytest.raises(ValueError, match="q, v, tau or v_next has the wrong size"):
+        plan.compute(None, q, v, tau[:-1], v, sim.dt)
+    body, dpi = ws.compact_chain(sim, blocks)
+    aug = ws.aug(sim, blocks.placements)
+    i64 = lambda a: np.asarray(a, dtype=np.int64)  # noqa: E731
+    good = dict(step_model=sim._step_model, model=sim.model, data=ws.data, model0=ws.model0, data0=ws.data0,
+                body=body, dpi=dpi, friction_col=blocks.friction, euclidean=sim._euclidean, erp=0.2,
+                aug_model=aug.model, aug_data=aug.data, aug_model0=aug.model0, aug_data0=aug.data0,
+                dofs=i64(aug.dofs), qidx=i64(aug.qidx), idmap=i64(aug.idmap),
+                pcol=np.full(blocks.npar, -1, dtype=np.int64), planar=True)
+    P._core.ParameterPlan(**good)
     bad = body.copy()
     bad[0] = sim.model.njoints
     with pytest.raises(ValueError, match="is not a joint id"):
-        P._core.parameter_jacobian(**dict(good, body=bad))
+        P._core.ParameterPlan(**dict(good, body=bad))
+    with pytest.raises(ValueError, match="dofs .nv., qidx .nq., idmap .njoints. or pcol .npar. has the wrong size"):
+        P._core.ParameterPlan(**dict(good, dofs=i64(aug.dofs)[:-1]))
+    with pytest.raises(ValueError, match="placement columns without an augmented model"):
+        P._core.ParameterPlan(**dict(good, aug_model=None, pcol=np.zeros(blocks.npar, dtype=np.int64)))
+    with pytest.raises(TypeError, match="expected a pinocchio.Model"):
+        P._core.ParameterPlan(**dict(good, model0=ws.data0))
+
+
+def _kind(d):
+    st = d.contact
+    if st is None:
+        return {"free"}
+    core = st.core
+    out = set()
+    if core.nlim:
+        out.add("limit")
+    if core.nc:
+        modes = np.asarray(core.solution[2])[:core.nc * core.r]
+        out.add("sliding" if (modes == 3).any() else "sticking")
+    if core.has_correction:
+        out.add("correction")
+    return out
+
+
+@pytest.mark.parametrize("name, steps, expect", [
+    ("catapult", 40, {"free", "limit", "sliding"}),
+    ("ur5-box", 16, {"free", "sticking", "correction"}),
+    ("go1-hold", 10, {"free", "sticking", "correction"}),
+])
+def test_placements_compiled_equal_reference(name, steps, expect, monkeypatch):
+    """The placement columns (the augmented model's RNEA derivatives, the contacts' kinematic and distance terms,
+    the position correction's derivative) against the Python reference under LCP: rollout states, the same states
+    raised off the ground (free flight where the base is free) and pushed into it (deep contacts: the correction)."""
+    from problems import load
+    from trajopt.bench import bench_state
+
+    sim, states = _rollout_states(name, steps)
+    x_b, u_b = bench_state(load(name))  # in contact (the benchmark's state)
+    states = [(x_b, u_b)] + states
+    names = [n for n in sim.parameter_names() if n.startswith("placement:")]
+    seen, worst = set(), 0.0
+    free_base = sim.model.joints[1].nq == 7
+    for i, (x, u) in enumerate(states):
+        cases = [x]
+        if free_base and i % 3 == 0:
+            for dz in (0.3, -0.01):
+                y = x.copy()
+                y[2] += dz
+                cases.append(y)
+        for y in cases:
+            d = sim.create_data()
+            sim.step(y, u, data=d)
+            if d.contact is not None and type(d.contact).__name__ != "FusedContactState":
+                continue
+            seen |= _kind(d)
+            new, ref = _both(sim, y, u, names, monkeypatch)
+            err = _rel(new[3], ref[3])
+            worst = max(worst, err)
+            assert err < 1e-12, (name, i, err)
+            if ref[4].dlam_dp is not None:
+                assert _rel(new[4].dlam_dp, ref[4].dlam_dp) < 1e-12
+    assert expect <= seen, (name, seen)  # free: no contact row at all

@@ -430,6 +430,175 @@ void velocity_derivative(const CRowRef& J6A, const CRowRef& J6B, const CRowRef& 
   }
 }
 
+// force_derivative's entries (rows[a], cols[b]) only, into out (rows, cols): the same terms in the same order
+// per entry (the same bits), at rows x cols of its nv x nv cost (the parameter Jacobians' placements read the
+// original dofs' rows of the augmented model's inserted columns).
+void force_derivative_block(const CRowRef& J6A, const CRowRef& J6B, const CRowRef& D, const CRowRef& dD,
+                            const CRowRef& dp, const CRowRef& points, const CVecRef& lam, const CRowRef& mask,
+                            const CIdxRef& rows, const CIdxRef& cols, Eigen::Ref<RowMat> out) {
+  static const char* fn = "force_derivative_block";
+  check_geometry(J6A, J6B, D, dD, dp, points, mask, fn);
+  const Eigen::Index nc = points.rows(), r = D.cols(), nr = rows.size(), ncol = cols.size();
+  expect(lam.size() == nc * r, fn, "lam has the wrong size");
+  expect_shape(fn, "out", out.rows(), out.cols(), nr, ncol);
+  out.setZero();
+  const std::vector<Eigen::Index> group = pair_groups(J6A, J6B, nc);
+  std::vector<double> wr(nc * 6, 0.0);
+  std::vector<char> used(nc, 0);
+  std::vector<Mat6X> dws(nc);
+  for (Eigen::Index c = 0; c < nc; ++c) {
+    bool nz = false;
+    for (Eigen::Index j = 0; j < r; ++j)
+      if (lam[c * r + j] != 0.0) nz = true;
+    if (!nz) continue;
+    const Eigen::Index g = group[c];
+    if (!used[g]) {
+      used[g] = 1;
+      dws[g].setZero(6, ncol);
+    }
+    const double p0 = points(c, 0), p1 = points(c, 1), p2 = points(c, 2);
+    double F0 = 0.0, F1 = 0.0, F2 = 0.0;
+    for (Eigen::Index j = 0; j < r; ++j) {
+      const double lj = lam[c * r + j];
+      F0 += D(c * 3 + 0, j) * lj;
+      F1 += D(c * 3 + 1, j) * lj;
+      F2 += D(c * 3 + 2, j) * lj;
+    }
+    double m0, m1, m2;
+    cross(p0, p1, p2, F0, F1, F2, m0, m1, m2);
+    double* w = &wr[g * 6];
+    w[0] += F0; w[1] += F1; w[2] += F2; w[3] += m0; w[4] += m1; w[5] += m2;
+    Mat6X& dw = dws[g];
+    for (Eigen::Index b = 0; b < ncol; ++b) {
+      const Eigen::Index k = cols[b];
+      double g0 = 0.0, g1 = 0.0, g2 = 0.0;
+      for (Eigen::Index j = 0; j < r; ++j) {
+        const double lj = lam[c * r + j];
+        g0 += lj * dD((c * r + j) * 3 + 0, k);
+        g1 += lj * dD((c * r + j) * 3 + 1, k);
+        g2 += lj * dD((c * r + j) * 3 + 2, k);
+      }
+      double h0, h1, h2, i0, i1, i2;
+      cross(dp(c * 3 + 0, k), dp(c * 3 + 1, k), dp(c * 3 + 2, k), F0, F1, F2, h0, h1, h2);
+      cross(p0, p1, p2, g0, g1, g2, i0, i1, i2);
+      dw(0, b) += g0; dw(1, b) += g1; dw(2, b) += g2;
+      dw(3, b) += h0 + i0; dw(4, b) += h1 + i1; dw(5, b) += h2 + i2;
+    }
+  }
+  const Eigen::Index nv = mask.rows();
+  Mat6X A(6, nv), B(6, nv);
+  // add_dJTw on the block: out += sign (P_i . J6_k) where mask(i, k)
+  auto add = [&](const Mat6X& J6, const double* w, double sign) {
+    if (all_zero(J6)) return;
+    for (Eigen::Index a = 0; a < nr; ++a) {
+      const Eigen::Index i = rows[a];
+      const double v0 = J6(0, i), v1 = J6(1, i), v2 = J6(2, i);
+      const double w0 = J6(3, i), w1 = J6(4, i), w2 = J6(5, i);
+      double a0, a1, a2, b0, b1, b2, c0, c1, c2;
+      cross(w0, w1, w2, w[0], w[1], w[2], a0, a1, a2);
+      cross(w0, w1, w2, w[3], w[4], w[5], b0, b1, b2);
+      cross(v0, v1, v2, w[0], w[1], w[2], c0, c1, c2);
+      const double p[6] = {a0, a1, a2, b0 + c0, b1 + c1, b2 + c2};
+      for (Eigen::Index b = 0; b < ncol; ++b) {
+        const Eigen::Index k = cols[b];
+        if (mask(i, k) != 0.0) {
+          const double* j = J6.col(k).data();
+          double s = 0.0;
+          for (int rr = 0; rr < 6; ++rr) s += p[rr] * j[rr];
+          out(a, b) += sign * s;
+        }
+      }
+    }
+  };
+  for (Eigen::Index g = 0; g < nc; ++g) {
+    if (!used[g]) continue;
+    const double* w = &wr[g * 6];
+    A = J6A.middleRows(g * 6, 6);
+    B = J6B.middleRows(g * 6, 6);
+    add(A, w, 1.0);
+    add(B, w, -1.0);
+    const Mat6X& dw = dws[g];
+    for (Eigen::Index a = 0; a < nr; ++a) {
+      const Eigen::Index i = rows[a];
+      double d[6];
+      for (int rr = 0; rr < 6; ++rr) d[rr] = A(rr, i) - B(rr, i);
+      for (Eigen::Index b = 0; b < ncol; ++b) {
+        const double* wk = dw.col(b).data();
+        double s = 0.0;
+        for (int rr = 0; rr < 6; ++rr) s += d[rr] * wk[rr];
+        out(a, b) += s;
+      }
+    }
+  }
+}
+
+// velocity_derivative's columns cols[b] only, into out (nc r, cols): the same terms in the same order per entry.
+void velocity_derivative_cols(const CRowRef& J6A, const CRowRef& J6B, const CRowRef& D, const CRowRef& dD,
+                              const CRowRef& dp, const CRowRef& points, const CVecRef& v, const CRowRef& mask,
+                              const CIdxRef& cols, Eigen::Ref<RowMat> out) {
+  static const char* fn = "velocity_derivative_cols";
+  check_geometry(J6A, J6B, D, dD, dp, points, mask, fn);
+  const Eigen::Index nc = points.rows(), nv = mask.rows(), r = D.cols(), ncol = cols.size();
+  expect(v.size() == nv, fn, "v has the wrong size");
+  expect_shape(fn, "out", out.rows(), out.cols(), nc * r, ncol);
+  const std::vector<Eigen::Index> group = pair_groups(J6A, J6B, nc);
+  Mat6X A(6, nv), B(6, nv), dR(6, ncol);
+  double V[6];
+  // dJv's columns cols[b] of J6 (zero when J6 is)
+  auto djv = [&](const Mat6X& J6, double* o, Eigen::Index b) {
+    const Eigen::Index k = cols[b];
+    double u[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    for (Eigen::Index i = 0; i < nv; ++i)
+      if (mask(i, k) != 0.0 && v[i] != 0.0) {
+        const double* j = J6.col(i).data();
+        for (int rr = 0; rr < 6; ++rr) u[rr] += j[rr] * v[i];
+      }
+    const double sv0 = J6(0, k), sv1 = J6(1, k), sv2 = J6(2, k);
+    const double sw0 = J6(3, k), sw1 = J6(4, k), sw2 = J6(5, k);
+    double a0, a1, a2, b0, b1, b2, c0, c1, c2;
+    cross(sw0, sw1, sw2, u[0], u[1], u[2], a0, a1, a2);
+    cross(sv0, sv1, sv2, u[3], u[4], u[5], b0, b1, b2);
+    cross(sw0, sw1, sw2, u[3], u[4], u[5], c0, c1, c2);
+    o[0] = a0 + b0; o[1] = a1 + b1; o[2] = a2 + b2;
+    o[3] = c0; o[4] = c1; o[5] = c2;
+  };
+  for (Eigen::Index c = 0; c < nc; ++c) {
+    if (c == 0 || group[c] != group[c - 1]) {
+      const Eigen::Index g = group[c];
+      A = J6A.middleRows(g * 6, 6);
+      B = J6B.middleRows(g * 6, 6);
+      const bool za = all_zero(A), zb = all_zero(B);
+      for (Eigen::Index b = 0; b < ncol; ++b) {
+        double oa[6] = {0, 0, 0, 0, 0, 0}, ob[6] = {0, 0, 0, 0, 0, 0};
+        if (!za) djv(A, oa, b);
+        if (!zb) djv(B, ob, b);
+        for (int rr = 0; rr < 6; ++rr) dR(rr, b) = oa[rr] - ob[rr];
+      }
+      for (int rr = 0; rr < 6; ++rr) V[rr] = 0.0;
+      for (int rr = 0; rr < 6; ++rr)
+        for (Eigen::Index i = 0; i < nv; ++i) V[rr] += (A(rr, i) - B(rr, i)) * v[i];
+    }
+    const double p0 = points(c, 0), p1 = points(c, 1), p2 = points(c, 2);
+    double x0, x1, x2;
+    cross(V[3], V[4], V[5], p0, p1, p2, x0, x1, x2);
+    const double vr0 = V[0] + x0, vr1 = V[1] + x1, vr2 = V[2] + x2;
+    for (Eigen::Index j = 0; j < r; ++j) {
+      const double d0 = D(c * 3 + 0, j), d1 = D(c * 3 + 1, j), d2 = D(c * 3 + 2, j);
+      double pd0, pd1, pd2, q0, q1, q2;
+      cross(p0, p1, p2, d0, d1, d2, pd0, pd1, pd2);
+      cross(d0, d1, d2, V[3], V[4], V[5], q0, q1, q2);
+      const Eigen::Index row = (c * r + j) * 3;
+      for (Eigen::Index b = 0; b < ncol; ++b) {
+        const Eigen::Index k = cols[b];
+        double s = (d0 * dR(0, b) + d1 * dR(1, b) + d2 * dR(2, b) + pd0 * dR(3, b) + pd1 * dR(4, b) + pd2 * dR(5, b));
+        s += vr0 * dD(row, k) + vr1 * dD(row + 1, k) + vr2 * dD(row + 2, k);
+        s += q0 * dp(c * 3 + 0, k) + q1 * dp(c * 3 + 1, k) + q2 * dp(c * 3 + 2, k);
+        out(c * r + j, b) = s;
+      }
+    }
+  }
+}
+
 RowMat fixed_impulse_velocity_derivative(const CRowRef& J, const CRowRef& G, const CIdxRef& rows,
                                          const CVecRef& slope, const CRowRef& dJv) {
   static const char* fn = "fixed_impulse_velocity_derivative";

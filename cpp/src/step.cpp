@@ -500,7 +500,11 @@ bool is_step_state(nb::handle state) { return nb::isinstance<StepState>(state); 
 
 StepStateView step_state_view(nb::handle state) {
   const StepState& st = nb::cast<const StepState&>(state);
-  return {st.J, st.Minv, st.MJt, st.problem, st.solution, st.m_contact(), reduced_factor(st)};
+  return {st.J,         st.Minv,        st.MJt,
+          st.problem,   st.solution,    st.m_contact(),
+          reduced_factor(st), st.contacts, st.nc,
+          st.r,         st.normal_rows, st.bias_slope,
+          st.has_correction ? &st.correction : nullptr, st.deep_rows};
 }
 
 const Eigen::VectorXd* step_state_correction(nb::handle state) {

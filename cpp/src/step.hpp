@@ -7,6 +7,7 @@
 
 #include <memory>
 
+#include "kinematics.hpp"
 #include "lcp.hpp"
 #include "linalg.hpp"
 
@@ -44,6 +45,15 @@ struct StepStateView {
   const lcp::Solution& solution;
   int64_t m_contact;
   const ReducedFactor& factor;  // made now when the state has none yet
+  // what the placement and position-correction columns read: the detector's 10 arrays (None without
+  // contacts), the contacts' count and rows each, the normal rows with their bias slopes, and the
+  // position correction (nullptr without one) with its rows
+  nb::handle contacts;
+  int64_t nc, r;
+  const lcp::VectorXl& normal_rows;
+  const Eigen::VectorXd& bias_slope;
+  const Correction* correction;
+  const lcp::VectorXl& deep_rows;
 };
 // The view of ``state`` (a StepState; throws nanobind's cast error otherwise).
 StepStateView step_state_view(nb::handle state);
