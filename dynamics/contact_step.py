@@ -413,6 +413,33 @@ class FusedContactState:
         return self._get("correction", make)
 
 
+class FusedNCPState(FusedContactState):
+    """A :class:`FusedContactState` of NCP contact (``contact="ncp"``: the fused step's ``StepState`` holds the
+    Coulomb-cone NCP of ``cpp/src/ncp.cpp``): its ``problem`` and ``solution`` are :class:`contact.ncp.NCPProblem`
+    and :class:`contact.ncp.NCPSolution`, made only when asked. Not a ``FusedContactState`` by ``type``: the
+    compiled parameter Jacobians (LCP only) leave it to the Python path."""
+
+    __slots__ = ()
+
+    @property
+    def problem(self):
+        def make():
+            from contact.ncp import NCPProblem
+
+            A, b, start, size, mu = self.core.ncp
+            return NCPProblem(A, b, start, size, mu)
+        return self._get("problem", make)
+
+    @property
+    def solution(self):
+        def make():
+            from contact.ncp import NCPSolution
+
+            lam, c, modes, solved, res, hit, its, dirs = self.core.ncp_solution
+            return NCPSolution(lam, c, modes, "solved" if solved else "inexact", float(res), bool(hit), int(its), dirs)
+        return self._get("solution", make)
+
+
 class ContactModel:
     """Everything about contact that does not change between steps."""
 
@@ -488,20 +515,25 @@ class ContactModel:
                         lim.append((jm.idx_q, jm.idx_v, -1.0, float(hi[jm.idx_q])))
         self.limits = lim
         self.enabled = self.scene.npairs > 0 or bool(lim)
-        #: the fused hard-LCP step of the compiled core (``cpp/src/step.cpp``: :meth:`solve` and the
-        #: simulator's contact Jacobian in one call each), or None: the Python path (the reference; also
-        #: for the NCP, relaxed contact, without the core, or with CONTACTRAJ_NO_FUSED set). Set it to None
-        #: to run the reference.
+        #: the fused hard-contact step of the compiled core (``cpp/src/step.cpp``: :meth:`solve` and the
+        #: simulator's contact Jacobian in one call each; ``contact="ncp"`` solves the Coulomb-cone NCP of
+        #: ``cpp/src/ncp.cpp`` there, with a core that has it), or None: the Python path (the reference; also
+        #: for relaxed contact, without the core, or with CONTACTRAJ_NO_FUSED set). Set it to None to run the
+        #: reference.
         self.fused = None
         core_mod = self.kin.core
+        ncp = contact == "ncp" and core_mod is not None and hasattr(core_mod, "ncp_solve")
+        #: the fused solve is the NCP's (its states are :class:`FusedNCPState`)
+        self._fused_ncp = ncp
         # the compiled step knows neither restitution nor friction per pair
-        if (contact == "lcp" and not os.environ.get("CONTACTRAJ_NO_FUSED") and self.kappa == 0
+        if ((contact == "lcp" or ncp) and not os.environ.get("CONTACTRAJ_NO_FUSED") and self.kappa == 0
                 and self.restitution is None and self.pair_friction is None
                 and core_mod is not None and hasattr(core_mod, "FusedLCP")
                 and (self.scene.npairs == 0 or self.scene._detector is not None)):
             self.fused = core_mod.FusedLCP(self.scene._detector, self.kin.support, self.kin.mask, self.rows,
                                            bool(planar), self.friction, self.margin, self.slop, self.erp,
-                                           recovery == "velocity", [[float(x) for x in row] for row in lim])
+                                           recovery == "velocity", [[float(x) for x in row] for row in lim],
+                                           **({"ncp": True} if ncp else {}))
 
     # -- the step's contact part ------------------------------------------------------------
     def may_touch(self, q, v_free, dt) -> bool:
@@ -541,7 +573,9 @@ class ContactModel:
 
     def fused_state(self, st) -> FusedContactState | None:
         """The Python face of a compiled solve's ``StepState`` ``st`` (None: nothing in contact)."""
-        return None if st is None else FusedContactState(st, self.adapter, self.friction)
+        if st is None:
+            return None
+        return (FusedNCPState if self._fused_ncp else FusedContactState)(st, self.adapter, self.friction)
 
     def fused_previous(self, previous: ContactState | None):
         """``previous`` as the fused contact solve takes it: its StepState, the key and active set of a state
@@ -550,7 +584,11 @@ class ContactModel:
             return previous.core
         if previous is not None and previous.adapter is self.adapter:  # a state of the Python path
             pairs, nc, lims = previous.key
-            return ([nc, *pairs, -1, *lims], previous.solution.modes, previous.solution.signs)
+            sol = previous.solution
+            if self._fused_ncp:  # the NCP's warm start: modes, impulses and friction directions
+                dirs = sol.dirs if sol.dirs is not None else np.zeros((len(sol.modes), 2))
+                return ([nc, *pairs, -1, *lims], sol.modes, sol.lam, dirs)
+            return ([nc, *pairs, -1, *lims], sol.modes, sol.signs)
         return None
 
     def _reference_solve(self, model, data, gdata, q, v_free, dt, previous: ContactState | None, v=None):

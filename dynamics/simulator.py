@@ -891,7 +891,7 @@ class Simulator:
         c = d.contact
         if c is None:
             return None
-        if type(c) is FusedContactState:
+        if isinstance(c, FusedContactState):
             return c.core
         return self.contact_model.fused_previous(c)
 
@@ -1074,7 +1074,7 @@ class Simulator:
             code, st = fs.step_derivatives(d.pin, d.geom, x, u, self._fused_previous(d), None, None, out, Fx, Fu)
         else:
             s = kept[1]
-            if s is not None and type(s) is not FusedContactState:
+            if s is not None and not isinstance(s, FusedContactState):
                 return False
             code, st = fs.step_derivatives(d.pin, d.geom, x, u, None, kept[0], None if s is None else s.core,
                                            out, Fx, Fu)
@@ -1158,7 +1158,7 @@ class Simulator:
     def _contact_velocity_jacobian(self, q, v, tau, v_next, state, d, dv_dx, dv_du, adjoint=None):
         """Fill ``dv+/dx`` (nv, ndx) and ``dv+/du`` (nv, nu) through the contact solve."""
         nv, dt, cm = self.nv, self.dt, self.contact_model
-        if adjoint is None and cm.fused is not None and type(state) is FusedContactState:
+        if adjoint is None and cm.fused is not None and isinstance(state, FusedContactState):
             cm.fused.jacobian(self._step_model, d.pin, state.core, q, v, tau, v_next, dt, self.actuated_dofs,
                               self._spring_dofs, self._stiffness_k, self._damp_dofs, self._damping, dv_dx, dv_du)
             return

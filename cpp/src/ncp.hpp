@@ -67,3 +67,13 @@ void linearization(const Problem& p, const VectorXl& modes, const RowMat& dirs, 
 
 }  // namespace ncp
 }  // namespace contactraj
+
+namespace contactraj {
+namespace ncp {
+// One fused step's NCP (step.cpp's StepState keeps it when its FusedLCP was made with ncp=True).
+struct State {
+  Problem problem;
+  Solution solution;
+};
+}  // namespace ncp
+}  // namespace contactraj
