@@ -712,6 +712,12 @@ void check(const Problem& p) {
 
 }  // namespace
 
+std::pair<int, bool> newton_public(const Problem& p, const VectorXl& modes, const RowMat& dirs, Eigen::VectorXd& lam,
+                                   int max_iter, double tol) {
+  check(p);
+  return newton(p, modes, dirs, lam, max_iter, tol);
+}
+
 void groups(int64_t nc, int64_t r, int64_t nl, double friction, Problem& p) {
   p.start.resize(nc + nl);
   p.size.resize(nc + nl);
@@ -793,6 +799,20 @@ nb::tuple solution_tuple(const ncp::Solution& s) {
 }  // namespace
 
 void bind_ncp(nb::module_& m) {
+  m.def(
+      "ncp_newton",
+      [](const Eigen::MatrixXd& A, const Eigen::VectorXd& b, const VectorXl& start, const VectorXl& size,
+         const Eigen::VectorXd& mu, const VectorXl& modes, const RowMat& dirs, Eigen::VectorXd lam, int max_iter,
+         double tol) {
+        ncp::Problem p = problem_of(A, b, start, size, mu);
+        if (modes.size() != start.size() || dirs.rows() != start.size() || dirs.cols() != 2 || lam.size() != b.size())
+          throw std::invalid_argument("ncp_newton: modes (ng,), dirs (ng, 2) and lam (m,) must match the groups");
+        auto r = ncp::newton_public(p, modes, dirs, lam, max_iter, tol);
+        return nb::make_tuple(r.first, r.second, lam);
+      },
+      nb::arg("A"), nb::arg("b"), nb::arg("start"), nb::arg("size"), nb::arg("mu"), nb::arg("modes"), nb::arg("dirs"),
+      nb::arg("lam"), nb::arg("max_iter") = 50, nb::arg("tol") = 1e-10,
+      "contact/ncp.py _newton: (iterations, converged, lam)");
   m.def(
       "ncp_solve",
       [](const Eigen::MatrixXd& A, const Eigen::VectorXd& b, const VectorXl& start, const VectorXl& size,

@@ -13,6 +13,7 @@
 #pragma once
 #include <Eigen/Core>
 #include <cstdint>
+#include <utility>
 
 #include "linalg.hpp"
 
@@ -57,6 +58,10 @@ void groups(int64_t nc, int64_t r, int64_t nl, double friction, Problem& p);
 // null (then SATURATED guess modes read as STICKING, as there). Throws std::invalid_argument on bad input.
 Solution solve(const Problem& p, const VectorXl* guess_modes = nullptr, const Eigen::VectorXd* guess_lam = nullptr,
                const RowMat* guess_dirs = nullptr, double tol = 1e-10, int max_sweeps = 2000);
+
+// _newton (for the tests): (iterations, converged), lam in place.
+std::pair<int, bool> newton_public(const Problem& p, const VectorXl& modes, const RowMat& dirs, Eigen::VectorXd& lam,
+                                   int max_iter, double tol);
 
 // ncp_residual.
 double residual(const Problem& p, const Eigen::VectorXd& lam);
