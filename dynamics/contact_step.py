@@ -63,12 +63,14 @@ refuses restitution (the damping sets the bounce); ``bias_slope`` is 0 on its ro
 whose armature carries ``dt D``, see :mod:`dynamics.simulator`), so the impulses act through the
 same operator as the free motion, in ``A``, in ``v+`` and in the position correction.
 
-With ``contact="lcp"`` and no smoothing, when the compiled core is available, items 1-5 run in one C++
-call (``ContactModel.fused``, ``cpp/src/step.cpp``), and so does the simulator's contact velocity Jacobian
-(ABA derivatives at ``tau + J^T lambda / dt``, ``dv_fixed``, the LCP linearization, the implicit solve); its
-:class:`FusedContactState` makes the Python objects of :class:`ContactState` only when asked. The Python
-code below stays the reference (NCP, relaxed contact, the complementarity-aware Jacobians,
-``CONTACTRAJ_NO_CORE`` / ``CONTACTRAJ_NO_FUSED``), tests/test_core_fused.py compares the two.
+With ``contact="lcp"`` or ``contact="ncp"`` and no smoothing, when the compiled core is available, items 1-5
+run in one C++ call (``ContactModel.fused``, ``cpp/src/step.cpp``; the NCP's solve in ``cpp/src/ncp.cpp``), and
+so does the simulator's contact velocity Jacobian (ABA derivatives at ``tau + J^T lambda / dt``, ``dv_fixed``,
+the LCP's or the NCP's linearization, the implicit solve); its :class:`FusedContactState` (NCP:
+:class:`FusedNCPState`) makes the Python objects of :class:`ContactState` only when asked. The Python code
+below stays the reference (relaxed contact, the complementarity-aware Jacobians, ``CONTACTRAJ_NO_CORE`` /
+``CONTACTRAJ_NO_FUSED``, a core without ``ncp_solve`` for the NCP), tests/test_core_fused.py and
+tests/test_core_ncp.py compare the two.
 
 Every model is reached through its adapter (:mod:`contact.adapter`): the step builds the
 rows (:class:`contact.RowLayout`), ``A``, ``b`` and ``phi``, and asks the adapter for its
@@ -307,7 +309,7 @@ class Correction:
 
 class FusedContactState:
     """A :class:`ContactState` whose data stay in the compiled core (``core``: the fused step's
-    ``StepState``, :meth:`ContactModel.solve` with ``contact="lcp"``): the same attributes, each made
+    ``StepState``, :meth:`ContactModel.solve` with ``contact="lcp"``; NCP: :class:`FusedNCPState`): the same attributes, each made
     (numpy views, Python objects) only when something asks for it (the report, the adjoint path, the
     position correction's Jacobian, the reference path of the next step), so a fused step builds none."""
 
