@@ -31,7 +31,7 @@ output perturbation is ``difference(x+, x+')`` (pin.integrate / pin.difference
 conventions), so free-flyer bases work. They come from
 ``pin.computeABADerivatives`` and ``pin.dIntegrate``; no finite differences.
 
-With the compiled core and hard LCP or NCP contact (or none), :meth:`Simulator.step` and :meth:`Simulator.rollout`'s
+With the compiled core and hard LCP or NCP contact, relaxed contact (or none), :meth:`Simulator.step` and :meth:`Simulator.rollout`'s
 loop run whole steps in one C++ call each (``cpp/src/fused_step.cpp``: input checks, ``B u`` and the passive
 torques, ABA, the fused contact solve, the integration with the position correction, the state bounds), bit
 for bit the Python path's (``Simulator._step``, the reference; tests/test_core_step.py); a step that would
@@ -544,8 +544,8 @@ class Simulator:
         self._data = SimData(self)
         self.mjcf = None  # what an MJCF file said (from_mjcf), else None
         #: The whole step in one compiled call (``cpp/src/fused_step.cpp``: :meth:`step` and :meth:`rollout`'s
-        #: loop), or None: the Python path (:meth:`_step`, the reference). It applies with the core, hard LCP
-        #: or NCP contact on the fused contact solve (``contact_model.fused``) or no contact at all, and neither
+        #: loop), or None: the Python path (:meth:`_step`, the reference). It applies with the core, hard LCP,
+        #: NCP or relaxed contact on the fused contact solve (``contact_model.fused``) or no contact at all, and neither
         #: ``CONTACTRAJ_NO_FUSED`` nor ``CONTACTRAJ_NO_FUSED_STEP`` set; setting ``contact_model.fused`` to None
         #: turns it off too. Set it to None to run the reference.
         self._fused_step = self._make_fused_step()
