@@ -63,12 +63,16 @@ refuses restitution (the damping sets the bounce); ``bias_slope`` is 0 on its ro
 whose armature carries ``dt D``, see :mod:`dynamics.simulator`), so the impulses act through the
 same operator as the free motion, in ``A``, in ``v+`` and in the position correction.
 
-With ``contact="lcp"`` and no smoothing, when the compiled core is available, items 1-5 run in one C++
-call (``ContactModel.fused``, ``cpp/src/step.cpp``), and so does the simulator's contact velocity Jacobian
-(ABA derivatives at ``tau + J^T lambda / dt``, ``dv_fixed``, the LCP linearization, the implicit solve); its
-:class:`FusedContactState` makes the Python objects of :class:`ContactState` only when asked. The Python
-code below stays the reference (NCP, relaxed contact, the complementarity-aware Jacobians,
-``CONTACTRAJ_NO_CORE`` / ``CONTACTRAJ_NO_FUSED``), tests/test_core_fused.py compares the two.
+With ``contact="lcp"`` or ``contact="ncp"`` (no smoothing) or relaxed contact (smoothing kappa > 0), when the
+compiled core is available, items 1-5 run in one C++ call (``ContactModel.fused``, ``cpp/src/step.cpp``; the NCP's
+solve in ``cpp/src/ncp.cpp``, the relaxed one in ``cpp/src/relaxed.cpp``), and so does the simulator's contact
+velocity Jacobian (ABA derivatives at ``tau + J^T lambda / dt``, ``dv_fixed``, the model's linearization, the
+implicit solve); its :class:`FusedContactState` (:class:`FusedNCPState`, :class:`FusedRelaxedState`) makes the
+Python objects of :class:`ContactState` only when asked. A relaxed solve that finds no central point hands the
+step back to the Python path (which falls back to hard contact and counts it). The Python code below stays the
+reference (the complementarity-aware Jacobians, ``CONTACTRAJ_NO_CORE`` / ``CONTACTRAJ_NO_FUSED``, a core without
+``ncp_solve`` / ``relaxed_solve``), tests/test_core_fused.py, test_core_ncp.py and test_core_relaxed.py compare
+the two.
 
 Every model is reached through its adapter (:mod:`contact.adapter`): the step builds the
 rows (:class:`contact.RowLayout`), ``A``, ``b`` and ``phi``, and asks the adapter for its
@@ -307,7 +311,7 @@ class Correction:
 
 class FusedContactState:
     """A :class:`ContactState` whose data stay in the compiled core (``core``: the fused step's
-    ``StepState``, :meth:`ContactModel.solve` with ``contact="lcp"``): the same attributes, each made
+    ``StepState``, :meth:`ContactModel.solve` with ``contact="lcp"``; NCP: :class:`FusedNCPState`): the same attributes, each made
     (numpy views, Python objects) only when something asks for it (the report, the adjoint path, the
     position correction's Jacobian, the reference path of the next step), so a fused step builds none."""
 
@@ -413,6 +417,59 @@ class FusedContactState:
         return self._get("correction", make)
 
 
+class FusedNCPState(FusedContactState):
+    """A :class:`FusedContactState` of NCP contact (``contact="ncp"``: the fused step's ``StepState`` holds the
+    Coulomb-cone NCP of ``cpp/src/ncp.cpp``): its ``problem`` and ``solution`` are :class:`contact.ncp.NCPProblem`
+    and :class:`contact.ncp.NCPSolution`, made only when asked. Not a ``FusedContactState`` by ``type``: the
+    compiled parameter Jacobians (LCP only) leave it to the Python path."""
+
+    __slots__ = ()
+
+    @property
+    def problem(self):
+        def make():
+            from contact.ncp import NCPProblem
+
+            A, b, start, size, mu = self.core.ncp
+            return NCPProblem(A, b, start, size, mu)
+        return self._get("problem", make)
+
+    @property
+    def solution(self):
+        def make():
+            from contact.ncp import NCPSolution
+
+            lam, c, modes, solved, res, hit, its, dirs = self.core.ncp_solution
+            return NCPSolution(lam, c, modes, "solved" if solved else "inexact", float(res), bool(hit), int(its), dirs)
+        return self._get("solution", make)
+
+
+class FusedRelaxedState(FusedContactState):
+    """A :class:`FusedContactState` of relaxed contact (``smoothing`` kappa > 0: the fused step's ``StepState``
+    holds the central-path problem of ``cpp/src/relaxed.cpp``): its ``problem`` and ``solution`` are
+    :class:`contact.relaxed.RelaxedProblem` and :class:`contact.relaxed.RelaxedSolution`, made only when asked."""
+
+    __slots__ = ()
+
+    @property
+    def problem(self):
+        def make():
+            from contact.relaxed import RelaxedProblem
+
+            A, b, kind, normal_of, start, size, mu, weight, dweight, kappa = self.core.relaxed
+            return RelaxedProblem(A, b, kind, normal_of, start, size, mu, weight, dweight, float(kappa))
+        return self._get("problem", make)
+
+    @property
+    def solution(self):
+        def make():
+            from contact.relaxed import RelaxedSolution
+
+            lam, c, its, res, conv, K, hit, keep = self.core.relaxed_solution
+            return RelaxedSolution(lam, c, int(its), float(res), bool(conv), K, bool(hit), keep)
+        return self._get("solution", make)
+
+
 class ContactModel:
     """Everything about contact that does not change between steps."""
 
@@ -488,20 +545,32 @@ class ContactModel:
                         lim.append((jm.idx_q, jm.idx_v, -1.0, float(hi[jm.idx_q])))
         self.limits = lim
         self.enabled = self.scene.npairs > 0 or bool(lim)
-        #: the fused hard-LCP step of the compiled core (``cpp/src/step.cpp``: :meth:`solve` and the
-        #: simulator's contact Jacobian in one call each), or None: the Python path (the reference; also
-        #: for the NCP, relaxed contact, without the core, or with CONTACTRAJ_NO_FUSED set). Set it to None
-        #: to run the reference.
+        #: the fused hard-contact step of the compiled core (``cpp/src/step.cpp``: :meth:`solve` and the
+        #: simulator's contact Jacobian in one call each; ``contact="ncp"`` solves the Coulomb-cone NCP of
+        #: ``cpp/src/ncp.cpp`` there, with a core that has it), or None: the Python path (the reference; also
+        #: for relaxed contact, without the core, or with CONTACTRAJ_NO_FUSED set). Set it to None to run the
+        #: reference.
         self.fused = None
         core_mod = self.kin.core
+        ncp = contact == "ncp" and self.kappa == 0 and core_mod is not None and hasattr(core_mod, "ncp_solve")
+        relaxed = (self.kappa > 0 and contact in ("lcp", "ncp", "relaxed") and core_mod is not None
+                   and hasattr(core_mod, "relaxed_solve"))
+        #: the fused solve is the NCP's (its states are :class:`FusedNCPState`)
+        self._fused_ncp = ncp
+        #: the fused solve is the relaxed model's (its states are :class:`FusedRelaxedState`)
+        self._fused_relaxed = relaxed
+        kind = {"ncp": True} if ncp else {}
+        if relaxed:
+            kind = {"kappa": self.kappa, "distance": self.smoothing_distance, "cone": bool(self.adapter.cone)}
         # the compiled step knows neither restitution nor friction per pair
-        if (contact == "lcp" and not os.environ.get("CONTACTRAJ_NO_FUSED") and self.kappa == 0
+        if ((contact == "lcp" and self.kappa == 0 or ncp or relaxed) and not os.environ.get("CONTACTRAJ_NO_FUSED")
                 and self.restitution is None and self.pair_friction is None
                 and core_mod is not None and hasattr(core_mod, "FusedLCP")
                 and (self.scene.npairs == 0 or self.scene._detector is not None)):
             self.fused = core_mod.FusedLCP(self.scene._detector, self.kin.support, self.kin.mask, self.rows,
                                            bool(planar), self.friction, self.margin, self.slop, self.erp,
-                                           recovery == "velocity", [[float(x) for x in row] for row in lim])
+                                           recovery == "velocity", [[float(x) for x in row] for row in lim],
+                                           **kind)
 
     # -- the step's contact part ------------------------------------------------------------
     def may_touch(self, q, v_free, dt) -> bool:
@@ -541,7 +610,10 @@ class ContactModel:
 
     def fused_state(self, st) -> FusedContactState | None:
         """The Python face of a compiled solve's ``StepState`` ``st`` (None: nothing in contact)."""
-        return None if st is None else FusedContactState(st, self.adapter, self.friction)
+        if st is None:
+            return None
+        cls = FusedNCPState if self._fused_ncp else FusedRelaxedState if self._fused_relaxed else FusedContactState
+        return cls(st, self.adapter, self.friction)
 
     def fused_previous(self, previous: ContactState | None):
         """``previous`` as the fused contact solve takes it: its StepState, the key and active set of a state
@@ -550,7 +622,13 @@ class ContactModel:
             return previous.core
         if previous is not None and previous.adapter is self.adapter:  # a state of the Python path
             pairs, nc, lims = previous.key
-            return ([nc, *pairs, -1, *lims], previous.solution.modes, previous.solution.signs)
+            sol = previous.solution
+            if self._fused_relaxed:  # the relaxed model's warm start: the impulses
+                return ([nc, *pairs, -1, *lims], sol.lam)
+            if self._fused_ncp:  # the NCP's warm start: modes, impulses and friction directions
+                dirs = sol.dirs if sol.dirs is not None else np.zeros((len(sol.modes), 2))
+                return ([nc, *pairs, -1, *lims], sol.modes, sol.lam, dirs)
+            return ([nc, *pairs, -1, *lims], sol.modes, sol.signs)
         return None
 
     def _reference_solve(self, model, data, gdata, q, v_free, dt, previous: ContactState | None, v=None):

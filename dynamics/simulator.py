@@ -31,7 +31,7 @@ output perturbation is ``difference(x+, x+')`` (pin.integrate / pin.difference
 conventions), so free-flyer bases work. They come from
 ``pin.computeABADerivatives`` and ``pin.dIntegrate``; no finite differences.
 
-With the compiled core and hard LCP contact (or none), :meth:`Simulator.step` and :meth:`Simulator.rollout`'s
+With the compiled core and hard LCP or NCP contact, relaxed contact (or none), :meth:`Simulator.step` and :meth:`Simulator.rollout`'s
 loop run whole steps in one C++ call each (``cpp/src/fused_step.cpp``: input checks, ``B u`` and the passive
 torques, ABA, the fused contact solve, the integration with the position correction, the state bounds), bit
 for bit the Python path's (``Simulator._step``, the reference; tests/test_core_step.py); a step that would
@@ -544,8 +544,8 @@ class Simulator:
         self._data = SimData(self)
         self.mjcf = None  # what an MJCF file said (from_mjcf), else None
         #: The whole step in one compiled call (``cpp/src/fused_step.cpp``: :meth:`step` and :meth:`rollout`'s
-        #: loop), or None: the Python path (:meth:`_step`, the reference). It applies with the core, hard LCP
-        #: contact on the fused contact solve (``contact_model.fused``) or no contact at all, and neither
+        #: loop), or None: the Python path (:meth:`_step`, the reference). It applies with the core, hard LCP,
+        #: NCP or relaxed contact on the fused contact solve (``contact_model.fused``) or no contact at all, and neither
         #: ``CONTACTRAJ_NO_FUSED`` nor ``CONTACTRAJ_NO_FUSED_STEP`` set; setting ``contact_model.fused`` to None
         #: turns it off too. Set it to None to run the reference.
         self._fused_step = self._make_fused_step()
@@ -891,7 +891,7 @@ class Simulator:
         c = d.contact
         if c is None:
             return None
-        if type(c) is FusedContactState:
+        if isinstance(c, FusedContactState):
             return c.core
         return self.contact_model.fused_previous(c)
 
@@ -1074,7 +1074,7 @@ class Simulator:
             code, st = fs.step_derivatives(d.pin, d.geom, x, u, self._fused_previous(d), None, None, out, Fx, Fu)
         else:
             s = kept[1]
-            if s is not None and type(s) is not FusedContactState:
+            if s is not None and not isinstance(s, FusedContactState):
                 return False
             code, st = fs.step_derivatives(d.pin, d.geom, x, u, None, kept[0], None if s is None else s.core,
                                            out, Fx, Fu)
@@ -1158,7 +1158,7 @@ class Simulator:
     def _contact_velocity_jacobian(self, q, v, tau, v_next, state, d, dv_dx, dv_du, adjoint=None):
         """Fill ``dv+/dx`` (nv, ndx) and ``dv+/du`` (nv, nu) through the contact solve."""
         nv, dt, cm = self.nv, self.dt, self.contact_model
-        if adjoint is None and cm.fused is not None and type(state) is FusedContactState:
+        if adjoint is None and cm.fused is not None and isinstance(state, FusedContactState):
             cm.fused.jacobian(self._step_model, d.pin, state.core, q, v, tau, v_next, dt, self.actuated_dofs,
                               self._spring_dofs, self._stiffness_k, self._damp_dofs, self._damping, dv_dx, dv_du)
             return

@@ -177,12 +177,14 @@ def test_registered_problems(name):
 
 
 @pytest.mark.parametrize("name", ["go1-standing", "cube-throw"])
-def test_other_contact_models_keep_the_python_path(name):
+def test_ncp_and_relaxed_are_fused_with_a_core_that_has_them(name):
     kw = {"steps": 2, "every": 1} if name == "cube-throw" else {}
     sim = problems.load(name, **kw).dynamics
-    assert sim.contact == "ncp" and sim._fused_step is None
+    # NCP contact: fused by a core with the NCP solve (cpp/src/ncp.cpp; tests/test_core_ncp.py), else Python
+    assert sim.contact == "ncp" and (sim._fused_step is not None) == hasattr(core.module, "ncp_solve")
     relaxed = _lcp_problem("catapult")[1].with_smoothing(1e-3)
-    assert relaxed._fused_step is None
+    # relaxed contact: fused by a core with the relaxed solve (cpp/src/relaxed.cpp; tests/test_core_relaxed.py)
+    assert (relaxed._fused_step is not None) == hasattr(core.module, "relaxed_solve")
 
 
 def test_free_flight_no_contact_model():

@@ -43,4 +43,6 @@ void bind_lcp(nb::module_& m);
 void bind_step(nb::module_& m);
 void bind_fused_step(nb::module_& m);
 void bind_params(nb::module_& m);
+void bind_ncp(nb::module_& m);
+void bind_relaxed(nb::module_& m);
 }  // namespace contactraj

@@ -11,4 +11,6 @@ NB_MODULE(contactraj_core, m) {
   contactraj::bind_step(m);
   contactraj::bind_fused_step(m);
   contactraj::bind_params(m);
+  contactraj::bind_ncp(m);
+  contactraj::bind_relaxed(m);
 }

@@ -9,6 +9,8 @@
 #include "common.hpp"
 #include "kinematics.hpp"
 #include "lcp.hpp"
+#include "ncp.hpp"
+#include "relaxed.hpp"
 #include "step.hpp"
 #include <nanobind/eigen/dense.h>
 #include <nanobind/stl/vector.h>
@@ -47,6 +49,8 @@ struct StepState {
   VectorXl deep_rows;
   Correction correction;
   mutable std::shared_ptr<const ReducedFactor> factor;  // reduced_factor(): made on the first Jacobian
+  std::shared_ptr<const ncp::State> ncp;  // NCP contact (FusedLCP ncp=True): its problem and solution (ncp.cpp)
+  std::shared_ptr<const relaxed::State> relaxed;  // relaxed contact (FusedLCP kappa > 0): relaxed.cpp
   int64_t m_contact() const { return nc * r; }
 };
 
@@ -79,9 +83,12 @@ void symmetrize_upper(Mat& M) {
 class FusedLCP {
  public:
   FusedLCP(nb::object detector, const RowMat& support, const RowMat& mask, int64_t r, bool planar, double friction,
-           double margin, double slop, double erp, bool velocity_recovery, std::vector<std::vector<double>> limits)
+           double margin, double slop, double erp, bool velocity_recovery, std::vector<std::vector<double>> limits,
+           bool ncp = false, double kappa = 0.0, double distance = 0.05, bool cone = false)
       : detector_(std::move(detector)), support_(support), mask_(mask), r_(r), planar_(planar), friction_(friction),
-        margin_(margin), slop_(slop), erp_(erp), velocity_recovery_(velocity_recovery) {
+        margin_(margin), slop_(slop), erp_(erp), velocity_recovery_(velocity_recovery), ncp_(ncp), kappa_(kappa),
+        distance_(distance), cone_(cone) {
+    if (ncp_ && kappa_ > 0.0) throw std::invalid_argument("FusedLCP: ncp and kappa > 0 (relaxed) exclude each other");
     for (const auto& l : limits) {
       if (l.size() != 4) throw std::invalid_argument("FusedLCP: each limit is (iq, iv, sign, reference)");
       limits_.push_back({static_cast<int64_t>(l[0]), static_cast<int64_t>(l[1]), l[2], l[3]});
@@ -112,6 +119,18 @@ class FusedLCP {
     bool other = false;
     if (nb::isinstance<StepState>(previous)) {
       prev = nb::inst_ptr<StepState>(previous);
+    } else if (!previous.is_none() && kappa_ > 0.0) {  // (key, lam) of a relaxed state of the Python path
+      auto t = nb::cast<std::tuple<std::vector<int64_t>, Eigen::VectorXd>>(previous);
+      other_key = std::get<0>(t);
+      other_ncp_lam_ = std::get<1>(t);
+      other = true;
+    } else if (!previous.is_none() && ncp_) {  // (key, modes, lam, dirs) of an NCP state of the Python path
+      auto t = nb::cast<std::tuple<std::vector<int64_t>, VectorXl, Eigen::VectorXd, RowMat>>(previous);
+      other_key = std::get<0>(t);
+      other_modes = std::get<1>(t);
+      other_ncp_lam_ = std::get<2>(t);
+      other_ncp_dirs_ = std::get<3>(t);
+      other = true;
     } else if (!previous.is_none()) {
       auto t = nb::cast<std::tuple<std::vector<int64_t>, VectorXl, VectorXl>>(previous);
       other_key = std::get<0>(t);
@@ -130,8 +149,10 @@ class FusedLCP {
     std::vector<char> active(limits_.size(), 0);
     for (size_t k = 0; k < limits_.size(); ++k) active[k] = limits_[k].s * (q[limits_[k].iq] - limits_[k].ref) < margin_;
     for (;;) {
+      handback_ = false;
       solve_rows(model, data, q, v_free, dt, prev, other, other_key, other_modes, other_signs, nc, arrays, active,
                  v_next, state);
+      if (handback_) return false;  // the relaxed solve found no central point: Python falls back to hard contact
       bool added = false;
       for (size_t k = 0; k < limits_.size(); ++k) {
         const Limit& l = limits_[k];
@@ -219,7 +240,14 @@ class FusedLCP {
     st->key.push_back(-1);
     for (const Limit* l : lim) st->key.push_back(l->iq * 2 + (l->s > 0));
     const bool same = prev != nullptr ? prev->key == st->key : other && other_key == st->key;
-    if (same && prev != nullptr) {
+    if (kappa_ > 0.0) {
+      if (!solve_relaxed(*st, prev, same, std::move(A), std::move(b), nc, nl)) {
+        handback_ = true;
+        return;
+      }
+    } else if (ncp_) {
+      solve_ncp(*st, prev, same, other_modes, std::move(A), std::move(b), nc, nl);
+    } else if (same && prev != nullptr) {
       st->problem = prev->problem;
       st->problem.set_values(A, b);
     } else {
@@ -232,13 +260,15 @@ class FusedLCP {
         }
       st->problem = lcp::Problem(A, b, normal_of, mu);
     }
-    st->guessed = same;
-    const VectorXl* gm = same ? (prev ? &prev->solution.modes : &other_modes) : nullptr;
-    const VectorXl* gs = same ? (prev ? &prev->solution.signs : &other_signs) : nullptr;
-    if (gm != nullptr && gm->size() == m && gs->size() == m)
-      st->solution = lcp::solve(st->problem, gm, gs, 1e-9, -1);
-    else
-      st->solution = lcp::solve(st->problem, nullptr, nullptr, 1e-9, -1);
+    if (!ncp_ && !(kappa_ > 0.0)) {
+      st->guessed = same;
+      const VectorXl* gm = same ? (prev ? &prev->solution.modes : &other_modes) : nullptr;
+      const VectorXl* gs = same ? (prev ? &prev->solution.signs : &other_signs) : nullptr;
+      if (gm != nullptr && gm->size() == m && gs->size() == m)
+        st->solution = lcp::solve(st->problem, gm, gs, 1e-9, -1);
+      else
+        st->solution = lcp::solve(st->problem, nullptr, nullptr, 1e-9, -1);
+    }
     v_next = v_free + st->MJt * st->solution.x;
     if (!velocity_recovery_ && !deep.empty()) {
       // the deep rows, then the limit rows held on their limits (ContactModel._held_limit_rows: not deep,
@@ -329,6 +359,14 @@ class FusedLCP {
     for (int64_t a = 0; a < damp_dofs.size(); ++a) {
       const int64_t i = damp_dofs[a];
       G.col(nv + i) -= (dt * minv.col(i)) * damping[i];
+    }
+    if (st.ncp) {
+      ncp_velocity_jacobian(st, G, v_next, dt, nv, nu, dv_dx, dv_du);
+      return;
+    }
+    if (st.relaxed) {
+      relaxed_velocity_jacobian(st, G, v_next, dt, nv, nu, dv_dx, dv_du);
+      return;
     }
     // ContactModel.velocity_jacobian: the LCP's linearization keeps the clamping rows C (Fc = I[C]) and
     // solves K dz = -dc[C] (K = A[C, C], or A[C, :] P when some friction row is bounded), dlambda = P dz or
@@ -461,6 +499,104 @@ class FusedLCP {
     out = correction_jacobian(c.A, c.W, Jd_, K, Dm, erp_);
   }
 
+  // The NCP part of solve_rows (ContactModel._solve_rows with NCPAdapter): the groups of the rows, the warm start
+  // (the previous solve's modes, impulses and friction directions, when its rows are the same), ncp::solve.
+  void solve_ncp(StepState& st, const StepState* prev, bool same, const VectorXl& other_modes, Eigen::MatrixXd A,
+                 Eigen::VectorXd b, int64_t nc, int64_t nl) {
+    auto s = std::make_shared<ncp::State>();
+    s->problem.A = std::move(A);
+    s->problem.b = std::move(b);
+    ncp::groups(nc, r_, nl, friction_, s->problem);
+    const bool warm = same && (prev == nullptr || prev->ncp);
+    if (warm && prev != nullptr)
+      s->solution = ncp::solve(s->problem, &prev->ncp->solution.modes, &prev->ncp->solution.lam,
+                               &prev->ncp->solution.dirs);
+    else if (warm)
+      s->solution = ncp::solve(s->problem, &other_modes, &other_ncp_lam_, &other_ncp_dirs_);
+    else
+      s->solution = ncp::solve(s->problem);
+    st.guessed = warm;
+    st.solution.x = s->solution.lam;
+    st.solution.w = s->solution.c;
+    st.solution.modes = s->solution.modes;
+    st.solution.solved = s->solution.solved;
+    st.solution.residual = s->solution.residual;
+    st.solution.warm_start_hit = s->solution.warm_start_hit;
+    st.solution.iterations = s->solution.iterations;
+    st.ncp = std::move(s);
+  }
+
+  // The relaxed part of solve_rows (ContactModel._solve_rows with RelaxedAdapter): its problem from the rows and
+  // the distances, the previous impulses as the warm start when the rows are the same, relaxed::solve. False
+  // when it does not converge (CentralPathError there: the caller hands the step back to Python).
+  bool solve_relaxed(StepState& st, const StepState* prev, bool same, Eigen::MatrixXd A, Eigen::VectorXd b, int64_t nc,
+                     int64_t nl) {
+    auto s = std::make_shared<relaxed::State>();
+    s->problem = relaxed::make_problem(A, b, nc, r_, nl, friction_, cone_, st.phi, kappa_, distance_);
+    const bool warm = same && (prev == nullptr || prev->relaxed);
+    const Eigen::VectorXd* guess = warm ? (prev != nullptr ? &prev->relaxed->solution.lam : &other_ncp_lam_) : nullptr;
+    s->solution = relaxed::solve(s->problem, guess);
+    if (!s->solution.converged) return false;
+    st.guessed = warm;
+    st.solution.x = s->solution.lam;
+    st.solution.w = s->solution.c;
+    st.solution.solved = true;
+    st.solution.residual = s->solution.residual;
+    st.solution.warm_start_hit = s->solution.warm_start_hit;
+    st.solution.iterations = s->solution.iterations;
+    st.relaxed = std::move(s);
+    return true;
+  }
+
+  // ContactModel.velocity_jacobian with RelaxedAdapter.linearize: dc as for the NCP, dphi = J_n on the q-columns of
+  // the normal rows, E = K (regular: a plain solve), Fc, Fphi, unknowns = keep; implicit_velocity.
+  void relaxed_velocity_jacobian(const StepState& st, const RowMat& G, const Eigen::VectorXd& v_next, double dt,
+                                 int64_t nv, int64_t nu, nb::DRef<RowMat>& dv_dx, nb::DRef<RowMat>& dv_du) {
+    const relaxed::State& s = *st.relaxed;
+    if (s.solution.keep.size() == 0) {
+      dv_dx = G.leftCols(2 * nv);
+      dv_du = G.rightCols(nu);
+      return;
+    }
+    RowMat E, Fc, Fphi;
+    relaxed::linearization(s.problem, s.solution, E, Fc, Fphi);
+    const int64_t mc = st.m_contact(), m = st.J.rows();
+    dJv_.resize(mc, nv);
+    if (mc) velocity_derivative(st.geo.J6A, st.geo.J6B, st.geo.D, st.geo.dD, st.geo.dp, points(st), v_next, mask_, dJv_);
+    Eigen::VectorXd slope = st.bias_slope / dt;
+    const RowMat dc = fixed_impulse_velocity_derivative(st.J, G, st.normal_rows, slope, dJv_);
+    RowMat dphi = RowMat::Zero(m, G.cols());
+    for (int64_t a = 0; a < st.normal_rows.size(); ++a) dphi.row(st.normal_rows[a]).head(nv) = st.J.row(st.normal_rows[a]);
+    const RowMat out = implicit_velocity(E, Fc, Fphi, dc, dphi, true, RowMat(0, 0), s.solution.keep, st.MJt, G, false);
+    dv_dx = out.leftCols(2 * nv);
+    dv_du = out.rightCols(nu);
+  }
+
+  // ContactModel.velocity_jacobian with NCPAdapter.linearize: dc = fixed_impulse_velocity_derivative(J, G, normal
+  // rows, bias_slope / dt, dJv), the mode equations' (E, Fc, act) at the solution, G + MJt[:, act] dz by
+  // implicit_velocity (least squares with RANK_RTOL): the same compiled pieces the Python path calls.
+  void ncp_velocity_jacobian(const StepState& st, const RowMat& G, const Eigen::VectorXd& v_next, double dt,
+                             int64_t nv, int64_t nu, nb::DRef<RowMat>& dv_dx, nb::DRef<RowMat>& dv_du) {
+    const ncp::State& s = *st.ncp;
+    RowMat E, Fc;
+    IdxVec act;
+    ncp::linearization(s.problem, s.solution.modes, s.solution.dirs, s.solution.lam, E, Fc, act);
+    if (E.rows() == 0) {
+      dv_dx = G.leftCols(2 * nv);
+      dv_du = G.rightCols(nu);
+      return;
+    }
+    const int64_t mc = st.m_contact(), m = st.J.rows();
+    dJv_.resize(mc, nv);
+    if (mc) velocity_derivative(st.geo.J6A, st.geo.J6B, st.geo.D, st.geo.dD, st.geo.dp, points(st), v_next, mask_, dJv_);
+    Eigen::VectorXd slope = st.bias_slope / dt;
+    const RowMat dc = fixed_impulse_velocity_derivative(st.J, G, st.normal_rows, slope, dJv_);
+    const RowMat out = implicit_velocity(E, Fc, RowMat(0, m), dc, RowMat(0, G.cols()), false, RowMat(0, 0), act,
+                                         st.MJt, G, false);
+    dv_dx = out.leftCols(2 * nv);
+    dv_du = out.rightCols(nu);
+  }
+
  private:
   static bool nc_geo(const StepState& st) { return st.nc > 0; }
   static Eigen::Map<const RowMat> points(const StepState& st) {
@@ -474,6 +610,12 @@ class FusedLCP {
   double friction_, margin_, slop_, erp_;
   bool velocity_recovery_;
   std::vector<Limit> limits_;
+  bool ncp_ = false;  // the Coulomb-cone NCP (ncp.cpp) instead of the boxed LCP
+  double kappa_ = 0.0, distance_ = 0.05;  // kappa > 0: relaxed contact (relaxed.cpp), its fade distance
+  bool cone_ = false;  // relaxed friction by the cone (else the pyramid)
+  bool handback_ = false;  // solve_rows: the relaxed solve did not converge
+  Eigen::VectorXd other_ncp_lam_;  // the impulses and friction directions of a Python-path NCP previous state
+  RowMat other_ncp_dirs_;
   // workspaces of jacobian() (kept between calls: no allocation per step once the sizes repeat)
   Eigen::VectorXd tau_total_;
   RowMat G_, fd_, dJv_, JC_, rhs_, dz_, W_, Jd_, corr_D_, corr_K_, E_, Gnz_, FJ_, Y_, WF_, FdR_;
@@ -500,6 +642,7 @@ bool is_step_state(nb::handle state) { return nb::isinstance<StepState>(state); 
 
 StepStateView step_state_view(nb::handle state) {
   const StepState& st = nb::cast<const StepState&>(state);
+  if (st.ncp || st.relaxed) throw std::invalid_argument("a StepState of NCP or relaxed contact has no LCP view (parameter Jacobians: the Python path)");
   return {st.J,         st.Minv,        st.MJt,
           st.problem,   st.solution,    st.m_contact(),
           reduced_factor(st), st.contacts, st.nc,
@@ -558,6 +701,33 @@ void bind_step(nb::module_& m) {
                      return nb::make_tuple(x.x, x.w, x.modes, x.signs, x.solved, x.residual, x.warm_start_hit,
                                            x.iterations);
                    })
+      .def_prop_ro("ncp",
+                   [](const StepState& s) -> nb::object {  // NCP contact: (A, b, start, size, mu), else None
+                     if (!s.ncp) return nb::none();
+                     const auto& p = s.ncp->problem;
+                     return nb::make_tuple(p.A, p.b, p.start, p.size, p.mu);
+                   })
+      .def_prop_ro("ncp_solution",
+                   [](const StepState& s) -> nb::object {  // (lam, c, modes, solved, residual, hit, its, dirs)
+                     if (!s.ncp) return nb::none();
+                     const auto& x = s.ncp->solution;
+                     return nb::make_tuple(x.lam, x.c, x.modes, x.solved, x.residual, x.warm_start_hit, x.iterations,
+                                           x.dirs);
+                   })
+      .def_prop_ro("relaxed",
+                   [](const StepState& s) -> nb::object {  // relaxed contact: its problem's arrays, else None
+                     if (!s.relaxed) return nb::none();
+                     const auto& p = s.relaxed->problem;
+                     return nb::make_tuple(p.A, p.b, p.kind, p.normal_of, p.block_start, p.block_size, p.mu, p.weight,
+                                           p.dweight, p.kappa);
+                   })
+      .def_prop_ro("relaxed_solution",
+                   [](const StepState& s) -> nb::object {  // (lam, c, its, residual, converged, K, hit, keep)
+                     if (!s.relaxed) return nb::none();
+                     const auto& x = s.relaxed->solution;
+                     return nb::make_tuple(x.lam, x.c, x.iterations, x.residual, x.converged, x.K, x.warm_start_hit,
+                                           x.keep);
+                   })
       .def_prop_ro("correction", [](const StepState& s) -> nb::object {
         if (!s.has_correction) return nb::none();
         const auto& c = s.correction;
@@ -566,10 +736,11 @@ void bind_step(nb::module_& m) {
   nb::class_<FusedLCP>(m, "FusedLCP",
                        "ContactModel.solve and Simulator._contact_velocity_jacobian for hard LCP contact, fused")
       .def(nb::init<nb::object, const RowMat&, const RowMat&, int64_t, bool, double, double, double, double, bool,
-                    std::vector<std::vector<double>>>(),
+                    std::vector<std::vector<double>>, bool, double, double, bool>(),
            nb::arg("detector").none(), nb::arg("support"), nb::arg("mask"), nb::arg("rows"), nb::arg("planar"),
            nb::arg("friction"), nb::arg("margin"), nb::arg("slop"), nb::arg("erp"), nb::arg("velocity_recovery"),
-           nb::arg("limits"))
+           nb::arg("limits"), nb::arg("ncp") = false, nb::arg("kappa") = 0.0, nb::arg("distance") = 0.05,
+           nb::arg("cone") = false)
       .def("solve", &FusedLCP::solve, nb::arg("model"), nb::arg("data"), nb::arg("gdata").none(), nb::arg("q"),
            nb::arg("v_free"), nb::arg("dt"), nb::arg("previous").none(),
            "(v+, StepState), (v_free, None) without rows, or None where the detector hands back to Python")
