@@ -23,7 +23,10 @@ Given the free velocity ``v_f = v + dt ABA(q, v, tau)``:
    kinetic energy. ``dq_c = M^-1 J_d^T lambda_c`` is the mass-metric smallest displacement
    with ``J_d dq_c = erp (-phi_d - slop)`` on the deep normal and limit rows ``d`` (least
    squares, ``lambda_c = (J_d M^-1 J_d^T)^+ e``; normal rows only, so the same for every
-   contact model). Bound: each step moves every deep row out by ``erp`` of its excess
+   contact model). It only pushes: a row whose multiplier would pull (``lambda_c < 0``) leaves
+   it, the most negative first, and the rest is solved again (nearly parallel rows of
+   opposite intent -- a box squeezed between the floor and two links -- otherwise met their
+   targets with huge multipliers of both signs: 12 cm and 6.5 rad in one step). Bound: each step moves every deep row out by ``erp`` of its excess
    depth (``0.2 (depth - slop)`` by default, i.e. at most ``erp`` times the deepest
    penetration), so ``depth - slop`` shrinks by ``1 - erp`` per step: 5 cm to ``slop``
    in ``log(500) / -log(0.8) ~ 28`` steps; the velocity never carries it
@@ -289,6 +292,11 @@ class ContactState:
     def m_contact(self) -> int:
         """Number of contact rows (the limit rows follow them)."""
         return 0 if self.geo is None else self.geo.J.shape[0]
+
+
+#: A correction row whose multiplier is below ``-CORRECTION_PULL max|lam|`` pulls, and leaves the correction
+#: (:meth:`ContactModel._reference_correction`; the compiled core's twin in ``cpp/src/kinematics.hpp``).
+CORRECTION_PULL = 1e-9
 
 
 @dataclass
@@ -708,8 +716,7 @@ class ContactModel:
             if len(held):
                 rows = np.concatenate([rows, held])
                 phis = np.concatenate([phis, np.full(len(held), -self.slop)])  # e = erp (slop - slop) = 0
-            state.correction = self._correction(J, MJt, rows, phis)
-            state.correction.held = len(held)
+            state.correction = self._correction(J, MJt, rows, phis, len(held))
         return v_next, state
 
     def compliant_rows(self, model, data, gdata, q):
@@ -768,21 +775,36 @@ class ContactModel:
         bias_slope[k[gap]] = 0.0
         return Impact(rows[k], e[k], v.copy())
 
-    def _correction(self, J, MJt, rows, phi_deep) -> Correction:
-        """The position correction on the deep rows ``rows`` with distances ``phi_deep`` (module docstring);
-        ``MJt`` is the step's ``M^-1 J^T``, whose deep columns are ``W``. In the compiled core when it is
-        available (its least squares keeps numpy's cutoff ``s > RANK_RTOL s_max``: see ``cpp/src/kinematics.hpp``)."""
+    def _correction(self, J, MJt, rows, phi_deep, held: int = 0) -> Correction:
+        """The position correction on the deep rows ``rows`` with distances ``phi_deep``, the last ``held`` of them
+        held limit rows (module docstring); ``MJt`` is the step's ``M^-1 J^T``, whose deep columns are ``W``. In
+        the compiled core when it is available (its least squares keeps numpy's cutoff ``s > RANK_RTOL s_max``:
+        see ``cpp/src/kinematics.hpp``)."""
         if self.kin.core is None:
-            return self._reference_correction(J, MJt, rows, phi_deep)
-        dq, lam, W, A = self.kin.core.position_correction(J, MJt, rows, phi_deep, self.erp, self.slop)
-        return Correction(rows, dq, lam, W, A)
+            return self._reference_correction(J, MJt, rows, phi_deep, held)
+        dq, lam, W, A, keep = self.kin.core.position_correction(J, MJt, rows, phi_deep, self.erp, self.slop)
+        keep = np.asarray(keep, dtype=np.intp)
+        return Correction(rows[keep], dq, lam, W, A, int(np.count_nonzero(keep >= len(rows) - held)))
 
-    def _reference_correction(self, J, MJt, rows, phi_deep) -> Correction:
-        W = MJt[:, rows]
-        A = J[rows] @ W
-        e = self.erp * (-phi_deep - self.slop)
-        lam = np.linalg.lstsq(A, e, rcond=RANK_RTOL)[0]
-        return Correction(rows, W @ lam, lam, W, A)
+    def _reference_correction(self, J, MJt, rows, phi_deep, held: int = 0) -> Correction:
+        """Least squares ``A lam = e`` on the rows kept (all at first); while the smallest multiplier pulls
+        (``lam_a < -CORRECTION_PULL max|lam|``) its row leaves (the first such minimum) and the rest is solved
+        again: a correction pushes bodies apart, never pulls (a split impulse's ``lam >= 0``). Nearly parallel
+        rows of opposite intent (a box squeezed between the floor and two links) otherwise met their targets
+        with multipliers of 1e3-1e4 and opposite signs, a displacement of 12 cm and 6.5 rad in one step."""
+        e_all = self.erp * (-phi_deep - self.slop)
+        keep = np.arange(len(rows))
+        while True:
+            W = MJt[:, rows[keep]]
+            A = J[rows[keep]] @ W
+            lam = np.linalg.lstsq(A, e_all[keep], rcond=RANK_RTOL)[0]
+            if not len(keep):
+                break
+            worst = int(np.argmin(lam))
+            if not lam[worst] < -CORRECTION_PULL * np.abs(lam).max():
+                break
+            keep = np.delete(keep, worst)
+        return Correction(rows[keep], W @ lam, lam, W, A, int(np.count_nonzero(keep >= len(rows) - held)))
 
     def correction_jacobian(self, state: ContactState, q: np.ndarray) -> np.ndarray:
         """``d dq_c / dq`` (nv, nv) in the tangent space (``dq_c`` depends on q only, not on v or u).

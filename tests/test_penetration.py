@@ -138,3 +138,32 @@ def test_go1_started_in_the_ground_climbs_out_without_launching():
     assert not airborne, airborne
     assert xs[:, 2].max() < 0.2 and np.abs(xs[:, sim.nq:sim.nq + 3]).max() < 1.0
     assert np.abs(xs[-1, sim.nq:]).max() < 1e-6
+
+
+#: the catapult with 0.33 m links 1 and 2 at step 292 of a bang-bang throw (found by the catapult-design reach
+#: study): the box lies on the floor (3.5 mm in) under link 2 (0.7 mm in, its normal tilted 6 mrad) and the bat
+#: (0.9 mm in, tilted 0.13 rad); control (250, -125, -250)
+SQUEEZED = (np.array([-1.0917989016374849e-01, -5.2848890014891325e-01, 1.5772075961437462e+00,
+                      7.2993131992275126e-17, 1.2687627746674132e-01, 4.6999043818871666e-01,
+                      9.9999999999998992e-02, -3.9079702139105033e-01, 9.2370555648813024e-14,
+                      5.2401881768381344e+01]), np.array([250.0, -125.0, -250.0]))
+
+
+@pytest.mark.parametrize("contact", ["lcp", "ncp"])
+def test_a_squeezed_box_is_not_teleported_by_the_position_correction(contact):
+    """Nearly parallel deep rows of opposite intent: the equality least squares met them with multipliers of
+    -6331 and +7529, moving the box 12.6 cm and the bat 6.5 rad in one step. The correction only pushes
+    (multipliers >= 0: the pulling rows left), so no coordinate moves by more than dt v+ plus millimetres."""
+    from problems.design import design_simulator
+
+    x, u = SQUEEZED
+    sim = design_simulator({"arm1": 0.33, "arm2": 0.33}, contact=contact)
+    xn = sim.step(x, u)
+    c = sim._data.contact.correction
+    assert c is not None and len(c.rows) < 6  # 5 deep contacts and a held limit: some rows pulled and left
+    assert np.all(c.lam >= 0.0)
+    unexplained = xn[:sim.nq] - x[:sim.nq] - sim.dt * xn[sim.nq:]
+    assert np.abs(unexplained).max() < 1e-2, unexplained  # measured 7.0e-3 (the bat, rad)
+    # (the step's Jacobians here are not checked: this over-constrained squeeze -- 12 rows on 5 coordinates --
+    # has dv+/dq off by 0.17 against differences in the columns of joints 1 and 2, with or without this rule;
+    # known, in the closing note)

@@ -714,13 +714,31 @@ Correction position_correction(const CRowRef& J, const CRowRef& MJt, const CIdxR
     expect(rows[a] >= 0 && rows[a] < m, fn, "rows[" + std::to_string(a) + "] = " + std::to_string(rows[a]) +
                                                 " is not a row of J (0 .. " + std::to_string(m - 1) + ")");
   Correction c;
-  c.W.resize(nv, k);
-  for (Eigen::Index a = 0; a < k; ++a) c.W.col(a) = MJt.col(rows[a]);
-  RowMat Jd(k, nv);
-  for (Eigen::Index a = 0; a < k; ++a) Jd.row(a) = J.row(rows[a]);
-  c.A = Jd * c.W;
-  Eigen::VectorXd e = erp * (-phi_deep.array() - slop).matrix();
-  c.lam = lstsq(c.A, Eigen::Map<const RowMat>(e.data(), k, 1), RANK_RTOL);
+  const Eigen::VectorXd e_all = erp * (-phi_deep.array() - slop).matrix();
+  c.keep.resize(k);
+  for (Eigen::Index a = 0; a < k; ++a) c.keep[a] = a;
+  for (;;) {
+    const Eigen::Index n = c.keep.size();
+    c.W.resize(nv, n);
+    RowMat Jd(n, nv);
+    Eigen::VectorXd e(n);
+    for (Eigen::Index a = 0; a < n; ++a) {
+      c.W.col(a) = MJt.col(rows[c.keep[a]]);
+      Jd.row(a) = J.row(rows[c.keep[a]]);
+      e[a] = e_all[c.keep[a]];
+    }
+    c.A = Jd * c.W;
+    c.lam = lstsq(c.A, Eigen::Map<const RowMat>(e.data(), n, 1), RANK_RTOL);
+    if (n == 0) break;
+    Eigen::Index worst = 0;
+    for (Eigen::Index a = 1; a < n; ++a)
+      if (c.lam[a] < c.lam[worst]) worst = a;
+    if (!(c.lam[worst] < -CORRECTION_PULL * c.lam.cwiseAbs().maxCoeff())) break;
+    IdxVec next(n - 1);
+    for (Eigen::Index a = 0, b = 0; a < n; ++a)
+      if (a != worst) next[b++] = c.keep[a];
+    c.keep = next;
+  }
   c.dq = c.W * c.lam;
   return c;
 }
@@ -878,11 +896,13 @@ void bind_kinematics(nb::module_& m) {
                                            idx_of(rows), vec(rows_of(phi_deep, fn, "phi_deep", {-1})), erp, slop);
         const size_t nv = c.W.rows(), k = c.W.cols();
         RowMat lam = c.lam, dq = c.dq;
+        nb::list keep;
+        for (Eigen::Index a = 0; a < c.keep.size(); ++a) keep.append(static_cast<int64_t>(c.keep[a]));
         return nb::make_tuple(to_numpy(std::move(dq), {nv}), to_numpy(std::move(lam), {k}),
-                              to_numpy(std::move(c.W), {nv, k}), to_numpy(std::move(c.A), {k, k}));
+                              to_numpy(std::move(c.W), {nv, k}), to_numpy(std::move(c.A), {k, k}), keep);
       },
       nb::arg("J"), nb::arg("MJt"), nb::arg("rows"), nb::arg("phi_deep"), nb::arg("erp"), nb::arg("slop"),
-      "(dq, lam, W, A) of dynamics/contact_step.py ContactModel._correction");
+      "(dq, lam, W, A, keep) of dynamics/contact_step.py ContactModel._correction (keep: the rows kept)");
   m.def(
       "correction_jacobian",
       [](const ArrD& A, const ArrD& W, const ArrD& Jd, const ArrD& K, const ArrD& D, double erp) {

@@ -87,13 +87,18 @@ RowMat lambda_jacobian(const CRowRef& E, const CRowRef& Fc, const CRowRef& Fphi,
                        const CRowRef& dphi, bool regular, const CRowRef& P, const CIdxRef& unknowns,
                        bool symmetric = false);
 
-// dynamics/contact_step.py ContactModel._correction: the position correction of the deep rows ``rows``
-// of J with distances ``phi_deep``: W = MJt[:, rows], A = J[rows] W, e = erp (-phi_deep - slop),
-// lam = lstsq(A, e, RANK_RTOL), dq = W lam.
+// dynamics/contact_step.py ContactModel._reference_correction: the position correction of the deep rows
+// ``rows`` of J with distances ``phi_deep``: e = erp (-phi_deep - slop); on the kept rows (all at first)
+// W = MJt[:, rows[keep]], A = J[rows[keep]] W, lam = lstsq(A, e[keep], RANK_RTOL); while the smallest
+// multiplier pulls (lam_a < -CORRECTION_PULL max|lam|), its row leaves ``keep`` (the first such minimum) and
+// the rest is solved again; dq = W lam. ``keep`` indexes ``rows``.
 struct Correction {
   RowMat W, A;
   Eigen::VectorXd lam, dq;
+  IdxVec keep;
 };
+//: relative size of a multiplier below which a correction row pulls (ContactModel: CORRECTION_PULL)
+constexpr double CORRECTION_PULL = 1e-9;
 Correction position_correction(const CRowRef& J, const CRowRef& MJt, const CIdxRef& rows, const CVecRef& phi_deep,
                                double erp, double slop);
 

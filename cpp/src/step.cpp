@@ -289,8 +289,17 @@ class FusedLCP {
         st->deep_rows[k + a] = held[a];
         phi_deep[k + a] = -slop_;
       }
-      st->held = h;
       st->correction = position_correction(st->J, st->MJt, st->deep_rows, phi_deep, erp_, slop_);
+      // the rows that pull left the correction: keep the others (held limit rows stay last)
+      const IdxVec& keep = st->correction.keep;
+      VectorXl kept(keep.size());
+      int64_t held_kept = 0;
+      for (Eigen::Index a = 0; a < keep.size(); ++a) {
+        kept[a] = st->deep_rows[keep[a]];
+        if (keep[a] >= k) ++held_kept;
+      }
+      st->deep_rows = kept;
+      st->held = held_kept;
       st->has_correction = true;
     }
     state = nb::cast(st.release(), nb::rv_policy::take_ownership);
