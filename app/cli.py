@@ -597,19 +597,29 @@ def _solve_least_squares(problem, args, out) -> int:
 
 
     runs = {}
+    stopped = None  # the run a signal stopped (the command then ends interrupted, whichever run it was)
     # a problem with many unknowns (ur5-sysid: 250) may skip the finite-difference comparison run
     for jac in ("analytic", "fd") if problem.info.get("compare_fd", True) else ("analytic",):
-        sol = gauss_newton(problem, jacobian=jac, verbose=True,
-                           **({"max_iter": args.max_iter} if args.max_iter else {}),
-                           **({"time_limit": args.time_limit} if args.time_limit else {}))
+        try:
+            sol = gauss_newton(problem, jacobian=jac, verbose=True,
+                               **({"max_iter": args.max_iter} if args.max_iter else {}),
+                               **({"time_limit": args.time_limit} if args.time_limit else {}))
+        except KeyboardInterrupt:  # between the runs: the analytic run's answer is kept
+            if not runs:
+                raise
+            stopped = jac
+            break
         runs[jac] = sol
         if sol.status.value == "interrupted":  # stop, and save what the interrupted run found
+            stopped = jac
             break
     with _deferred_signals():
-        return _write_least_squares(problem, args, out, runs)
+        return _write_least_squares(problem, args, out, runs, stopped)
 
 
-def _write_least_squares(problem, args, out, runs) -> int:
+def _write_least_squares(problem, args, out, runs, stopped=None) -> int:
+    """The summary of the analytic run (and the finite-difference one's figures); ``stopped``: the run a
+    signal stopped, which makes the whole command interrupted (status, message, exit 130 / 143 / 129)."""
     from trajopt.plots import plot_residuals
 
     png = plot_residuals({f"{k} Jacobian": v.history for k, v in runs.items()}, path=os.path.join(out, "residuals.png"),
@@ -621,10 +631,21 @@ def _write_least_squares(problem, args, out, runs) -> int:
     _note_signal(sol)
     message = sol.info.get("message") or sol.info.get("reason") or (
         "" if sol.status == Status.CONVERGED else DEFAULT_MESSAGES[sol.status])
+    status = sol.status.value
+    if stopped == "fd":  # the answer (analytic) is complete; the comparison run was cut short
+        status = "interrupted"
+        import signal
+
+        signum = _signal["received"]
+        by = "Ctrl-C" if signum is None else signal.Signals(signum).name + (" (Ctrl-C)" if signum == signal.SIGINT
+                                                                              else "")
+        message = (f"interrupted by {by} during the finite-difference comparison run: the analytic-Jacobian "
+                   f"answer ({sol.status.value}) is saved")
     metrics = problem.evaluate(sol.us[0])
     summary = {
         "problem": args.problem, "method": "gauss-newton", "contact": getattr(problem.dynamics, "contact", "none"),
-        "status": sol.status.value, "message": message, "cost": float(sol.cost), "iterations": sol.iterations,
+        "status": status, "analytic_status": sol.status.value, "message": message, "cost": float(sol.cost),
+        "iterations": sol.iterations,
         "wall_time_s": float(sol.wall_time), "versions": _versions(),
         "metrics": {"final_residual": sol.info["final_residual"],
                     **{k: v for k, v in metrics.items() if k not in ("cost", "residual")}},
@@ -645,10 +666,12 @@ def _write_least_squares(problem, args, out, runs) -> int:
     for jac, run in runs.items():
         print(f"{args.problem} / gauss-newton ({jac}): {run.status.value}, residual {run.info['final_residual']:.3e}, "
               f"{run.iterations} iterations, {run.wall_time:.2f} s")
+    if stopped == "fd" and "fd" not in runs:
+        print(f"{args.problem} / gauss-newton (fd): not run")
     if message:
-        print(f"  {sol.status.value}: {message}")
+        print(f"  {status}: {message}")
     print(f"wrote {out}/: solution.npz, summary.json, {os.path.basename(png)}")
-    if sol.status.value == "interrupted":
+    if status == "interrupted":
         return _interrupted_exit()
     # as for trajectory problems: an answer within the budget is a finished run (0); stalled or failed: 1
     return 0 if sol.status.value in ("converged", "max_iterations") else 1
