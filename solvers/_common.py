@@ -129,7 +129,8 @@ def check_options(options: dict) -> None:
     """Raise ValueError naming an option no solve can use, before any solving (and before numba
     compiles anything): ``time_limit`` must be a number of seconds > 0 (None: no limit; 0, negative
     and NaN are refused), ``max_iter`` an integer >= 1, and CEM's ``population`` (``cem`` and the
-    ``cem-*`` hybrids) an integer >= 2 (its elites' spread needs two samples), ``cem_iterations`` >= 1."""
+    ``cem-*`` hybrids) an integer >= 2 (its elites' spread needs two samples), ``cem_iterations`` >= 1,
+    ``elite`` a fraction with 0 < elite < 1 that does not keep every sample of a ``population`` > 2."""
     def integer(v):
         return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
@@ -147,6 +148,21 @@ def check_options(options: dict) -> None:
     iterations = options.get("cem_iterations")
     if iterations is not None and not (integer(iterations) and iterations >= 1):
         raise ValueError(f"cem_iterations must be an integer >= 1, got {iterations!r}")
+    elite = options.get("elite")  # cem: the fraction of the population kept
+    if elite is not None:
+        if not (isinstance(elite, numbers.Real) and not isinstance(elite, bool) and 0 < elite < 1):
+            raise ValueError(f"elite is the fraction of CEM's population kept as elites, a number with "
+                             f"0 < elite < 1 (e.g. 0.1), got {elite!r}")
+        if population is not None and population > 2 and elite_count(elite, population) >= population:
+            raise ValueError(f"elite={elite!r} keeps all {population} samples of the population (CEM keeps "
+                             f"max(2, round(elite x population)) of them): nothing would be selected; give an "
+                             f"elite fraction below {(population - 0.5) / population:.3g}")
+
+
+def elite_count(elite: float, population: int) -> int:
+    """How many of CEM's ``population`` samples an ``elite`` fraction keeps: ``max(2, round(elite population))``
+    (their spread needs two)."""
+    return max(2, int(round(elite * population)))
 
 
 def renamed_option(old: str, old_value, new: str, new_value, default):
