@@ -25,7 +25,8 @@
                                                    the problem named in DIR/summary.json
     trajopt bench [PROBLEM ...] [--contact lcp|ncp] [--json FILE] [--ddp-iterations N] [--suite ncp-paper]
                                                    step / Jacobian timings and errors;
-                                                   DDP per iteration (catapult, go1-hold)
+                                                   DDP per iteration (catapult, go1-hold; every
+                                                   problem named with --ddp-iterations N)
 
 Errors in the input (an unknown problem, a bad option) print one line naming
 what is wrong and exit with status 2.
@@ -430,11 +431,21 @@ def cmd_simulate(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from trajopt.bench import (DDP_PROBLEMS, bench_ddp, bench_dynamics, bench_parameters, bench_state,
-                               bench_trajectory, format_ddp_table, format_parameter_table, format_table)
+    from trajopt.bench import (DDP_PROBLEMS, DEFAULT_DDP_ITERATIONS, bench_ddp, bench_dynamics, bench_parameters,
+                               bench_state, bench_trajectory, format_ddp_table, format_parameter_table,
+                               format_table)
 
-    if args.ddp_iterations < 0:
+    from trajopt.lsq import LeastSquares
+
+    # --ddp-iterations N given: DDP is timed on every problem named (any optimal-control problem);
+    # not given: on DDP_PROBLEMS only, over DEFAULT_DDP_ITERATIONS
+    given = args.ddp_iterations is not None
+    if given and args.ddp_iterations < 0:
         raise CLIError(f"--ddp-iterations must be >= 0, got {args.ddp_iterations}")
+    if given and args.ddp_iterations and args.suite is not None:
+        raise CLIError("--ddp-iterations times DDP on problems; --suite scenes are a state and a control each, with "
+                       "no cost for DDP to descend: give PROBLEM names with --ddp-iterations, or drop it")
+    ddp_iterations = args.ddp_iterations if given else DEFAULT_DDP_ITERATIONS
     if not 0 <= args.min_time < float("inf"):  # NaN fails too (it timed 2**20 loops a call)
         raise CLIError(f"--min-time must be a number of seconds >= 0, got {args.min_time}")
     if args.json:  # before any timing: an unwritable place used to fail only after the benchmark
@@ -456,17 +467,26 @@ def cmd_bench(args) -> int:
             records.append(bench_dynamics(sim, x, u, name=name, min_time=args.min_time, contact=sim.contact))
             print(f"  {name}: done", file=sys.stderr)
     names = [] if args.suite is not None else (args.problems or list(DEFAULT_BENCH))
-    for name in names:
-        ocp = _load(name, contact=args.contact) if args.contact and _has_contact(name) else _load(name)
+    loaded = [(name, _load(name, contact=args.contact) if args.contact and _has_contact(name) else _load(name))
+              for name in names]
+    if given and ddp_iterations:  # before any timing
+        inverse = [name for name, problem in loaded if isinstance(problem, LeastSquares)]
+        if inverse:
+            raise CLIError(f"--ddp-iterations times DDP on optimal-control problems; {inverse[0]!r} is an inverse "
+                           "(least-squares) problem, solved by gauss-newton: drop it or --ddp-iterations")
+    for name, ocp in loaded:
         x, u = bench_state(ocp)
         rec = bench_dynamics(ocp.dynamics, x, u, name=name, min_time=args.min_time,
                              contact=getattr(ocp.dynamics, "contact", None) or "none")
-        if args.ddp_iterations and name in DDP_PROBLEMS:
+        if ddp_iterations and (given or name in DDP_PROBLEMS):
             from solvers.ddp import solve_ddp
 
             us = ocp.check_controls(ocp.us_init)
-            rec.update(bench_trajectory(ocp.dynamics, ocp.x0, us, min_time=args.min_time))
-            rec.update(bench_ddp(ocp, solve_ddp, iterations=args.ddp_iterations))
+            if all(hasattr(ocp.dynamics, a) for a in ("create_data", "rollout_derivatives", "knot_derivatives")):
+                rec.update(bench_trajectory(ocp.dynamics, ocp.x0, us, min_time=args.min_time))
+            else:  # a plugin without the simulator's batched calls: DDP's time only
+                rec["steps"] = ocp.horizon
+            rec.update(bench_ddp(ocp, solve_ddp, iterations=ddp_iterations))
         if args.params:
             rec.update(bench_parameters(ocp.dynamics, x, u, min_time=args.min_time))
         records.append(rec)
@@ -1081,9 +1101,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--min-time", type=float, default=0.2, help="seconds spent timing each call (default 0.2)")
     s.add_argument("--contact", choices=("lcp", "ncp"), default=None,
                    help="contact model of the problems that have contact (default: each problem's own)")
-    s.add_argument("--ddp-iterations", type=int, default=5,
-                   help="for catapult and go1-hold: also time DDP per iteration over this many iterations from the "
-                        "initial guess, and the trajectory's states and Jacobians per step (0: skip; default 5)")
+    s.add_argument("--ddp-iterations", type=int, default=None, metavar="N",
+                   help="also time DDP per iteration over N iterations from the initial guess, and the trajectory's "
+                        "states and Jacobians per step, on every problem named (not with --suite, nor on inverse "
+                        "problems); default: catapult and go1-hold only, over 5 iterations (0: skip)")
     s.add_argument("--params", action="store_true",
                    help="also time the parameter Jacobians (step_derivatives(..., params=)) against the state "
                         "Jacobians: inertial and all parameters (issue 14's target: <= 1.5x)")
