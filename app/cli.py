@@ -543,7 +543,9 @@ def write_scene_file(dyn, xs, us, out_dir: str, *, title: str, target=None) -> b
         return False
     from .viewer import write_scene
 
-    write_scene(dyn, xs, os.path.join(out_dir, "scene.html"), us=us, title=title, target=target)
+    info = write_scene(dyn, xs, os.path.join(out_dir, "scene.html"), us=us, title=title, target=target)
+    if info.contact_warning:
+        print(f"warning: scene.html: {info.contact_warning}", file=sys.stderr)
     return True
 
 
@@ -954,6 +956,8 @@ def cmd_view(args) -> int:
         info = write_scene(dyn, xs, page, us=us, title=title, target=ocp.info.get("target"))
     print(f"wrote {page}: {info.frames} frames, {info.geometries} shapes, {info.contact_frames} frames with "
           f"contacts, {info.bytes / 1024:.0f} KB")
+    if info.contact_warning:
+        print(f"warning: {page}: {info.contact_warning}", file=sys.stderr)
     return 0
 
 
