@@ -25,7 +25,8 @@
                                                    the problem named in DIR/summary.json
     trajopt bench [PROBLEM ...] [--contact lcp|ncp] [--json FILE] [--ddp-iterations N] [--suite ncp-paper]
                                                    step / Jacobian timings and errors;
-                                                   DDP per iteration (catapult, go1-hold)
+                                                   DDP per iteration (catapult, go1-hold; every
+                                                   problem named with --ddp-iterations N)
 
 Errors in the input (an unknown problem, a bad option) print one line naming
 what is wrong and exit with status 2.
@@ -430,11 +431,21 @@ def cmd_simulate(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from trajopt.bench import (DDP_PROBLEMS, bench_ddp, bench_dynamics, bench_parameters, bench_state,
-                               bench_trajectory, format_ddp_table, format_parameter_table, format_table)
+    from trajopt.bench import (DDP_PROBLEMS, DEFAULT_DDP_ITERATIONS, bench_ddp, bench_dynamics, bench_parameters,
+                               bench_state, bench_trajectory, format_ddp_table, format_parameter_table,
+                               format_table)
 
-    if args.ddp_iterations < 0:
+    from trajopt.lsq import LeastSquares
+
+    # --ddp-iterations N given: DDP is timed on every problem named (any optimal-control problem);
+    # not given: on DDP_PROBLEMS only, over DEFAULT_DDP_ITERATIONS
+    given = args.ddp_iterations is not None
+    if given and args.ddp_iterations < 0:
         raise CLIError(f"--ddp-iterations must be >= 0, got {args.ddp_iterations}")
+    if given and args.ddp_iterations and args.suite is not None:
+        raise CLIError("--ddp-iterations times DDP on problems; --suite scenes are a state and a control each, with "
+                       "no cost for DDP to descend: give PROBLEM names with --ddp-iterations, or drop it")
+    ddp_iterations = args.ddp_iterations if given else DEFAULT_DDP_ITERATIONS
     if not 0 <= args.min_time < float("inf"):  # NaN fails too (it timed 2**20 loops a call)
         raise CLIError(f"--min-time must be a number of seconds >= 0, got {args.min_time}")
     if args.json:  # before any timing: an unwritable place used to fail only after the benchmark
@@ -456,17 +467,26 @@ def cmd_bench(args) -> int:
             records.append(bench_dynamics(sim, x, u, name=name, min_time=args.min_time, contact=sim.contact))
             print(f"  {name}: done", file=sys.stderr)
     names = [] if args.suite is not None else (args.problems or list(DEFAULT_BENCH))
-    for name in names:
-        ocp = _load(name, contact=args.contact) if args.contact and _has_contact(name) else _load(name)
+    loaded = [(name, _load(name, contact=args.contact) if args.contact and _has_contact(name) else _load(name))
+              for name in names]
+    if given and ddp_iterations:  # before any timing
+        inverse = [name for name, problem in loaded if isinstance(problem, LeastSquares)]
+        if inverse:
+            raise CLIError(f"--ddp-iterations times DDP on optimal-control problems; {inverse[0]!r} is an inverse "
+                           "(least-squares) problem, solved by gauss-newton: drop it or --ddp-iterations")
+    for name, ocp in loaded:
         x, u = bench_state(ocp)
         rec = bench_dynamics(ocp.dynamics, x, u, name=name, min_time=args.min_time,
                              contact=getattr(ocp.dynamics, "contact", None) or "none")
-        if args.ddp_iterations and name in DDP_PROBLEMS:
+        if ddp_iterations and (given or name in DDP_PROBLEMS):
             from solvers.ddp import solve_ddp
 
             us = ocp.check_controls(ocp.us_init)
-            rec.update(bench_trajectory(ocp.dynamics, ocp.x0, us, min_time=args.min_time))
-            rec.update(bench_ddp(ocp, solve_ddp, iterations=args.ddp_iterations))
+            if all(hasattr(ocp.dynamics, a) for a in ("create_data", "rollout_derivatives", "knot_derivatives")):
+                rec.update(bench_trajectory(ocp.dynamics, ocp.x0, us, min_time=args.min_time))
+            else:  # a plugin without the simulator's batched calls: DDP's time only
+                rec["steps"] = ocp.horizon
+            rec.update(bench_ddp(ocp, solve_ddp, iterations=ddp_iterations))
         if args.params:
             rec.update(bench_parameters(ocp.dynamics, x, u, min_time=args.min_time))
         records.append(rec)
@@ -523,7 +543,9 @@ def write_scene_file(dyn, xs, us, out_dir: str, *, title: str, target=None) -> b
         return False
     from .viewer import write_scene
 
-    write_scene(dyn, xs, os.path.join(out_dir, "scene.html"), us=us, title=title, target=target)
+    info = write_scene(dyn, xs, os.path.join(out_dir, "scene.html"), us=us, title=title, target=target)
+    if info.contact_warning:
+        print(f"warning: scene.html: {info.contact_warning}", file=sys.stderr)
     return True
 
 
@@ -597,19 +619,29 @@ def _solve_least_squares(problem, args, out) -> int:
 
 
     runs = {}
+    stopped = None  # the run a signal stopped (the command then ends interrupted, whichever run it was)
     # a problem with many unknowns (ur5-sysid: 250) may skip the finite-difference comparison run
     for jac in ("analytic", "fd") if problem.info.get("compare_fd", True) else ("analytic",):
-        sol = gauss_newton(problem, jacobian=jac, verbose=True,
-                           **({"max_iter": args.max_iter} if args.max_iter else {}),
-                           **({"time_limit": args.time_limit} if args.time_limit else {}))
+        try:
+            sol = gauss_newton(problem, jacobian=jac, verbose=True,
+                               **({"max_iter": args.max_iter} if args.max_iter else {}),
+                               **({"time_limit": args.time_limit} if args.time_limit else {}))
+        except KeyboardInterrupt:  # between the runs: the analytic run's answer is kept
+            if not runs:
+                raise
+            stopped = jac
+            break
         runs[jac] = sol
         if sol.status.value == "interrupted":  # stop, and save what the interrupted run found
+            stopped = jac
             break
     with _deferred_signals():
-        return _write_least_squares(problem, args, out, runs)
+        return _write_least_squares(problem, args, out, runs, stopped)
 
 
-def _write_least_squares(problem, args, out, runs) -> int:
+def _write_least_squares(problem, args, out, runs, stopped=None) -> int:
+    """The summary of the analytic run (and the finite-difference one's figures); ``stopped``: the run a
+    signal stopped, which makes the whole command interrupted (status, message, exit 130 / 143 / 129)."""
     from trajopt.plots import plot_residuals
 
     png = plot_residuals({f"{k} Jacobian": v.history for k, v in runs.items()}, path=os.path.join(out, "residuals.png"),
@@ -621,10 +653,21 @@ def _write_least_squares(problem, args, out, runs) -> int:
     _note_signal(sol)
     message = sol.info.get("message") or sol.info.get("reason") or (
         "" if sol.status == Status.CONVERGED else DEFAULT_MESSAGES[sol.status])
+    status = sol.status.value
+    if stopped == "fd":  # the answer (analytic) is complete; the comparison run was cut short
+        status = "interrupted"
+        import signal
+
+        signum = _signal["received"]
+        by = "Ctrl-C" if signum is None else signal.Signals(signum).name + (" (Ctrl-C)" if signum == signal.SIGINT
+                                                                              else "")
+        message = (f"interrupted by {by} during the finite-difference comparison run: the analytic-Jacobian "
+                   f"answer ({sol.status.value}) is saved")
     metrics = problem.evaluate(sol.us[0])
     summary = {
         "problem": args.problem, "method": "gauss-newton", "contact": getattr(problem.dynamics, "contact", "none"),
-        "status": sol.status.value, "message": message, "cost": float(sol.cost), "iterations": sol.iterations,
+        "status": status, "analytic_status": sol.status.value, "message": message, "cost": float(sol.cost),
+        "iterations": sol.iterations,
         "wall_time_s": float(sol.wall_time), "versions": _versions(),
         "metrics": {"final_residual": sol.info["final_residual"],
                     **{k: v for k, v in metrics.items() if k not in ("cost", "residual")}},
@@ -645,10 +688,12 @@ def _write_least_squares(problem, args, out, runs) -> int:
     for jac, run in runs.items():
         print(f"{args.problem} / gauss-newton ({jac}): {run.status.value}, residual {run.info['final_residual']:.3e}, "
               f"{run.iterations} iterations, {run.wall_time:.2f} s")
+    if stopped == "fd" and "fd" not in runs:
+        print(f"{args.problem} / gauss-newton (fd): not run")
     if message:
-        print(f"  {sol.status.value}: {message}")
+        print(f"  {status}: {message}")
     print(f"wrote {out}/: solution.npz, summary.json, {os.path.basename(png)}")
-    if sol.status.value == "interrupted":
+    if status == "interrupted":
         return _interrupted_exit()
     # as for trajectory problems: an answer within the budget is a finished run (0); stalled or failed: 1
     return 0 if sol.status.value in ("converged", "max_iterations") else 1
@@ -911,6 +956,8 @@ def cmd_view(args) -> int:
         info = write_scene(dyn, xs, page, us=us, title=title, target=ocp.info.get("target"))
     print(f"wrote {page}: {info.frames} frames, {info.geometries} shapes, {info.contact_frames} frames with "
           f"contacts, {info.bytes / 1024:.0f} KB")
+    if info.contact_warning:
+        print(f"warning: {page}: {info.contact_warning}", file=sys.stderr)
     return 0
 
 
@@ -1058,9 +1105,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--min-time", type=float, default=0.2, help="seconds spent timing each call (default 0.2)")
     s.add_argument("--contact", choices=("lcp", "ncp"), default=None,
                    help="contact model of the problems that have contact (default: each problem's own)")
-    s.add_argument("--ddp-iterations", type=int, default=5,
-                   help="for catapult and go1-hold: also time DDP per iteration over this many iterations from the "
-                        "initial guess, and the trajectory's states and Jacobians per step (0: skip; default 5)")
+    s.add_argument("--ddp-iterations", type=int, default=None, metavar="N",
+                   help="also time DDP per iteration over N iterations from the initial guess, and the trajectory's "
+                        "states and Jacobians per step, on every problem named (not with --suite, nor on inverse "
+                        "problems); default: catapult and go1-hold only, over 5 iterations (0: skip)")
     s.add_argument("--params", action="store_true",
                    help="also time the parameter Jacobians (step_derivatives(..., params=)) against the state "
                         "Jacobians: inertial and all parameters (issue 14's target: <= 1.5x)")

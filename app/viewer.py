@@ -24,8 +24,10 @@ meshes), placed per frame by Pinocchio's forward kinematics
 - the kinematic skeleton: a thin rod from each joint to its parent joint (so a robot whose
   collision model is its feet alone still shows its limbs);
 - with ``us`` and a contact model: the contacts of each drawn frame's step (re-simulated
-  from ``xs[i], us[i]``): a dot at each point with a positive normal impulse and an arrow
-  along the normal, its length proportional to the normal force ``lambda_n / dt``;
+  from ``xs[i], us[i]`` in a workspace of the viewer's own, ``sim.create_data()``): a dot at each
+  point with a positive normal impulse and an arrow along the normal, its length proportional to
+  the normal force ``lambda_n / dt``; a simulation error there ends the contacts at that step, and
+  the page (and :class:`SceneInfo`'s ``contact_warning``) says so, naming it;
 - a ``target`` point (2 or 3 coordinates) as a red marker.
 
 Frames: at most ``max_frames`` (default :data:`MAX_FRAMES`) states, evenly spaced over the
@@ -60,8 +62,9 @@ _PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#
 class SceneInfo:
     """What :func:`write_scene` wrote: the ``path``, number of ``frames``, drawn ``geometries``
     (moving and static), mesh ``triangles`` in the page, frames with contacts
-    (``contact_frames``), skipped shapes (``skipped``: names of shapes it cannot draw) and the
-    page's size in ``bytes``."""
+    (``contact_frames``), skipped shapes (``skipped``: names of shapes it cannot draw), the
+    page's size in ``bytes``, and ``contact_warning``: why the contacts stop before the last frame
+    (a simulation error re-simulating a step, naming it; None when they do not)."""
 
     path: str
     frames: int
@@ -70,6 +73,7 @@ class SceneInfo:
     contact_frames: int
     skipped: list
     bytes: int
+    contact_warning: str | None = None
 
 
 def frame_indices(n_states: int, max_frames: int = MAX_FRAMES) -> np.ndarray:
@@ -298,21 +302,26 @@ def scene_data(sim, xs, *, dt: float | None = None, us=None, contacts: bool = Tr
     if not planar and model.gravity.linear[1] != 0 and model.gravity.linear[2] == 0:
         planar = True  # y up: a planar scene (drawn in the xy plane, seen along z)
 
-    # contacts of each drawn frame's step
+    # contacts of each drawn frame's step, re-simulated in a workspace of the viewer's own (the
+    # simulator's default one keeps what its user's last step left there)
     points, forces, counts = [], [], np.zeros(len(idx), np.int64)
     contact_frames = 0
+    contact_warning = None
     if contacts and us is not None and getattr(sim, "contact_report", None) is not None and sim.contact_report() is not None:
         us = np.asarray(us, float)
         from dynamics import SimulationError
 
+        work = sim.create_data()
         for f, i in enumerate(idx):
             if i >= len(us):
                 break
             try:
-                sim.step(xs[i], us[i])
-            except SimulationError:
+                sim.step(xs[i], us[i], data=work)
+            except SimulationError as exc:  # said on the page and by the CLI, not dropped silently
+                contact_warning = (f"contacts are drawn up to step {i} only: re-simulating step {i} failed "
+                                   f"({type(exc).__name__}: {exc})")
                 break
-            rep = sim.contacts
+            rep = sim.contact_report(work)
             if rep is None or len(rep) == 0:
                 continue
             ln = rep.impulses[:, 0]
@@ -337,10 +346,11 @@ def scene_data(sim, xs, *, dt: float | None = None, us=None, contacts: bool = Tr
         "bones": bones, "n_joints": int(model.njoints), "joints": _b64(joints, "<f4"),
         "contact_counts": counts.tolist(), "contact_points": _b64(points, "<f4"),
         "contact_forces": _b64(forces, "<f4"), "force_scale": force_scale, "max_force": fmax,
-        "bounds": [lo.tolist(), hi.tolist()], "target": target,
+        "bounds": [lo.tolist(), hi.tolist()], "target": target, "contact_warning": contact_warning,
     }
     info = SceneInfo(path="", frames=len(idx), geometries=sum(1 for s in shapes if s is not None),
-                     triangles=int(triangles), contact_frames=contact_frames, skipped=skipped, bytes=0)
+                     triangles=int(triangles), contact_frames=contact_frames, skipped=skipped, bytes=0,
+                     contact_warning=contact_warning)
     return scene, info
 
 
@@ -584,7 +594,8 @@ function main(THREE, S) {
   slider.max = String(F - 1);
   const hud = document.getElementById("hud");
   const fscale = S.force_scale > 0 ? ("\narrows: normal contact force, longest " + S.max_force.toPrecision(3) + " N") : "";
-  hud.textContent = (S.title || "trajectory") + "\n" + F + " frames of " + (S.steps + 1) + " states, dt " + S.dt + " s" + fscale;
+  hud.textContent = (S.title || "trajectory") + "\n" + F + " frames of " + (S.steps + 1) + " states, dt " + S.dt + " s" + fscale
+    + (S.contact_warning ? "\nwarning: " + S.contact_warning : "");
 
   const yAxis = new THREE.Vector3(0, 1, 0), a = new THREE.Vector3(), b = new THREE.Vector3(), d = new THREE.Vector3();
   let frame = 0;

@@ -41,12 +41,57 @@ def rollout(ocp, us) -> np.ndarray:
     return ocp.rollout(us)
 
 
+class NonFiniteCost(ValueError):
+    """The cost of a trajectory is NaN or infinite; ``where`` names the knot and the term
+    (:func:`nonfinite_cost_where`) when it can be had (else None)."""
+
+    def __init__(self, cost: float, where: str | None):
+        super().__init__(f"non-finite cost {cost}" + (f": {where}" if where else ""))
+        self.where = where
+
+
 def finite_cost(ocp, xs, us) -> float:
-    """``ocp.cost(xs, us)``; ValueError when it is not finite (a trial iterate the solver must reject)."""
+    """``ocp.cost(xs, us)``; :class:`NonFiniteCost` when it is not finite (a trial iterate the solver
+    must reject; at the initial guess, the solve FAILS naming it)."""
     cost = ocp.cost(xs, us)
     if not np.isfinite(cost):
-        raise ValueError(f"non-finite cost {cost}")
+        raise NonFiniteCost(cost, nonfinite_cost_where(ocp, xs, us))
     return cost
+
+
+def nonfinite_cost_where(ocp, xs, us) -> str | None:
+    """Where the cost of ``xs`` (T+1, nx), ``us`` (T, nu) is NaN or infinite: the first knot whose cost
+    is not finite (the running cost of knot t < T, or the terminal cost) and, for a sum of costs, its
+    first term that is not; None when every knot's cost is finite (or a cost raises)."""
+    T = ocp.horizon
+    try:
+        for t in range(T + 1):
+            cost, args = (ocp.running(t), (xs[t], us[t])) if t < T else (ocp.terminal_cost, (xs[t],))
+            value = cost.value(*args)
+            if np.isfinite(value):
+                continue
+            where = f"the running cost at knot {t}" if t < T else f"the terminal cost (knot {T})"
+            terms = getattr(cost, "terms", None)
+            if terms is not None:  # a CostSum: name the term
+                for i, (w, term) in enumerate(terms):
+                    if not np.isfinite(w * term.value(*args)):
+                        return f"{where} is {value}: its term {i} ({type(term).__name__}, weight {w:g})"
+            return f"{where} ({type(cost).__name__}) is {value}"
+    except (ValueError, ArithmeticError, TypeError, AttributeError, IndexError):
+        return None
+    return None
+
+
+def initial_cost_failure(ocp, *, method: str, xs, us, exc: Exception, t0: float, progress=None,
+                         info: dict | None = None) -> Solution:
+    """The FAILED :class:`Solution` of a solve whose cost at the initial guess ``xs``, ``us`` is not a
+    number (``exc``, from :func:`finite_cost`): the message names the knot and the term when it can."""
+    if isinstance(exc, NonFiniteCost):
+        message = "at the initial guess"  # finish names the knot and the term
+    else:
+        message = f"the cost at the initial guess raised {type(exc).__name__}: {exc}"
+    return finish(ocp, method=method, xs=xs, us=us, cost=np.nan, history=[], status=Status.FAILED, t0=t0,
+                  info={**(info or {}), "error": str(exc)}, progress=progress, message=message)
 
 
 def record(info: dict, history: list, progress: "Progress", callback, *, ocp=None, xs=None, us=None) -> None:
@@ -84,7 +129,8 @@ def check_options(options: dict) -> None:
     """Raise ValueError naming an option no solve can use, before any solving (and before numba
     compiles anything): ``time_limit`` must be a number of seconds > 0 (None: no limit; 0, negative
     and NaN are refused), ``max_iter`` an integer >= 1, and CEM's ``population`` (``cem`` and the
-    ``cem-*`` hybrids) an integer >= 2 (its elites' spread needs two samples), ``cem_iterations`` >= 1."""
+    ``cem-*`` hybrids) an integer >= 2 (its elites' spread needs two samples), ``cem_iterations`` >= 1,
+    ``elite`` a fraction with 0 < elite < 1 that does not keep every sample of a ``population`` > 2."""
     def integer(v):
         return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
@@ -102,6 +148,21 @@ def check_options(options: dict) -> None:
     iterations = options.get("cem_iterations")
     if iterations is not None and not (integer(iterations) and iterations >= 1):
         raise ValueError(f"cem_iterations must be an integer >= 1, got {iterations!r}")
+    elite = options.get("elite")  # cem: the fraction of the population kept
+    if elite is not None:
+        if not (isinstance(elite, numbers.Real) and not isinstance(elite, bool) and 0 < elite < 1):
+            raise ValueError(f"elite is the fraction of CEM's population kept as elites, a number with "
+                             f"0 < elite < 1 (e.g. 0.1), got {elite!r}")
+        if population is not None and population > 2 and elite_count(elite, population) >= population:
+            raise ValueError(f"elite={elite!r} keeps all {population} samples of the population (CEM keeps "
+                             f"max(2, round(elite x population)) of them): nothing would be selected; give an "
+                             f"elite fraction below {(population - 0.5) / population:.3g}")
+
+
+def elite_count(elite: float, population: int) -> int:
+    """How many of CEM's ``population`` samples an ``elite`` fraction keeps: ``max(2, round(elite population))``
+    (their spread needs two)."""
+    return max(2, int(round(elite * population)))
 
 
 def renamed_option(old: str, old_value, new: str, new_value, default):
@@ -277,7 +338,8 @@ def finish(ocp, *, method: str, xs, us, cost, history: list, status: Status, t0:
            checked: bool = False) -> Solution:
     """The one epilogue of every solver: decide the final status, then build the :class:`Solution`.
 
-    - anything non-finite in ``xs``, ``us`` or ``cost`` -> FAILED;
+    - anything non-finite in ``xs``, ``us`` or ``cost`` -> FAILED (a non-finite cost of a finite
+      trajectory names its knot and term: :func:`nonfinite_cost_where`);
     - a claimed CONVERGED is checked by :func:`gradient_reach` (with the step Jacobians
       ``Fx``, ``Fu`` at ``xs`` when the solver has them): a zero-gradient stop becomes STALLED;
     - ``info["message"]`` says why the solve ended (``message``, or the reason found here),
@@ -290,9 +352,12 @@ def finish(ocp, *, method: str, xs, us, cost, history: list, status: Status, t0:
     info = dict(info or {})
     xs, us = np.asarray(xs), np.asarray(us)
     bad = [name for name, v in (("states", xs), ("controls", us), ("cost", cost)) if not np.all(np.isfinite(v))]
-    if bad:
+    if bad and checked and status == Status.FAILED:
+        pass  # a stage's FAILED, whose message names what is non-finite already
+    elif bad:
         status = Status.FAILED
-        message = f"non-finite {', '.join(bad)}" + (f" ({message})" if message else "")
+        where = nonfinite_cost_where(ocp, xs, us) if bad == ["cost"] else None
+        message = f"non-finite {', '.join(bad)}" + (f": {where}" if where else "") + (f" ({message})" if message else "")
     elif status == Status.CONVERGED and not checked:
         try:
             reach = gradient_reach(ocp, xs, us, Fx=Fx, Fu=Fu)

@@ -17,7 +17,7 @@ import numpy as np
 
 from trajopt.solution import Solution, Status
 
-from ._common import Progress, finish, knot_weights, out_of_time, record
+from ._common import Progress, check_options, elite_count, finish, knot_weights, out_of_time, record
 
 
 def _expand(P, T, lead=0):
@@ -39,6 +39,8 @@ def solve_cem(ocp, *, us_init=None, population: int = 64, elite: float = 0.1, ma
               time_limit: float | None = None, tol: float = 1e-10, verbose: bool = True, callback=None) -> Solution:
     """Minimise ``ocp`` by the cross-entropy method (see the module docstring).
 
+    ``elite``: the fraction of the ``population`` kept (``max(2, round(elite population))`` samples),
+    0 < elite < 1 and fewer than all samples, else ValueError before any rollout.
     ``sigma_init`` is relative to the control bounds' half-range (1 where unbounded).
     ``lead``: the first ``lead`` controls are knots of their own, sampled but not interpolated into the
     steps after them (a knot that sets time-invariant parameters, e.g. ``catapult-design``'s design knot);
@@ -49,6 +51,7 @@ def solve_cem(ocp, *, us_init=None, population: int = 64, elite: float = 0.1, ma
     collapse is no optimality test (the search stopped moving, wherever it was); CEM never claims
     CONVERGED.
     """
+    check_options({"population": population, "elite": elite})  # before any rollout
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     T, nu = ocp.horizon, ocp.nu
@@ -63,7 +66,7 @@ def solve_cem(ocp, *, us_init=None, population: int = 64, elite: float = 0.1, ma
     std = np.broadcast_to(sigma_init * half, (K, nu)).copy()
     if lead_sigma is not None:
         std[:lead] = lead_sigma * half
-    n_elite = max(2, int(round(elite * population)))
+    n_elite = elite_count(elite, population)
     best_us = us0
     best_cost, best_xs, _ = _evaluate(ocp, us0)
     progress = Progress("cem", verbose, ["best", "elite mean", "sigma"])

@@ -46,8 +46,8 @@ from trajopt.protocol import check_complementarity_aware, knot_derivatives
 from trajopt.solution import Solution, Status
 
 from . import _ddp_kernels as _kernels
-from ._common import (SMOOTHING_HINT, Progress, check_derivatives, error_message, finite_cost, finish, record,
-                      rollout)
+from ._common import (SMOOTHING_HINT, Progress, check_derivatives, error_message, finite_cost, finish,
+                      initial_cost_failure, record, rollout)
 
 
 class BackwardPassError(RuntimeError):
@@ -353,7 +353,11 @@ def solve_ddp(ocp, *, us_init=None, max_iter: int = 100, tol: float = 1e-8, reg_
         return finish(ocp, method="ddp", xs=np.full((ocp.horizon + 1, ocp.nx), np.nan), us=us, cost=np.inf,
                       history=[], status=Status.FAILED, t0=t0, info={"error": str(exc)}, progress=progress,
                       message=f"the initial rollout failed: {exc}")
-    state = DDPIterate(xs, us, finite_cost(ocp, xs, us), reg_init)
+    try:
+        cost = finite_cost(ocp, xs, us)
+    except ValueError as exc:  # NaN, or a cost that raises, at the start: nothing to descend from
+        return initial_cost_failure(ocp, method="ddp", xs=xs, us=us, exc=exc, t0=t0, progress=progress)
+    state = DDPIterate(xs, us, cost, reg_init)
 
     def late():
         return time_limit is not None and time.perf_counter() - t0 > time_limit

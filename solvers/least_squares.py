@@ -14,7 +14,9 @@ columns (first-order optimality at a nonzero residual, MINPACK's test: ``max_j |
 ``tol_step (1 + |z|)``, no step decreases the residual at the largest damping, or the
 stagnation lasts ``3 stagnation`` iterations: CONVERGED if that orthogonality holds, else
 STALLED with the cosine in ``info["reason"]``;
-after ``max_iter`` iterations (MAX_ITERATIONS); or on Ctrl-C (INTERRUPTED). A residual or Jacobian
+after ``max_iter`` iterations or ``time_limit`` seconds (MAX_ITERATIONS: the time is checked before
+every trial step of the damping ladder too, and a stop there keeps the last accepted iterate, saying
+so in ``info["message"]``); or on Ctrl-C (INTERRUPTED). A residual or Jacobian
 that is NaN or infinite at an iterate is FAILED, naming which and where, with the last finite iterate
 (its ``info["message"]``); no step or optimality test is run on it.
 
@@ -66,7 +68,10 @@ def gauss_newton(problem, *, z0=None, jacobian: str = "analytic", max_iter: int 
     damping = damping_init
     grow = 2.0
     status = Status.MAX_ITERATIONS
-    reason = failure = None
+    reason = message = None  # message: why a FAILED or timed-out solve ended
+
+    def late():
+        return time_limit is not None and time.perf_counter() - t0 > time_limit
 
     def gradient_cosine(r, J):
         """MINPACK's orthogonality measure: the largest cosine between ``r`` and a column of ``J``."""
@@ -96,8 +101,8 @@ def gauss_newton(problem, *, z0=None, jacobian: str = "analytic", max_iter: int 
             g = J.T @ r
             H = J.T @ J
             D = np.maximum(np.diag(H), 1e-12 * max(1.0, np.diag(H).max()))
-            accepted = False
-            while not accepted and damping < 1e12:
+            accepted = timed_out = False
+            while not accepted and not timed_out and damping < 1e12:
                 try:
                     dz = np.linalg.solve(H + damping * np.diag(D), -g)
                 except np.linalg.LinAlgError:
@@ -106,6 +111,9 @@ def gauss_newton(problem, *, z0=None, jacobian: str = "analytic", max_iter: int 
                     continue
                 alpha = 1.0
                 while alpha > 1e-6:
+                    if late():  # a long damping ladder (many failing trials) stops on time too
+                        timed_out = True
+                        break
                     z_new = z + alpha * dz
                     try:
                         r_new = problem.residual(z_new)
@@ -116,9 +124,13 @@ def gauss_newton(problem, *, z0=None, jacobian: str = "analytic", max_iter: int 
                         accepted = True
                         break
                     alpha *= 0.5
-                if not accepted:
+                if not accepted and not timed_out:
                     damping *= grow
                     grow *= 2.0
+            if timed_out:  # status stays MAX_ITERATIONS; z is the last accepted iterate
+                message = (f"the time limit ({time_limit:g} s) ran out in iteration {it}'s damping ladder (no trial "
+                           "step accepted yet): the last accepted iterate is returned")
+                break
             if not accepted:
                 status = settle(r, J, "no step decreases the residual at the largest damping")
                 break
@@ -156,15 +168,15 @@ def gauss_newton(problem, *, z0=None, jacobian: str = "analytic", max_iter: int 
     except KeyboardInterrupt:
         status = Status.INTERRUPTED
     except _NonFinite as exc:
-        status, failure = Status.FAILED, str(exc)
+        status, message = Status.FAILED, str(exc)
     wall = time.perf_counter() - t0
     final = problem.residual(z)
     cost = 0.5 * float(final @ final)
-    progress.done(status, cost, wall, message=reason if status == Status.STALLED else failure)
+    progress.done(status, cost, wall, message=reason if status == Status.STALLED else message)
     return Solution(np.array(iterates), z[None, :].copy(), cost, history, status, name, wall,
                     {"final_residual": float(np.linalg.norm(final)), "jacobian": jacobian,
                      **({"reason": reason} if reason and status == Status.STALLED else {}),
-                     **({"message": failure} if failure else {})}, z=z.copy())
+                     **({"message": message} if message else {})}, z=z.copy())
 
 
 class _NonFinite(ValueError):

@@ -63,8 +63,8 @@ from trajopt.protocol import check_complementarity_aware
 from trajopt.sensitivity import aware_trajectory_jacobians, trajectory_jacobians
 from trajopt.solution import Solution, Status
 
-from ._common import (NonFiniteDerivatives, Progress, check_derivatives, error_message, finite_cost, finish, knot_weights, out_of_time, record,
-                      renamed_option, sensitivity_sweep)
+from ._common import (NonFiniteDerivatives, Progress, check_derivatives, error_message, finite_cost, finish,
+                      initial_cost_failure, knot_weights, out_of_time, record, renamed_option, sensitivity_sweep)
 
 
 def _psd_factor(A: np.ndarray, rtol: float = 1e-12) -> np.ndarray:
@@ -352,7 +352,12 @@ def solve_gn(ocp, *, us_init=None, knots: int | None = None, max_iter: int = 200
         return finish(ocp, method="gn", xs=np.full((T + 1, ocp.nx), np.nan), us=us, cost=np.inf, history=[],
                       status=Status.FAILED, t0=t0, info={"error": str(exc)}, progress=progress,
                       message=f"the initial rollout failed: {exc}")
-    state = GNIterate(us, Z, jac.xs, finite_cost(ocp, jac.xs, us), damping_init, jac)
+    try:
+        cost = finite_cost(ocp, jac.xs, us)
+    except ValueError as exc:  # NaN, or a cost that raises, at the start: nothing to descend from
+        return initial_cost_failure(ocp, method="gn", xs=jac.xs, us=us, exc=exc, t0=t0, progress=progress,
+                                    info={"knots": K})
+    state = GNIterate(us, Z, jac.xs, cost, damping_init, jac)
     stride = metric_stride if metric == "state" else 0
     try:
         for it in range(max_iter):

@@ -164,3 +164,49 @@ def test_a_diverging_initial_guess_fails_with_a_message_for_every_gradient_metho
     assert sol.status == Status.FAILED
     assert "the initial rollout failed" in sol.info["message"] and "diverged" in sol.info["message"]
     assert np.array_equal(sol.us, np.full((ocp.horizon, 1), 2.0))
+
+
+class NaNAtRest(Cost):
+    """A running cost that is NaN where the control is exactly zero (a broken ``log |u|``-like term)."""
+
+    def __init__(self, dyn):
+        self.ndx, self.nu = dyn.ndx, dyn.nu
+
+    def value(self, x, u=None):
+        return float("nan") if not np.any(u) else float(u @ u)
+
+    def derivatives(self, x, u=None):
+        d = CostDerivatives.zeros(self.ndx, self.nu)
+        d.Lu[:], d.Luu[:] = 2 * u, 2 * np.eye(self.nu)
+        return d
+
+
+@pytest.mark.parametrize("method", ["ddp", "gn"])
+def test_a_nan_cost_at_the_initial_guess_fails_naming_the_term_and_the_knot(method):
+    """DDP and gn raised a bare ``ValueError: non-finite cost nan`` out of solve() when the cost at the
+    initial guess was NaN, instead of returning FAILED naming what is not finite."""
+    ocp = linear_problem()
+    ocp.terminal_cost = NaNBeyond(ocp.dynamics, edge=-1.0)  # NaN at the start's (and every) final state
+    sol = solve(ocp, method=method, max_iter=3, verbose=False)
+    assert sol.status == Status.FAILED, sol.info["message"]
+    message = sol.info["message"]
+    assert "initial guess" in message and "the terminal cost" in message and "NaNBeyond" in message, message
+    assert np.array_equal(sol.us, ocp.us_init) and np.isfinite(sol.xs).all()
+
+    dyn = ocp.dynamics
+    ocp = OCP(dynamics=dyn, x0=np.zeros(2), horizon=10, running_cost=ControlCost(dyn, 1e-2) + NaNAtRest(dyn),
+              terminal_cost=StateCost(dyn, np.array([0.0, 1.0]), 10.0), name="linear")
+    sol = solve(ocp, method=method, max_iter=3, verbose=False)
+    assert sol.status == Status.FAILED, sol.info["message"]
+    message = sol.info["message"]
+    assert "the running cost at knot 0" in message and "NaNAtRest" in message and "term 1" in message, message
+
+
+@pytest.mark.parametrize("method", ["cem", "shooting"])
+def test_cem_and_shooting_name_the_term_of_a_nan_cost(method):
+    """CEM and IPOPT shooting returned FAILED "non-finite cost" without saying which cost term was NaN."""
+    ocp = linear_problem()
+    ocp.terminal_cost = NaNBeyond(ocp.dynamics, edge=-1.0)
+    sol = solve(ocp, method=method, max_iter=3, verbose=False, **({"population": 8} if method == "cem" else {}))
+    assert sol.status == Status.FAILED, sol.info["message"]
+    assert "the terminal cost (knot 10) (NaNBeyond) is nan" in sol.info["message"], sol.info["message"]

@@ -220,3 +220,34 @@ def test_a_collapsed_sampling_distribution_is_not_called_an_optimum():
 
     gradient = adjoint_gradient(ocp, sol.us)[2]
     assert np.abs(gradient).max() > 1e-3  # the answer is no stationary point
+
+
+@pytest.mark.parametrize("elite, population, says", [
+    (10, 8, "0 < elite < 1"), (0, 8, "0 < elite < 1"), (-0.2, 64, "0 < elite < 1"), (1.0, 8, "0 < elite < 1"),
+    (float("nan"), 8, "0 < elite < 1"), ("0.1", 8, "0 < elite < 1"), (True, 8, "0 < elite < 1"),
+    (0.95, 8, "keeps all 8 samples"),
+])
+@pytest.mark.parametrize("entry", ["solve", "solve_cem"])
+def test_a_bad_elite_fraction_is_refused_before_any_rollout(entry, elite, population, says):
+    """CEM read ``elite`` unchecked: ``elite=10`` with a population of 8 silently kept every sample
+    (no selection at all), and 0 or negative fractions kept the floor of 2."""
+    from solvers.cem import solve_cem
+
+    ocp = problems.load("pendulum", horizon=10)
+
+    def no_rollout(us):
+        raise AssertionError("a rollout ran before the options were checked")
+
+    ocp.rollout = no_rollout
+    run = solve if entry == "solve" else (lambda ocp, method, **kw: solve_cem(ocp, **kw))
+    with pytest.raises(ValueError, match="elite") as err:
+        run(ocp, method="cem", elite=elite, population=population, max_iter=2, verbose=False)
+    assert says in str(err.value), err.value
+
+
+def test_a_valid_elite_fraction_sets_how_many_samples_are_kept():
+    ocp = problems.load("pendulum", horizon=10)
+    seen = []
+    sol = solve(ocp, method="cem", elite=0.5, population=8, max_iter=2, verbose=False,
+                callback=lambda info: seen.append(info["elite mean"]))
+    assert sol.status == Status.MAX_ITERATIONS and len(seen) == 2

@@ -237,3 +237,35 @@ def test_a_closed_pipe_is_not_a_traceback():
     finally:
         os.close(w)
     assert proc.returncode == 141 and "Traceback" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--suite", "ncp-paper", "--ddp-iterations", "3"], "--ddp-iterations times DDP on problems"),
+    (["cube-throw", "--ddp-iterations", "3"], "'cube-throw' is an inverse (least-squares) problem"),
+])
+def test_bench_refuses_ddp_iterations_where_it_cannot_time_ddp(capsys, monkeypatch, argv, says):
+    """``--ddp-iterations N`` was silently ignored with --suite and for problems other than catapult and
+    go1-hold; where no DDP can run it is refused before anything is timed."""
+    import trajopt.bench
+
+    def no_timing(*a, **k):
+        raise AssertionError("benchmarked before refusing --ddp-iterations")
+
+    monkeypatch.setattr(trajopt.bench, "bench_dynamics", no_timing)
+    assert main(["bench", *argv]) == 2
+    err = capsys.readouterr().err
+    assert says in err, err
+
+
+def test_bench_ddp_iterations_given_times_ddp_on_any_trajectory_problem(tmp_path, capsys):
+    """``bench pendulum --ddp-iterations 2`` printed no DDP row: the option only reached catapult and go1-hold.
+    Without the option those two keep their default (5 iterations) and other problems are not solved."""
+    path = tmp_path / "bench.json"
+    assert main(["bench", "pendulum", "--ddp-iterations", "2", "--min-time", "0.001", "--json", str(path)]) == 0
+    (rec,) = json.loads(path.read_text())
+    assert rec["problem"] == "pendulum" and 1 <= rec["ddp_iterations"] <= 2 and rec["ddp_iteration_ms"] > 0
+    assert rec["steps"] == problems.load("pendulum").horizon and rec["rollout_ms"] > 0
+    assert "DDP iter" in capsys.readouterr().out
+    assert main(["bench", "pendulum", "--min-time", "0.001", "--json", str(path)]) == 0
+    (rec,) = json.loads(path.read_text())
+    assert "ddp_iterations" not in rec

@@ -88,3 +88,27 @@ def test_gauss_newton_converges_at_a_nonzero_residual_floor():
     sol = gauss_newton(prob, verbose=False)
     assert sol.status == Status.CONVERGED and abs(sol.us[0][0] - 2.0) < 1e-9
     assert abs(sol.info["final_residual"] - np.sqrt(2.0)) < 1e-9
+
+
+def test_gauss_newton_stops_inside_its_damping_ladder_when_the_time_is_up(monkeypatch):
+    """The time limit was checked only after an accepted step: a Jacobian pointing the wrong way makes
+    every trial step fail, and the whole damping ladder (~200 residuals) ran past ``time_limit``, ending
+    STALLED. The clock here is a counter that each residual advances by 1 s (no real timing)."""
+    from types import SimpleNamespace
+
+    from solvers import least_squares
+
+    clock = [0.0]
+    monkeypatch.setattr(least_squares, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
+    target = np.array([1.0, 2.0])
+
+    def residual(z):
+        clock[0] += 1.0
+        return z - target
+
+    prob = LeastSquares("wrong-way", residual, lambda z: (residual(z), -np.eye(2)), np.zeros(2))
+    sol = gauss_newton(prob, verbose=False, max_iter=50, time_limit=5.0)
+    assert sol.status == Status.MAX_ITERATIONS, sol.info
+    assert clock[0] <= 5.0 + 3.0, clock[0]  # a trial or two past the limit, not the ladder's ~200
+    assert np.array_equal(sol.z, np.zeros(2))  # the best iterate: the start, as no step was accepted
+    assert "time limit" in sol.info["message"], sol.info

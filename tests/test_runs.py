@@ -389,3 +389,32 @@ def test_the_progress_line_names_the_signal_that_stopped_the_solve(method, capsy
     assert sol.status == Status.INTERRUPTED
     out = capsys.readouterr().out
     assert f"[{method}] interrupted:" in out and "interrupted (SIGTERM)" in out and "Ctrl-C" not in out, out
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_during_the_finite_difference_run_ends_an_inverse_solve_interrupted(tmp_path, capsys, monkeypatch,
+                                                                                     signum, code):
+    """``trajopt solve`` on an inverse problem runs Gauss-Newton twice (analytic, then finite-difference
+    Jacobians); a signal during the second run exited 0, judged on the first run only."""
+    from app import cli
+    from solvers import _common
+
+    monkeypatch.setitem(cli._signal, "received", None)
+    monkeypatch.setitem(_common._STOP_SIGNAL, "name", None)
+    runs = []
+
+    def gauss_newton_stopped_in_fd(problem, *, jacobian, **options):
+        runs.append(jacobian)
+        if jacobian == "fd":  # the signal arrives after the comparison run's first iteration
+            options["callback"] = lambda info: cli._on_signal(signum, None)
+        return gauss_newton(problem, jacobian=jacobian, **options)
+
+    monkeypatch.setattr(solvers, "gauss_newton", gauss_newton_stopped_in_fd)
+    assert main(["solve", "cube-throw", "--max-iter", "2", "--out", str(tmp_path)]) == code
+    assert runs == ["analytic", "fd"]
+    out = capsys.readouterr().out
+    summary = json.loads((tmp_path / "cube-throw" / "gauss-newton" / "summary.json").read_text())
+    assert summary["finite_differences"]["status"] == "interrupted"
+    assert summary["status"] == "interrupted" and signal.Signals(signum).name in summary["message"], summary
+    assert summary["analytic_status"] == "max_iterations"
+    assert "  interrupted: " in out, out

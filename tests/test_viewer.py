@@ -317,3 +317,41 @@ def test_a_viewed_page_renders_in_chromium(page_of, solved_catapult):
     assert page.locator("#view canvas").count() == 1
     assert not [m for m in messages if m[0] == "error"]
     page.close()
+
+
+def test_the_contacts_are_resimulated_in_a_workspace_of_the_viewers_own(falling_box):
+    """scene_data stepped the simulator's default workspace to find each frame's contacts, overwriting
+    what a caller's last step left there (``sim.contacts``)."""
+    _, xs, us = falling_box
+    sim = falling_box_simulator()  # its default workspace has taken no step: no contacts reported
+    scene, info = scene_data(sim, xs, us=us)
+    assert info.contact_frames > 0 and sum(scene["contact_counts"]) > 0  # contacts were drawn...
+    assert len(sim.contacts) == 0  # ...without touching the default workspace
+    assert info.contact_warning is None and scene["contact_warning"] is None
+
+
+def test_a_simulation_error_while_drawing_contacts_is_reported_naming_the_step(falling_box, tmp_path, capsys,
+                                                                                monkeypatch):
+    """After a SimulationError in the re-simulation the page silently drew no more contacts."""
+    from app.cli import write_scene_file
+    from dynamics import SimulationError
+
+    _, xs, us = falling_box
+    sim = falling_box_simulator()
+    step = sim.step
+    k = int(frame_indices(len(xs))[100])  # a drawn frame's step
+
+    def failing_step(x, u, **kw):
+        if np.array_equal(x, xs[k]):
+            raise SimulationError("the contact solve diverged")
+        return step(x, u, **kw)
+
+    monkeypatch.setattr(sim, "step", failing_step)
+    scene, info = scene_data(sim, xs, us=us)
+    assert f"step {k}" in info.contact_warning and "diverged" in info.contact_warning
+    assert scene["contact_warning"] == info.contact_warning
+    assert sum(scene["contact_counts"][scene["frame_indices"].index(k):]) == 0  # none drawn from there
+    assert write_scene_file(sim, xs, us, str(tmp_path), title="box")
+    err = capsys.readouterr().err
+    assert "warning:" in err and f"step {k}" in err, err
+    assert read_scene(tmp_path / "scene.html")["contact_warning"] == info.contact_warning

@@ -139,8 +139,11 @@ def format_table(records) -> str:
     return "\n".join(lines)
 
 
-#: problems whose DDP iteration ``trajopt bench`` times (issue 13: the catapult's and the Go1's)
+#: problems whose DDP iteration ``trajopt bench`` times without ``--ddp-iterations`` (issue 13: the
+#: catapult's and the Go1's); with it, every optimal-control problem named
 DDP_PROBLEMS = ("catapult", "go1-hold")
+#: DDP iterations timed on :data:`DDP_PROBLEMS` when ``--ddp-iterations`` is not given
+DEFAULT_DDP_ITERATIONS = 5
 
 
 def bench_trajectory(dyn, x0, us, *, min_time: float = 0.1) -> dict:
@@ -206,9 +209,9 @@ def format_ddp_table(records) -> str:
         if "ddp_iteration_ms" not in r:
             continue
         lines.append(f"{r['problem']:<16} {r['steps']:>4} {r['ddp_iteration_ms']:8.1f}ms {r['ddp_iterations']:>3}  "
-                     + " ".join(f"{r[k] * 1e3:7.1f}us" for k in ("rollout_ms", "loop_jacobians_ms",
-                                                                  "rollout_derivatives_ms", "rollout_then_jacobians_ms",
-                                                                  "rollout_then_kept_jacobians_ms")))
+                     + " ".join(f"{r[k] * 1e3:7.1f}us" if k in r else f"{'-':>9}"  # (dynamics without batched calls)
+                                for k in ("rollout_ms", "loop_jacobians_ms", "rollout_derivatives_ms",
+                                          "rollout_then_jacobians_ms", "rollout_then_kept_jacobians_ms")))
     lines.append("DDP iter: wall time of solve_ddp(max_iter=N) from the initial guess / iterations run (its); then per "
                  "step of the initial guess's trajectory: rollout (states only), Jac loop (step_derivatives per step), "
                  "roll+Jac (rollout_derivatives: one call), 'roll, Jac' (rollout, then Jacobians re-solving every "

@@ -129,19 +129,27 @@ def parameter_adjoint_gradient(ocp, us, params, *, x0=None, jac: ParameterJacobi
     us = ocp.check_controls(us)
     x0 = ocp.x0 if x0 is None else np.asarray(x0, dtype=float)
     jac = jac or parameter_trajectory_jacobians(ocp.dynamics, x0, us, params)
+    return _adjoint_sweep(ocp, jac.xs, us, jac.Fx, jac.Fu, jac.Fp)
+
+
+def _adjoint_sweep(ocp, xs, us, Fx, Fu, Fp=None):
+    """The one backward sweep of reverse mode (module docstring) along ``xs`` (T+1, nx), ``us`` (T, nu)
+    with step Jacobians ``Fx`` (T, ndx, ndx), ``Fu`` (T, ndx, nu) and, when given, ``Fp`` (T, ndx, np):
+    ``(cost, p_0 = dcost/dx_0 (ndx,), dcost/dus (T, nu))``, plus ``dcost/dp (np,)`` when ``Fp`` is given."""
     T = ocp.horizon
-    term = ocp.terminal_cost.derivatives(jac.xs[-1])
+    term = ocp.terminal_cost.derivatives(xs[-1])
     p = term.Lx.copy()
     cost = term.L
     g_u = np.empty((T, ocp.nu))
-    g_p = np.zeros(jac.Fp.shape[2])
+    g_p = None if Fp is None else np.zeros(Fp.shape[2])
     for t in range(T - 1, -1, -1):
-        d = ocp.running(t).derivatives(jac.xs[t], us[t])
+        d = ocp.running(t).derivatives(xs[t], us[t])
         cost += d.L
-        g_u[t] = d.Lu + jac.Fu[t].T @ p
-        g_p += jac.Fp[t].T @ p
-        p = d.Lx + jac.Fx[t].T @ p
-    return float(cost), p, g_u, g_p
+        g_u[t] = d.Lu + Fu[t].T @ p
+        if g_p is not None:
+            g_p += Fp[t].T @ p
+        p = d.Lx + Fx[t].T @ p
+    return (float(cost), p, g_u) if g_p is None else (float(cost), p, g_u, g_p)
 
 
 def forward_sensitivity(dyn, x0, us, jac: TrajectoryJacobians | None = None):
@@ -182,14 +190,4 @@ def adjoint_gradient(ocp, us, *, x0=None, jac: TrajectoryJacobians | None = None
     if jac is None:
         jac = (aware_trajectory_jacobians(ocp, us, x0) if complementarity_aware
                else trajectory_jacobians(ocp.dynamics, x0, us))
-    T = ocp.horizon
-    term = ocp.terminal_cost.derivatives(jac.xs[-1])
-    p = term.Lx.copy()
-    cost = term.L
-    g_u = np.empty((T, ocp.nu))
-    for t in range(T - 1, -1, -1):
-        d = ocp.running(t).derivatives(jac.xs[t], us[t])
-        cost += d.L
-        g_u[t] = d.Lu + jac.Fu[t].T @ p
-        p = d.Lx + jac.Fx[t].T @ p
-    return float(cost), p, g_u
+    return _adjoint_sweep(ocp, jac.xs, us, jac.Fx, jac.Fu)
