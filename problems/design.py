@@ -94,12 +94,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from dynamics import ModelBuilder, Simulator
-from trajopt import OCP, ControlCost, CostDerivatives, FunctionCost
+from dynamics import SimulationError, Simulator
+from trajopt import OCP, ControlCost
 
 from ._options import target_point
 from ._registry import register
-from .planar import BOX_MASS, BOX_SIDE, GRAVITY, LINK_MASS, LINK_SIZE
+from .planar import BOX_SIDE, LINK_MASS, LINK_SIZE, _point_cost, catapult_simulator
 
 #: the links whose length may be a design variable
 DESIGN_LINKS = ("arm1", "arm2")
@@ -139,21 +139,8 @@ def design_simulator(lengths=None, *, torque: float = DESIGN_TORQUE, dt: float =
     """The catapult (:func:`problems.planar.catapult_simulator`) with ``lengths`` (``{"arm1": l1, ...}``,
     missing links 0.25 m) and torque limits ``+-torque``; each link rebuilt as in the module docstring."""
     ell = _lengths(lengths or {})
-    b = ModelBuilder("catapult-design", gravity=GRAVITY)
-    p = b.add_joint("translation2d", name="projectile")
-    b.add_body(p, mass=BOX_MASS, box=(BOX_SIDE,) * 3)
-    parent, at = 0, (0.5, -0.45, 0.0)
-    for i in range(3):
-        name = f"arm{i + 1}"
-        j = b.add_joint("revolute", name=name, parent=parent, axis="z", placement=at,
-                        lower=0.0, upper=np.pi, effort=torque)
-        b.add_body(j, mass=LINK_MASS * ell[name] / NOMINAL_LENGTH, box=(LINK_SIZE[0], ell[name], LINK_SIZE[2]),
-                   offset=(0, ell[name] / 2, 0))
-        parent, at = j, (0.0, ell[name], 0.0)
-    b.add_static_box("floor", (3.5, 0.25, 0.5), (1.2, -0.7, 0.0))
-    model, geom = b.build()
-    return Simulator(model, geometry=geom, dt=dt, actuated=["arm1", "arm2", "arm3"], friction=friction, planar=True,
-                     contact=contact, exclude_pairs=[("arm1_body2", "arm3_body4")])
+    return catapult_simulator(dt=dt, friction=friction, contact=contact, torque=torque,
+                              lengths=[ell[f"arm{i + 1}"] for i in range(3)], name="catapult-design")
 
 
 def _body(link: str) -> str:
@@ -297,8 +284,29 @@ class DesignDynamics:
         return out
 
     def rollout_derivatives(self, x0, us):
-        xs = self.rollout(x0, us)
-        _, Fx, Fu = self.knot_derivatives(xs[:-1], us)
+        """``(xs, Fx, Fu)`` in one pass: each physical knot's step and Jacobians from one
+        ``step_derivatives`` call (its ``x+`` is the rollout's), ``d p / d l`` once (the design is constant)."""
+        us = np.asarray(us, dtype=float)
+        T, n, k = len(us), self.nsim, self.k
+        xs = np.empty((T + 1, self.nx))
+        Fx = np.zeros((T, self.ndx, self.ndx))
+        Fu = np.zeros((T, self.ndx, self.nu))
+        xs[0] = x0
+        t = 0
+        if self._split(x0)[2] == 0.0:
+            xs[1], Fx[0], Fu[0] = self._design_knot(x0, us[0])
+            t = 1
+        _, ell, _ = self._split(xs[t])
+        sim, dpdl = self.simulator(ell), length_jacobian(self.links, ell)
+        xs[t:, n:] = xs[t, n:]
+        Fx[t:, n:n + k, n:n + k] = np.eye(k)
+        for s in range(t, T):
+            try:
+                xs[s + 1, :n], Fx[s, :n, :n], Fu[s, :n], Fp = sim.step_derivatives(xs[s, :n], us[s],
+                                                                                   params=self.params)
+            except SimulationError as exc:
+                raise SimulationError(f"rollout step {s}: {exc}", xs=xs[:s + 1].copy()) from None
+            Fx[s, :n, n:n + k] = Fp @ dpdl
         return xs, Fx, Fu
 
     def drawable(self, xs, us):
@@ -339,21 +347,12 @@ class DesignDynamics:
 
 def _terminal_distance(dyn, target):
     """The squared distance of the box (state entries 0, 1) to ``target`` at the last knot, exact derivatives."""
-    idx = np.array([0, 1])
 
-    def value(x, u=None):
-        e = np.asarray(x)[idx] - target
-        return float(e @ e)
+    def sq_dist(p):
+        e = p - target
+        return float(e @ e), 2.0 * e, 2.0 * np.eye(2)
 
-    def derivatives(x, u=None):
-        e = np.asarray(x)[idx] - target
-        out = CostDerivatives.zeros(dyn.ndx, dyn.nu)
-        out.L = float(e @ e)
-        out.Lx[idx] = 2.0 * e
-        out.Lxx[idx, idx] = 2.0
-        return out
-
-    return FunctionCost(dyn, value, derivatives)
+    return _point_cost(dyn, np.array([0, 1]), sq_dist)
 
 
 def _check_design(links, bounds):
