@@ -87,17 +87,17 @@ every design alike, and is far beyond the targets:
   deg (``v = (p - p0 + g T^2/2 y) / T``, T = 0.5 s, the most flight time there is).
 - *Release speed.* A box carried on the turning bat slides off once ``w^2 r`` exceeds ``mu`` times the bat's
   acceleration ``alpha r``; with ``alpha ~ tau / (m r^2)`` (the box dominates the inertia) the release speed
-  ``w r ~ sqrt(mu tau / m) = 15.8 m/s`` does not depend on ``r``: longer links 1, 2 do not raise this scale (their
-  own inertia, ~l^3, lowers it). An estimate, not a bound: three joints can whip.
+  ``w r ~ sqrt(mu tau / m) = 15.8 m/s`` does not depend on ``r`` (the links' own inertia, ~l^3, even lowers it).
+  An estimate, not a bound: three joints whip, and the frontiers below suggest longer links gain upwards.
 - *Joint limits and geometry.* Each joint sweeps at most pi per monotone sweep whatever the lengths; the arm's
   reach (0.75 m at nominal, at most 0.92 m) bounds only where the box is released, not where it flies.
 
 The links are light next to the torques (the bat alone turns at ~12000 rad/s^2 under 250 N m), so a quarter of the
 catapult's torque does not limit the throw: **no target can be certified out of the fixed design's reach** while
-inside the design space's. Constructive lower bounds (``scripts/design_reach.py --frontier 5000 --seeds 3``:
+inside the design space's. Constructive lower bounds (``scripts/design_reach.py --frontier 5000 --seeds 3 4``:
 random bang-bang throws, box jumps > 5 mm discarded) put the fixed design's box, per 15-deg upward direction
-(0 to 165 deg), 3.9-6.4 m from its start and the (0.33, 0.33) design's 4.2-9.3 m (more
-upwards, 45-105 deg: 7.3-9.3 m against 5.1-6.1 m; less sideways, 150-165 deg: 4.2-5.2 m against 5.6-6.4 m). Those
+(0 to 165 deg), 5.1-6.6 m from its start and the (0.33, 0.33) design's 4.2-9.9 m (more upwards, 45-105 deg:
+7.3-9.9 m against 5.1-6.6 m; less sideways, 150-165 deg: 4.2-5.2 m against 5.6-6.4 m). Those
 are searches too: the fixed design's reach is at least that, its limit unknown. Hence ``fixed_design_distance``
 is and stays the best of a **stated search** (``cem-ddp``, ``baseline_time``, ``baseline_seed``), never a proof,
 and the registered target (4, 3) -- which the fixed design reaches (cem-ddp seed 5, 120 s: 3.3e-5 m) -- is kept as
@@ -119,7 +119,14 @@ fixed design's best stayed more than 10 cm off ((4, 3) seeds 0-4 and ncp; (4.2, 
 (4.33, 2.50), (3.54, 3.54), (3.01, 3.99), (4.76, 2.75) seed 0, the last four with plain ``ddp`` as the
 co-design stage) it ended 4.2-146 cm off (e.g. (4, 3) seed 0:
 fixed 2.20 m, co-design 9.1 cm, lengths (0.245, 0.242)); never within 1 cm; no designed-link impulse before the
-release in any answer. Table: ``README.md``, section catapult-design. Open: a compiled ``Fp`` (or alternating
+release in any answer. Table: ``README.md``, section catapult-design. *Target continuation* (the same search for
+both: ``scripts/design_reach.py --continuation 0.25 --step-time 30``, DDP from the last answer at targets 0.25 m
+farther along the ray while each lands within 1 cm): from (3.8, 3.6) (5.23 m, fixed design hit 3.9e-5 m) the
+fixed design followed to 5.49 m (1.8 mm) and stopped at 5.74 m (1.26 cm, 15 s stages), the co-design to 5.49 m
+(3.1e-5 m, converged) and stopped at 5.74 m (9.8 cm, 30 s stages); from (2.8, 4.5) seed 0 the co-design followed
+to 5.55 m (1.4e-6 m, converged, lengths (0.252, 0.246)) and stopped at 5.80 m (7.7 cm), while the fixed design's
+own start missed by 5.1 cm in that run. A CEM over (lengths, 8 tanh-squashed torque knots per joint) then
+finite-difference Levenberg-Marquardt (a one-off, not kept), 60 s at (5.5, 4.1): co-design 0.64 m, fixed 0.96 m. Open: a compiled ``Fp`` (or alternating
 torque solves at a fixed design with design steps), and a target family whose fixed-design miss is physical.
 """
 
