@@ -125,7 +125,10 @@ farther along the ray while each lands within 1 cm): from (3.8, 3.6) (5.23 m, fi
 fixed design followed to 5.49 m (1.8 mm) and stopped at 5.74 m (1.26 cm, 15 s stages), the co-design to 5.49 m
 (3.1e-5 m, converged) and stopped at 5.74 m (9.8 cm, 30 s stages); from (2.8, 4.5) seed 0 the co-design followed
 to 5.55 m (1.4e-6 m, converged, lengths (0.252, 0.246)) and stopped at 5.80 m (7.7 cm), while the fixed design's
-own start missed by 5.1 cm in that run. A CEM over (lengths, 8 tanh-squashed torque knots per joint) then
+own start missed by 5.1 cm in that run; with seed 1 (both starts hit, 3.7e-5 m) **the fixed design followed to
+7.30 m** (2.1e-6 m at (3.86, 6.20), stopped at 7.55 m, 15.6 cm) and the co-design to 7.05 m (5.6e-6 m, lengths
+(0.275, 0.231)), stopping at 7.30 m (8.4 cm): the fixed design's reach along 58 deg is at least 7.3 m, beyond
+every random throw of it (<= 6.6 m) -- those frontiers are weak lower bounds. A CEM over (lengths, 8 tanh-squashed torque knots per joint) then
 finite-difference Levenberg-Marquardt (a one-off, not kept), 60 s at (5.5, 4.1): co-design 0.64 m, fixed 0.96 m.
 Open: a compiled ``Fp`` (or alternating torque solves at a fixed design with design steps), and a target family
 whose fixed-design miss is physical (above: not this one).
