@@ -38,23 +38,31 @@ BOX_MASS = 1.0
 GRAVITY = (0.0, -9.81, 0.0)
 
 
-def _chain(b: ModelBuilder, base, prefix, n, *, torque, placement):
+def _chain(b: ModelBuilder, base, prefix, n, *, torque, placement, lengths=None):
+    """``n`` revolute links ``prefix1..n`` hinged end to end from ``placement`` in ``base``; link ``i`` of
+    length ``lengths[i]`` (default ``LINK_SIZE[1]``) is a uniform box of the links' density (mass
+    ``LINK_MASS`` at ``LINK_SIZE[1]``), and the next joint sits at its far end."""
+    lengths = (LINK_SIZE[1],) * n if lengths is None else tuple(lengths)
     parent, at = base, placement
     for i in range(n):
+        ell = lengths[i]
         j = b.add_joint("revolute", name=f"{prefix}{i + 1}", parent=parent, axis="z", placement=at,
                         lower=0.0, upper=np.pi, effort=torque)
-        b.add_body(j, mass=LINK_MASS, box=LINK_SIZE, offset=(0, LINK_SIZE[1] / 2, 0))
-        parent, at = j, (0.0, LINK_SIZE[1], 0.0)
+        mass = LINK_MASS if ell == LINK_SIZE[1] else LINK_MASS * ell / LINK_SIZE[1]
+        b.add_body(j, mass=mass, box=(LINK_SIZE[0], ell, LINK_SIZE[2]), offset=(0, ell / 2, 0))
+        parent, at = j, (0.0, ell, 0.0)
     return [f"{prefix}{i + 1}" for i in range(n)]
 
 
-def catapult_simulator(*, dt: float = 1e-3, friction: float = 1.0, contact: str = "lcp") -> Simulator:
-    """Projectile at (0, 0.1); 3-link arm welded at (0.5, -0.45), torques +-1000 N m;
-    floor 3.5 x 0.25 x 0.5 m centred at (1.2, -0.7)."""
-    b = ModelBuilder("catapult", gravity=GRAVITY)
+def catapult_simulator(*, dt: float = 1e-3, friction: float = 1.0, contact: str = "lcp", torque: float = 1000.0,
+                       lengths=None, name: str = "catapult") -> Simulator:
+    """Projectile at (0, 0.1); 3-link arm welded at (0.5, -0.45), torques +-``torque`` (1000 N m);
+    floor 3.5 x 0.25 x 0.5 m centred at (1.2, -0.7). ``lengths``: the three links' lengths (m; default
+    0.25 each), each link rebuilt at the links' density (:func:`_chain`; ``catapult-design``)."""
+    b = ModelBuilder(name, gravity=GRAVITY)
     p = b.add_joint("translation2d", name="projectile")
     b.add_body(p, mass=BOX_MASS, box=(BOX_SIDE,) * 3)
-    arm = _chain(b, 0, "arm", 3, torque=1000.0, placement=(0.5, -0.45, 0.0))
+    arm = _chain(b, 0, "arm", 3, torque=torque, placement=(0.5, -0.45, 0.0), lengths=lengths)
     b.add_static_box("floor", (3.5, 0.25, 0.5), (1.2, -0.7, 0.0))
     model, geom = b.build()
     return Simulator(model, geometry=geom, dt=dt, actuated=arm, friction=friction, planar=True, contact=contact,
