@@ -162,35 +162,12 @@ def test_codesign_reaches_within_1_cm_where_the_fixed_design_stays_10_cm_off(tar
     assert figures["distance_to_target"] <= 0.01, figures
 
 
-#: a state of the (0.33, 0.33) design (step 292 of a random bang-bang throw; every joint within its limits) where the
-#: box lies on the floor (3.5 mm in) under link 2 (0.7 mm in, normal tilted 6 mrad) and the bat (0.9 mm in, tilted
-#: 0.13 rad); control (250, -125, -250)
-SQUEEZED = (np.array([-1.0917989016374849e-01, -5.2848890014891325e-01, 1.5772075961437462e+00,
-                      7.2993131992275126e-17, 1.2687627746674132e-01, 4.6999043818871666e-01,
-                      9.9999999999998992e-02, -3.9079702139105033e-01, 9.2370555648813024e-14,
-                      5.2401881768381344e+01]), np.array([250.0, -125.0, -250.0]))
+def test_box_jump_metric_along_the_throw_that_squeezed_the_box():
+    """``box_jump`` (a metric of every answer): ~0 where coordinates move by dt v+ only; along the bang-bang throw
+    that found SQUEEZED (its step 292, tests/test_penetration.py) it showed the position correction's 12.6 cm jump,
+    gone since the correction only pushes."""
+    from .test_penetration import SQUEEZED
 
-
-@pytest.mark.xfail(reason="simulator defect found by the catapult-design reach study (not fixed here): the position "
-                          "correction of a box squeezed between links 2 and 3 and the floor moves it 12.6 cm along x "
-                          "and the bat's joint by 6.5 rad (past its limit pi) in one step (the rollout went on to "
-                          "move the box 25.4 m in the next): nearly parallel constraints met by a huge shift",
-                   strict=True)
-@pytest.mark.parametrize("contact", ["lcp", "ncp"])
-def test_a_squeezed_box_is_not_teleported_by_the_position_correction(contact):
-    """One step may move a coordinate by dt v+ plus the position correction, which removes at most erp of a
-    penetration's excess depth (here a few mm): never by 1 cm or 0.1 rad."""
-    x, u = SQUEEZED
-    sim = design_simulator({"arm1": 0.33, "arm2": 0.33}, contact=contact)
-    assert np.all(x[2:5] >= 0.0) and np.all(x[2:5] <= np.pi)
-    xn = sim.step(x, u)
-    unexplained = xn[:sim.nq] - x[:sim.nq] - sim.dt * xn[sim.nq:]
-    assert np.abs(unexplained).max() < 1e-2, unexplained
-
-
-def test_box_jump_metric_flags_the_squeezed_box_and_not_a_clean_throw():
-    """``box_jump`` (a metric of every answer): ~0 where coordinates move by dt v+ only, and it shows the
-    squeezed-box defect along the bang-bang throw that found SQUEEZED (its step 292)."""
     ocp = problems.load("catapult-design", horizon=300)
     dyn = ocp.dynamics
     us = np.zeros((301, 3))
@@ -198,9 +175,10 @@ def test_box_jump_metric_flags_the_squeezed_box_and_not_a_clean_throw():
     for t, u in [(0, (250, -125, -125)), (33, (-250, 125, -125)), (98, (-125, -250, 125)), (147, (250, -125, -250))]:
         us[1 + t:] = u
     xs = dyn.rollout(ocp.x0, us)
-    assert np.allclose(xs[293], np.concatenate((SQUEEZED[0], [0.33, 0.33, 1.0])), atol=1e-9)
+    # (its early corrections no longer pull either, so it passes near SQUEEZED, not through it bit for bit)
+    assert np.allclose(xs[293, :2], SQUEEZED[0][:2], atol=5e-3)
     assert np.all(xs[:293, 2:5] <= np.pi) and ocp.metrics(xs[:290], us[:289])["box_jump"] < 1e-3  # measured 2.4e-4: a correction
-    assert ocp.metrics(xs, us)["box_jump"] > 0.1
+    assert ocp.metrics(xs, us)["box_jump"] < 1e-2
     _, us_push = _pushed()
     xs = dyn.rollout(ocp.x0, us_push[:301])
     assert ocp.metrics(xs, us_push[:301])["box_jump"] < 1e-9
