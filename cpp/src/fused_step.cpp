@@ -16,6 +16,7 @@
 // that step on the Python path, which raises its own error (or takes the step) with its own message.
 #include "common.hpp"
 #include "step.hpp"
+#include "profile.hpp"
 #include <nanobind/eigen/dense.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/vector.h>
@@ -122,6 +123,7 @@ class FusedStep {
   // Simulator.step (check) / _step: x+ into out (nx,), (code, state).
   nb::tuple step(nb::handle data, nb::handle gdata, nb::handle x, nb::handle u, nb::handle previous,
                  nb::DRef<Eigen::VectorXd> out) {
+    PROF_SCOPE("step");
     if (out.size() != nq_ + nv_) throw std::invalid_argument("FusedStep.step: out must have nx entries");
     CVec xa, ua;
     if (!nb::try_cast(x, xa, false) || !nb::try_cast(u, ua, false) || !inputs_ok(xa.data(), xa.shape(0)) ||
@@ -174,6 +176,7 @@ class FusedStep {
   // scratch: the Python path overwrites them).
   nb::tuple step_derivatives(nb::handle data, nb::handle gdata, nb::handle x, nb::handle u, nb::handle previous,
                              nb::handle kept_v, nb::handle kept_state, OutVec out, OutMat Fx, OutMat Fu) {
+    PROF_SCOPE("sd");
     const int64_t nq = nq_, nv = nv_, ndx = 2 * nv_;
     if (static_cast<int64_t>(out.shape(0)) != nq + nv || Fx.shape(0) != static_cast<size_t>(ndx) ||
         Fx.shape(1) != static_cast<size_t>(ndx) || Fu.shape(0) != static_cast<size_t>(ndx) ||
@@ -200,7 +203,10 @@ class FusedStep {
       state = nb::borrow(kept_state);
       code = KEPT;
     } else {
+      {
+      PROF_SCOPE("sd.one");
       code = one(D, data, gdata, xp, ua.data(), previous, o, state);
+      }
       if (code == FALLBACK) return nb::make_tuple(code, nb::none());
       v_next_ = Eigen::Map<const Eigen::VectorXd>(o + nq, nv);
     }
@@ -236,6 +242,7 @@ class FusedStep {
       fused_lcp_jacobian(fused_, *step_model_, D, state, q_, v_, tau_, v_next_, dt_, actuated_, spring_dofs_,
                          stiffness_, damp_dofs_, damping_, FX.bottomRows(nv), FU.bottomRows(nv));
     }
+    PROF_SCOPE("sd.config");
     // the configuration rows: dq+ = dIntegrate chained with dt dv+ (and the position correction's Jacobian)
     const Eigen::VectorXd* dq_c = contact ? step_state_correction(state) : nullptr;
     if (dq_c != nullptr) fused_lcp_correction_jacobian(fused_, state, q_, *model0_, *data0_, CJ_);
@@ -300,6 +307,7 @@ class FusedStep {
     q_ = q;  // a VectorXd: the instantiation pin.aba and pin.integrate run
     {
       const Eigen::Ref<const Eigen::VectorXd> qr(q_), vr(v), tr(tau_);
+      PROF_SCOPE("one.aba");
       const Eigen::VectorXd& a = pinocchio::aba(*step_model_, D, qr, vr, tr, pinocchio::Convention::LOCAL);
       for (int64_t i = 0; i < nv; ++i) {
         const double adt = a[i] * dt_;
@@ -320,6 +328,7 @@ class FusedStep {
       } else {
         // _solve_contacts: its errors (non-finite free velocity, a failing solve, non-finite v+) are Python's
         if (!all_safe(v_free_.data(), nv)) return FALLBACK;
+        PROF_SCOPE("one.solve");
         try {
           if (!fused_lcp_solve(fused_, step_model_obj_, data, gdata, q_, v_free_, dt_, previous, v_solved_, state, &dq_c))
             return FALLBACK;

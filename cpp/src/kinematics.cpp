@@ -63,7 +63,20 @@ void add_dJTw(const Mat6X& J6, double f0, double f1, double f2, double m0, doubl
               double sign, Eigen::Ref<RowMat> out, Mat6X& Pm) {
   if (all_zero(J6)) return;
   const Eigen::Index nv = J6.cols();
-  for (Eigen::Index i = 0; i < nv; ++i) {
+  // the columns of J6 with an entry (the body's supporting chain): every term of a zero column is 0, and
+  // adding +-0 leaves out unchanged, so the sums below run over these only (the same bits)
+  Eigen::Index cols[256];
+  std::vector<Eigen::Index> cols_heap;
+  Eigen::Index* nzc = cols;
+  if (nv > 256) {
+    cols_heap.resize(nv);
+    nzc = cols_heap.data();
+  }
+  Eigen::Index n = 0;
+  for (Eigen::Index i = 0; i < nv; ++i)
+    if (!(J6.col(i).array() == 0.0).all()) nzc[n++] = i;
+  for (Eigen::Index a = 0; a < n; ++a) {
+    const Eigen::Index i = nzc[a];
     const double v0 = J6(0, i), v1 = J6(1, i), v2 = J6(2, i);
     const double w0 = J6(3, i), w1 = J6(4, i), w2 = J6(5, i);
     double a0, a1, a2, b0, b1, b2, c0, c1, c2;
@@ -73,10 +86,11 @@ void add_dJTw(const Mat6X& J6, double f0, double f1, double f2, double m0, doubl
     Pm(0, i) = a0; Pm(1, i) = a1; Pm(2, i) = a2;
     Pm(3, i) = b0 + c0; Pm(4, i) = b1 + c1; Pm(5, i) = b2 + c2;
   }
-  for (Eigen::Index i = 0; i < nv; ++i) {
+  for (Eigen::Index a = 0; a < n; ++a) {
+    const Eigen::Index i = nzc[a];
     const double* p = Pm.col(i).data();
-    for (Eigen::Index k = 0; k < nv; ++k)
-      if (mask(i, k) != 0.0) {
+    for (Eigen::Index b = 0; b < n; ++b)
+      if (const Eigen::Index k = nzc[b]; mask(i, k) != 0.0) {
         const double* j = J6.col(k).data();
         double s = 0.0;
         for (int r = 0; r < 6; ++r) s += p[r] * j[r];
@@ -348,6 +362,10 @@ void force_derivative(const CRowRef& J6A, const CRowRef& J6B, const CRowRef& D, 
     // the wrench moves: dw = (dF, dp x F + p x dF)
     Mat6X& dw = dws[g];
     for (Eigen::Index k = 0; k < nv; ++k) {
+      // a column where dD and dp of this contact are zero adds +-0 to dw: skipped (the same bits)
+      bool any = dp(c * 3 + 0, k) != 0.0 || dp(c * 3 + 1, k) != 0.0 || dp(c * 3 + 2, k) != 0.0;
+      for (Eigen::Index a = 0; !any && a < 3 * r; ++a) any = dD(c * r * 3 + a, k) != 0.0;
+      if (!any) continue;
       double g0 = 0.0, g1 = 0.0, g2 = 0.0;
       for (Eigen::Index j = 0; j < r; ++j) {
         const double lj = lam[c * r + j];
@@ -363,6 +381,9 @@ void force_derivative(const CRowRef& J6A, const CRowRef& J6B, const CRowRef& D, 
     }
   }
   Mat6X A(6, nv), B(6, nv), Dm(6, nv), Pm(6, nv);
+  std::vector<Eigen::Index> nzi, nzk;
+  nzi.reserve(nv);
+  nzk.reserve(nv);
   for (Eigen::Index g = 0; g < nc; ++g) {
     if (!used[g]) continue;
     const double* w = &wr[g * 6];
@@ -372,9 +393,16 @@ void force_derivative(const CRowRef& J6A, const CRowRef& J6B, const CRowRef& D, 
     add_dJTw(B, w[0], w[1], w[2], w[3], w[4], w[5], mask, -1.0, out, Pm);
     Dm = A - B;
     const Mat6X& dw = dws[g];
+    // only the nonzero columns of Dm (rows i) and dw (columns k): the other terms are 0 and leave out unchanged
+    nzi.clear();
+    nzk.clear();
     for (Eigen::Index i = 0; i < nv; ++i) {
+      if (!(Dm.col(i).array() == 0.0).all()) nzi.push_back(i);
+      if (!(dw.col(i).array() == 0.0).all()) nzk.push_back(i);
+    }
+    for (const Eigen::Index i : nzi) {
       const double* a = Dm.col(i).data();
-      for (Eigen::Index k = 0; k < nv; ++k) {
+      for (const Eigen::Index k : nzk) {
         const double* wk = dw.col(k).data();
         double s = 0.0;
         for (int rr = 0; rr < 6; ++rr) s += a[rr] * wk[rr];
@@ -396,6 +424,7 @@ void velocity_derivative(const CRowRef& J6A, const CRowRef& J6B, const CRowRef& 
   // per pair (the same values, reused), as for force_derivative.
   const std::vector<Eigen::Index> group = pair_groups(J6A, J6B, nc);
   Mat6X A(6, nv), B(6, nv), Dm(6, nv), dA(6, nv), dB(6, nv), dR(6, nv);
+  std::vector<char> live(nv), chain(nv);
   double V[6];
   for (Eigen::Index c = 0; c < nc; ++c) {
     if (c == 0 || group[c] != group[c - 1]) {  // a new pair, or back to an earlier one
@@ -406,9 +435,19 @@ void velocity_derivative(const CRowRef& J6A, const CRowRef& J6B, const CRowRef& 
       dJv(B, v, mask, dB);
       dR = dA - dB;
       Dm = A - B;
+      for (Eigen::Index k = 0; k < nv; ++k)
+        chain[k] = !(A.col(k).array() == 0.0).all() || !(B.col(k).array() == 0.0).all() ||
+                   !(dR.col(k).array() == 0.0).all();
       for (int rr = 0; rr < 6; ++rr) V[rr] = 0.0;
       for (int rr = 0; rr < 6; ++rr)
         for (Eigen::Index i = 0; i < nv; ++i) V[rr] += Dm(rr, i) * v[i];
+    }
+    // the columns where some factor of the sums below has an entry (the bodies' supporting chains)
+    for (Eigen::Index k = 0; k < nv; ++k) {
+      bool any = chain[k] != 0;
+      for (Eigen::Index a = 0; !any && a < 3; ++a) any = dp(c * 3 + a, k) != 0.0;
+      for (Eigen::Index a = 0; !any && a < 3 * r; ++a) any = dD(c * r * 3 + a, k) != 0.0;
+      live[k] = any;
     }
     const double p0 = points(c, 0), p1 = points(c, 1), p2 = points(c, 2);
     double x0, x1, x2;
@@ -421,6 +460,10 @@ void velocity_derivative(const CRowRef& J6A, const CRowRef& J6B, const CRowRef& 
       cross(d0, d1, d2, V[3], V[4], V[5], q0, q1, q2);
       const Eigen::Index row = (c * r + j) * 3;
       for (Eigen::Index k = 0; k < nv; ++k) {
+        if (!live[k]) {  // dR, dD and dp all zero in this column: a zero entry
+          out(c * r + j, k) = 0.0;
+          continue;
+        }
         double s = (d0 * dR(0, k) + d1 * dR(1, k) + d2 * dR(2, k) + pd0 * dR(3, k) + pd1 * dR(4, k) + pd2 * dR(5, k));
         s += vr0 * dD(row, k) + vr1 * dD(row + 1, k) + vr2 * dD(row + 2, k);
         s += q0 * dp(c * 3 + 0, k) + q1 * dp(c * 3 + 1, k) + q2 * dp(c * 3 + 2, k);

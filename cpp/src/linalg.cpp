@@ -67,7 +67,10 @@ void sym_factor(const CRowRef& E, double rcond, SymFactor& f) {
   const double enorm = S.norm();
   // 1. full rank, certified: E^-1 B by the Cholesky factor's two triangular solves
   f.llt.compute(S);
-  if (f.llt.info() == Eigen::Success) {
+  // 1 / |L^-1|_F^2 <= min_i L_ii^2 (L^-1's diagonal is 1 / L_ii): when that already fails the test below, the
+  // inverse is not formed (the same decision)
+  if (f.llt.info() == Eigen::Success &&
+      !(f.llt.matrixLLT().diagonal().cwiseAbs2().minCoeff() < 0.999 * 4.0 * rcond * enorm)) {
     Eigen::MatrixXd Linv = Eigen::MatrixXd::Identity(k, k);
     f.llt.matrixL().solveInPlace(Linv);
     const double fn = Linv.squaredNorm();  // |L^-1|_F^2

@@ -12,6 +12,7 @@
 #include "ncp.hpp"
 #include "relaxed.hpp"
 #include "step.hpp"
+#include "profile.hpp"
 #include <nanobind/eigen/dense.h>
 #include <nanobind/stl/vector.h>
 #include <nanobind/stl/tuple.h>
@@ -141,6 +142,7 @@ class FusedLCP {
     int64_t nc = 0;
     nb::object arrays;
     if (detector_.is_valid() && !detector_.is_none()) {
+      PROF_SCOPE("solve.detect");
       arrays = detect_with(detector_, model, data, gdata, q);
       if (arrays.is_none()) return false;
       nc = static_cast<int64_t>(nb::len(nb::object(arrays[2])));
@@ -182,6 +184,7 @@ class FusedLCP {
       state = nb::none();
       return;
     }
+    PROF_SCOPE("solve.rows");
     auto st = std::make_unique<StepState>();
     st->r = r_;
     if (nc) st->contacts = arrays;
@@ -193,6 +196,7 @@ class FusedLCP {
     st->normal_rows.resize(nc + nl);
     const int64_t* pair = nullptr;
     if (nc) {
+      PROF_SCOPE("solve.rows.jac+geo");
       pinocchio::computeJointJacobians(M, D);  // at q: detection ran the kinematics
       nb::handle a = st->contacts;
       auto idx = [&](int k) { return Eigen::Map<const IdxVec>(arr_data<int64_t>(a[k]), nc); };
@@ -227,11 +231,15 @@ class FusedLCP {
         bias[i] = d ? -slop_ : ph;
       }
     }
+    Eigen::MatrixXd A;
+    {
+    PROF_SCOPE("solve.rows.minv+A");
     pinocchio::computeMinverse(M, D, q);
     symmetrize_upper(D.Minv);
     st->Minv = D.Minv;
     st->MJt = st->Minv * st->J.transpose();
-    Eigen::MatrixXd A = st->J * st->MJt;
+    A = st->J * st->MJt;
+    }
     Eigen::VectorXd b = st->J * v_free;
     for (int64_t i = 0; i < np; ++i) b[st->normal_rows[i]] += bias[i] / dt;
     st->key.reserve(nc + nl + 2);
@@ -264,6 +272,7 @@ class FusedLCP {
       st->guessed = same;
       const VectorXl* gm = same ? (prev ? &prev->solution.modes : &other_modes) : nullptr;
       const VectorXl* gs = same ? (prev ? &prev->solution.signs : &other_signs) : nullptr;
+      PROF_SCOPE("solve.rows.lcp");
       if (gm != nullptr && gm->size() == m && gs->size() == m)
         st->solution = lcp::solve(st->problem, gm, gs, 1e-9, -1);
       else
@@ -328,15 +337,20 @@ class FusedLCP {
     if (q.size() != M.nq || v.size() != nv || tau.size() != nv || v_next.size() != nv)
       throw std::invalid_argument("FusedLCP.jacobian: q, v, tau or v_next has the wrong size");
     const Eigen::VectorXd& lam = st.solution.x;
+    PROF_SCOPE("jac");
+    {
+    PROF_SCOPE("jac.abad");
     tau_total_ = tau + st.J.transpose() * lam / dt;
     pinocchio::computeABADerivatives(M, D, q, v, tau_total_);
     symmetrize_upper(D.Minv);
+    }
     const auto& minv = D.Minv;
     RowMat& G = G_;
     G.resize(nv, 2 * nv + nu);
     G.leftCols(nv) = D.ddq_dq * dt;
     const int64_t mc = st.m_contact();
     if (nc_geo(st)) {
+      PROF_SCOPE("jac.force_deriv");
       fd_.resize(nv, nv);
       force_derivative(st.geo.J6A, st.geo.J6B, st.geo.D, st.geo.dD, st.geo.dp, points(st), lam.head(mc), mask_, fd_);
       // d(J^T lambda)/dq has rows only on the dofs of the contact bodies' chains: M^-1 fd over those rows
@@ -347,13 +361,22 @@ class FusedLCP {
       if (nr == nv) {
         G.leftCols(nv).noalias() += minv * fd_;
       } else if (nr > 0) {
+        // ... and columns only on those chains' dofs too: the product over the nonzero columns, the other
+        // columns of G get + 0 (as the dense product's zero sum would)
+        fc_.clear();
+        for (int64_t j = 0; j < nv; ++j)
+          if (fd_.col(j).cwiseAbs().maxCoeff() != 0.0) fc_.push_back(j);
+        const int64_t ncl = static_cast<int64_t>(fc_.size());
         MinvR_.resize(nv, nr);
-        FdR_.resize(nr, nv);
+        FdR_.resize(nr, ncl);
         for (int64_t a = 0; a < nr; ++a) {
           MinvR_.col(a) = minv.col(fr_[a]);
-          FdR_.row(a) = fd_.row(fr_[a]);
+          for (int64_t b = 0; b < ncl; ++b) FdR_(a, b) = fd_(fr_[a], fc_[b]);
         }
-        G.leftCols(nv).noalias() += MinvR_ * FdR_;
+        MFd_.resize(nv, ncl);
+        MFd_.noalias() = MinvR_ * FdR_;
+        G.leftCols(nv).array() += 0.0;
+        for (int64_t b = 0; b < ncl; ++b) G.col(fc_[b]) += MFd_.col(b);
       } else {
         G.leftCols(nv).array() += 0.0;  // as the zero product would: -0 entries become +0 (bit for bit the dense sum's)
       }
@@ -380,7 +403,12 @@ class FusedLCP {
     // ContactModel.velocity_jacobian: the LCP's linearization keeps the clamping rows C (Fc = I[C]) and
     // solves K dz = -dc[C] (K = A[C, C], or A[C, :] P when some friction row is bounded), dlambda = P dz or
     // dlambda[C] = dz; dv+ = G + MJt dlambda.
-    const ReducedFactor& factor = reduced_factor(st);
+    const ReducedFactor* factorp;
+    {
+    PROF_SCOPE("jac.factor");
+    factorp = &reduced_factor(st);
+    }
+    const ReducedFactor& factor = *factorp;
     const lcp::Reduced& red = factor.red;
     const int64_t k = red.C.size(), ncols = G.cols();
     if (k == 0) {
@@ -388,8 +416,12 @@ class FusedLCP {
       dv_du = G.rightCols(nu);
       return;
     }
+    {
+    PROF_SCOPE("jac.vel_deriv");
     dJv_.resize(mc, nv);
     if (mc) velocity_derivative(st.geo.J6A, st.geo.J6B, st.geo.D, st.geo.dD, st.geo.dp, points(st), v_next, mask_, dJv_);
+    }
+    PROF_SCOPE("jac.products");
     JC_.resize(k, nv);
     for (int64_t a = 0; a < k; ++a) JC_.row(a) = st.J.row(red.C[a]);
     pos_.assign(st.J.rows(), -1);
@@ -441,8 +473,15 @@ class FusedLCP {
     for (int64_t j = 0; j < nv; ++j)
       if (JC_.col(j).cwiseAbs().maxCoeff() != 0.0) nz_.push_back(j);
     const int64_t nnz = static_cast<int64_t>(nz_.size());
-    Gnz_.resize(nnz, ncols);
-    for (int64_t a = 0; a < nnz; ++a) Gnz_.row(a) = G.row(nz_[a]);
+    // of G's columns only the state's (2 nv) enter J_C G: the control columns' J_C dt M^-1 B is dt (W^T)[:, B],
+    // read off W F below
+    Gnz_.resize(nnz, 2 * nv);
+    for (int64_t a = 0; a < nnz; ++a) Gnz_.row(a) = G.row(nz_[a]).head(2 * nv);
+    // the columns of E with an entry (the contact bodies' chains): F^T E sums over them
+    nzE_.clear();
+    for (int64_t j = 0; j < nv; ++j)
+      if (E_.col(j).cwiseAbs().maxCoeff() != 0.0) nzE_.push_back(j);
+    const int64_t nE = static_cast<int64_t>(nzE_.size());
     // K = J_C M^-1 J_C^T, symmetric positive semidefinite: dz = K^+ rhs with K^+ = F diag(sign) F^T
     // (sym_factor: the rank under lstsq's cutoff; the minimum-norm solution where K is rank-deficient), and
     // dv+ = G + W dz = G + (W F) Y, W = MJt[:, C], Y = diag(sign) F^T rhs = -diag(sign) ((F^T J_C) G + F^T E):
@@ -460,15 +499,23 @@ class FusedLCP {
     }
     FJ_.resize(rk, nnz);
     for (int64_t a = 0; a < nnz; ++a) FJ_.col(a).noalias() = F_.transpose() * JC_.col(nz_[a]);
-    Y_.resize(rk, ncols);
-    Y_.noalias() = -FJ_ * Gnz_;
-    Y_.leftCols(nv).noalias() -= F_.transpose() * E_;
-    for (int64_t a = 0; a < rk; ++a)
-      if (sign_[a] < 0.0) Y_.row(a) = -Y_.row(a);
     W_.resize(nv, k);
     for (int64_t a = 0; a < k; ++a) W_.col(a) = st.MJt.col(red.C[a]);
     WF_.resize(nv, rk);
     WF_.noalias() = W_ * F_;
+    Y_.resize(rk, ncols);
+    Y_.leftCols(2 * nv).noalias() = -FJ_ * Gnz_;
+    if (nE) {
+      EnzT_.resize(nE, k);  // E[:, nzE]^T
+      for (int64_t a = 0; a < nE; ++a) EnzT_.row(a) = E_.col(nzE_[a]).transpose();
+      FE_.resize(nE, rk);
+      FE_.noalias() = EnzT_ * F_;  // (F^T E[:, nzE])^T
+      for (int64_t a = 0; a < nE; ++a) Y_.col(nzE_[a]) -= FE_.row(a).transpose();
+    }
+    // the control columns: F^T J_C (dt M^-1 B) = dt (W F)^T B (M^-1 symmetric, W = M^-1 J_C^T)
+    for (int64_t b = 0; b < nu; ++b) Y_.col(2 * nv + b) = -dt * WF_.row(actuated[b]).transpose();
+    for (int64_t a = 0; a < rk; ++a)
+      if (sign_[a] < 0.0) Y_.row(a) = -Y_.row(a);
     dv_dx.noalias() += WF_ * Y_.leftCols(2 * nv);
     dv_du.noalias() += WF_ * Y_.rightCols(nu);
   }
@@ -630,7 +677,9 @@ class FusedLCP {
   RowMat G_, fd_, dJv_, JC_, rhs_, dz_, W_, Jd_, corr_D_, corr_K_, E_, Gnz_, FJ_, Y_, WF_, FdR_;
   Eigen::MatrixXd MinvR_;
   Eigen::VectorXd zero_v_;
-  std::vector<int64_t> pos_, nz_, fr_;
+  RowMat EnzT_, FE_;
+  Eigen::MatrixXd MFd_;
+  std::vector<int64_t> pos_, nz_, fr_, nzE_, fc_;
 };
 
 }  // namespace
@@ -680,6 +729,14 @@ void fused_lcp_correction_jacobian(nb::handle fused, nb::handle state, const Eig
 }
 
 void bind_step(nb::module_& m) {
+#ifdef CONTACTRAJ_PROFILE
+  m.def("_profile", [](bool reset) {
+    nb::dict d;
+    for (const auto& [k, v] : prof::table()) d[k.c_str()] = nb::make_tuple(v.first, v.second);
+    if (reset) prof::table().clear();
+    return d;
+  }, nb::arg("reset") = true);
+#endif
   auto ro = nb::rv_policy::reference_internal;
   nb::class_<StepState>(m, "StepState", "One fused LCP step's contact solve (ContactState's data, in C++)")
       .def_ro("nc", &StepState::nc)
