@@ -475,25 +475,17 @@ class _Workspace:
 
     def plan(self, sim, blocks):
         """The compiled core's ``ParameterPlan`` of ``blocks`` (``cpp/src/params.cpp``), made once per parameter
-        list: the chain of the inertial columns, the augmented model of the placements and its index maps."""
+        list: the chain of the inertial columns and the placements' joints and offsets (the core computes the
+        placement columns on the system's own model; the augmented model is the Python reference's)."""
         p = self.plans.get(blocks.key)
         if p is None:
             body, dpi = self.compact_chain(sim, blocks)
             cm = sim.contact_model
-            pcol = np.full(blocks.npar, -1, dtype=np.int64)
-            none = np.zeros(0, dtype=np.int64)
-            dofs = qidx = idmap = none
-            models = (None, None, None, None)
-            if blocks.placements:
-                aug = self.aug(sim, blocks.placements)
-                for b in blocks:
-                    if b.kind == "placement":
-                        pcol[b.offset:b.offset + 6] = aug.cols[b.joint]
-                models = (aug.model, aug.data, aug.model0, aug.data0)
-                dofs, qidx, idmap = (np.asarray(a, dtype=np.int64) for a in (aug.dofs, aug.qidx, aug.idmap))
+            pjoint = np.array([b.joint for b in blocks if b.kind == "placement"], dtype=np.int64)
+            poffset = np.array([b.offset for b in blocks if b.kind == "placement"], dtype=np.int64)
             p = self.plans[blocks.key] = _core.ParameterPlan(
                 sim._step_model, sim.model, self.data, self.model0, self.data0, body, dpi, blocks.friction,
-                sim._euclidean, 0.0 if cm is None else float(cm.erp), *models, dofs, qidx, idmap, pcol,
+                sim._euclidean, 0.0 if cm is None else float(cm.erp), pjoint, poffset,
                 bool(cm is not None and cm.kin.planar))
         return p
 

@@ -12,7 +12,7 @@
 //   Fp = (dIntegrate_ARG1(q, dq) (dt dv + dqp_extra), dv)                  (the identity when euclidean)
 //
 // R_extra / dc_extra / dqp_extra are the placement columns and the position correction's derivative, made
-// in Python (augmented model, contact kinematics) and passed in; None where there is none. The linearization
+// here on the system's own model (see "The placement columns" below). The linearization
 // and K's factor are the state Jacobians' (the StepState's ReducedFactor, step.hpp: lcp::linearize and
 // sym_factor's SymFactor, made once per state by the first Jacobian that asks); a bounded K (lstsq) is solved
 // again here (small: the sliding rows' reduced block).
@@ -25,7 +25,8 @@
 #include <nanobind/ndarray.h>
 #include <pinocchio/algorithm/aba.hpp>
 #include <pinocchio/algorithm/jacobian.hpp>
-#include <pinocchio/algorithm/rnea-derivatives.hpp>
+#include <pinocchio/algorithm/kinematics.hpp>
+#include <pinocchio/spatial.hpp>
 #include <pinocchio/algorithm/joint-configuration.hpp>
 #include <pinocchio/algorithm/regressor.hpp>
 #include <optional>
@@ -62,62 +63,100 @@ void check_chain(const pinocchio::Model& M, const IdxVec& body, const CRowRef& d
                                   std::to_string(M.njoints - 1) + ")");
 }
 
+// The placement columns, computed directly on the system's own model (no augmented model).
+//
+// The Python reference (dynamics/parameters.py _Augmented) inserts a free-flyer F in front of each placement
+// joint j, at j's placement, and reads the derivatives w.r.t. F's configuration at identity (zero velocity and
+// acceleration on F) off Pinocchio's computeRNEADerivatives / the contact kinematics of the augmented model.
+// Only F's 6 columns and the original dofs' rows are read, and they follow from the forward quantities of the
+// system itself, as Pinocchio's rnea-derivatives.hxx builds a column dtau/dq_k (its backward step of joint k):
+//
+//   world quantities at (q, v, a) of every joint i: oMi, ov_i, oa_gf_i = oa_i - g, oY_i = oMi.act(I_i),
+//   oh_i = oY_i ov_i, of_i = oY_i oa_gf_i + ov_i x* oh_i, doY_i = oY_i.variation(ov_i) + forceCross(oh_i),
+//   accumulated over subtrees (the composite Yc_i, dYc_i, fc_i of the backward pass); J_d the world column of
+//   dof d (data.J).
+//   F at j's placement: oMf = oMi[parent(j)] M_j, J_F = Ad(oMf) (the free-flyer's S is the identity, LOCAL),
+//   ov_F = ov_p, oa_gf_F = oa_gf_p (p = parent(j); ov_0 = 0, oa_gf_0 = -g); F has no body, so F's composites
+//   are j's: Yc_j, dYc_j, fc_j.
+//   dVdq_F = ov_p x J_F,  dAdq_F = oa_gf_p x J_F + ov_p x dVdq_F            (motion cross, column-wise)
+//   rows of the dofs d of a joint i in subtree(j) (F's descendants; F's step in Pinocchio):
+//       dtau_d/ddelta = J_d^T (Yc_i dAdq_F + dYc_i dVdq_F)
+//   rows of the dofs d of j's ancestors a (the support of p; their own steps read F's dFdq):
+//       dtau_d/ddelta = J_d^T dFdq_F,  dFdq_F = dYc_j dVdq_F + Yc_j dAdq_F + J_F x* fc_j
+//   every other row 0 (other branches do not move).
+// The contact terms: a contact's body is moved by F iff it is in subtree(j), so the augmented geometry's F
+// columns are contact_geometry on the 6 columns J_F with the support "body in subtree(j)"; the original columns
+// are the state's geometry (step.hpp StepStateView::geo). force_derivative_block / velocity_derivative_cols run
+// on the two side by side (original columns, then F's) with the mask "dof i's joint in subtree(j)" on the
+// (original row, F column) block, the only block they read; dphi/ddelta = the F columns of J's normal rows.
+// tests/test_core_params.py holds the result against the Python reference (the augmented model) to 1e-12.
+
 // One parameter list's compiled Jacobian (ParameterPlan in Python): what does not change between calls
-// (the models, the chain of the inertial columns, the augmented model of the placements and its index
-// maps) is kept; compute() is dynamics/parameters.py _reference_jacobian for a step without contact or with
-// a fused LCP StepState.
+// (the models, the chain of the inertial columns, the placements' joints and subtree masks) is kept; compute()
+// is dynamics/parameters.py _reference_jacobian for a step without contact or with a fused LCP StepState.
 class ParameterPlan {
  public:
+  using Matrix6 = Eigen::Matrix<double, 6, 6>;
+
   ParameterPlan(nb::object step_model, nb::object model, nb::object data, nb::object model0, nb::object data0,
                 const IdxVec& body, const RowMat& dpi, int64_t friction_col, bool euclidean, double erp,
-                nb::object aug_model, nb::object aug_data, nb::object aug_model0, nb::object aug_data0,
-                const IdxVec& dofs, const IdxVec& qidx, const IdxVec& idmap, const IdxVec& pcol, bool planar)
-      : objects_{step_model, model, data, model0, data0, aug_model, aug_data, aug_model0, aug_data0},
+                const IdxVec& pjoint, const IdxVec& poffset, bool planar)
+      : objects_{step_model, model, data, model0, data0},
         M_(&model_of(step_model)), Mint_(&model_of(model)), D_(&data_of(data)), M0_(&model_of(model0)),
         D0_(&data_of(data0)), body_(body), dpi_(dpi), friction_(friction_col), euclidean_(euclidean), erp_(erp),
         planar_(planar) {
-    const int64_t npar = body.size(), nv = M_->nv;
-    check_chain(*M_, body_, dpi_, npar);
-    if (Mint_->nq != M_->nq || Mint_->nv != nv || M0_->nv != nv)
+    const pinocchio::Model& M = *M_;
+    const int64_t npar = body.size(), nv = M.nv, nj = M.njoints;
+    check_chain(M, body_, dpi_, npar);
+    if (Mint_->nq != M.nq || Mint_->nv != nv || M0_->nv != nv || M0_->njoints != nj)
       throw std::invalid_argument("ParameterPlan: the models differ");
     if (friction_col >= npar) throw std::invalid_argument("ParameterPlan: friction_col out of range");
     for (int64_t k = 0; k < npar; ++k) inertial_ = inertial_ || body_[k] > 0;
-    if (aug_model.is_none()) {
-      if (pcol.size() && (pcol.array() >= 0).any())
-        throw std::invalid_argument("ParameterPlan: placement columns without an augmented model");
-      return;
+    if (pjoint.size() != poffset.size())
+      throw std::invalid_argument("ParameterPlan: pjoint and poffset differ in size (" +
+                                  std::to_string(pjoint.size()) + " and " + std::to_string(poffset.size()) + ")");
+    const int64_t np = pjoint.size();
+    for (int64_t b = 0; b < np; ++b) {
+      if (pjoint[b] < 1 || pjoint[b] >= nj)
+        throw std::invalid_argument("ParameterPlan: pjoint[" + std::to_string(b) + "] = " +
+                                    std::to_string(pjoint[b]) + " is not a joint id (1 .. " +
+                                    std::to_string(nj - 1) + ")");
+      if (poffset[b] < 0 || poffset[b] + 6 > npar)
+        throw std::invalid_argument("ParameterPlan: poffset[" + std::to_string(b) + "] = " +
+                                    std::to_string(poffset[b]) + " leaves no 6 columns (npar " +
+                                    std::to_string(npar) + ")");
+      for (int e = 0; e < 6; ++e)
+        if (body_[poffset[b] + e] > 0)
+          throw std::invalid_argument("ParameterPlan: a column both inertial and a placement");
     }
-    A_ = &model_of(aug_model);
-    AD_ = &data_of(aug_data);
-    A0_ = &model_of(aug_model0);
-    AD0_ = &data_of(aug_data0);
-    const int64_t na = A_->nv;
-    if (dofs.size() != nv || qidx.size() != M_->nq || idmap.size() != M_->njoints || pcol.size() != npar ||
-        A0_->nv != na)
-      throw std::invalid_argument("ParameterPlan: dofs (nv), qidx (nq), idmap (njoints) or pcol (npar) has the "
-                                  "wrong size, or the augmented models differ");
-    for (int64_t i = 0; i < nv; ++i)
-      if (dofs[i] < 0 || dofs[i] >= na) throw std::invalid_argument("ParameterPlan: dofs out of range");
-    for (int64_t i = 0; i < qidx.size(); ++i)
-      if (qidx[i] < 0 || qidx[i] >= A_->nq) throw std::invalid_argument("ParameterPlan: qidx out of range");
-    for (int64_t j = 0; j < idmap.size(); ++j)
-      if (idmap[j] < 0 || idmap[j] >= A_->njoints) throw std::invalid_argument("ParameterPlan: idmap out of range");
-    for (int64_t k = 0; k < npar; ++k) {
-      if (pcol[k] >= na) throw std::invalid_argument("ParameterPlan: pcol out of range");
-      if (pcol[k] >= 0) {
-        if (body_[k] > 0) throw std::invalid_argument("ParameterPlan: a column both inertial and a placement");
-        pk_.push_back(k);
-        pa_.push_back(pcol[k]);
+    nF_ = 6 * np;
+    pj_.assign(pjoint.data(), pjoint.data() + np);
+    for (int64_t b = 0; b < np; ++b)
+      for (int e = 0; e < 6; ++e) pk_.push_back(poffset[b] + e);
+    // subtree masks: joint i is in subtree(j) iff j supports i
+    sub_.assign(np, std::vector<char>(nj, 0));
+    for (int64_t b = 0; b < np; ++b)
+      for (int64_t i = 1; i < nj; ++i)
+        for (auto s : M.supports[i])
+          if (int64_t(s) == pj_[b]) sub_[b][i] = 1;
+    std::vector<int64_t> joint_of(nv, 0);
+    for (int64_t i = 1; i < nj; ++i)
+      for (int k = 0; k < M.joints[i].nv(); ++k) joint_of[M.joints[i].idx_v() + k] = i;
+    supportF_.setZero(nj, nF_);
+    maskE_.setZero(nv + nF_, nv + nF_);
+    for (int64_t b = 0; b < np; ++b)
+      for (int e = 0; e < 6; ++e) {
+        for (int64_t i = 1; i < nj; ++i) supportF_(i, 6 * b + e) = sub_[b][i];
+        for (int64_t d = 0; d < nv; ++d) maskE_(d, nv + 6 * b + e) = sub_[b][joint_of[d]];
       }
-    }
-    dofs_ = dofs;
-    pcols_ = Eigen::Map<const IdxVec>(pa_.data(), pa_.size());
-    qidx_ = qidx;
-    idmap_ = idmap;
-    q0_ = pinocchio::neutral(*A_);
-    SupportMasks s = support_masks(*A_);
-    asupport_ = std::move(s.support);
-    amask_ = std::move(s.mask);
+    rowsE_ = IdxVec::LinSpaced(nv, 0, nv - 1);
+    colsE_ = IdxVec::LinSpaced(nF_, nv, nv + nF_ - 1);
+    Yc_.resize(nj);
+    dYc_.resize(nj);
+    fc_.resize(nj);
+    ov_.assign(nj, pinocchio::Motion::Zero());
+    oagf_.assign(nj, pinocchio::Motion::Zero());
+    JF_.resize(6, nF_);
   }
 
   // Fp (ndx, npar) into ``Fp`` and dlambda (m, npar) into ``dlam`` (m = 0 without contact); see the header.
@@ -134,7 +173,7 @@ class ParameterPlan {
     const StepStateView* st = contact ? &*view : nullptr;
     const int64_t m = contact ? st->J.rows() : 0;
     const int64_t mc = contact ? st->m_contact : 0;
-    const bool placements = A_ != nullptr && !pk_.empty();
+    const bool placements = nF_ > 0;
 
     // the acceleration at tau + J^T lambda / dt
     tau_total_ = tau;
@@ -147,23 +186,18 @@ class ParameterPlan {
     const RowMat& Minv = contact ? st->Minv : Minv_own_;
     a_ = pinocchio::aba(M, D, q, v, tau_total_, pinocchio::Convention::LOCAL);
 
-    // the contacts on the augmented model (placements in contact): _Augmented.geometry
-    const bool geo_aug = placements && mc > 0;
-    if (placements) {
-      qa_ = q0_;
-      for (int64_t i = 0; i < qidx_.size(); ++i) qa_[qidx_[i]] = q[i];
-    }
-    if (geo_aug) aug_geometry(*st);
-
     // R = dRNEA/dp - d(J^T lambda / dt)/dp
     R_.setZero(nv, npar);
     if (inertial_) regressor_columns(M, D, q, v, a_, body_, dpi_, R_);
+    const bool geo = placements && mc > 0;  // placements in contact: the contacts' F columns
     if (placements) {
-      if (geo_aug) {
+      kinematic_pass(M, D, q, v, a_);
+      if (geo) {
+        ext_geometry(*st);
         lam_c_ = st->solution.x.head(mc);
         force_(lam_c_);
       }
-      placement_rnea(*A_, *AD_, v, a_, geo_aug ? 1.0 / dt : 0.0, R_);
+      placement_rnea(M, D, geo ? 1.0 / dt : 0.0, R_);
     }
     dv_.noalias() = Minv * R_;
     dv_ *= -dt;
@@ -174,15 +208,15 @@ class ParameterPlan {
       const lcp::Problem& prob = st->problem;
       const lcp::Solution& sol = st->solution;
       dc_.noalias() = st->J * dv_;
-      if (geo_aug) {  // _add_placement_contact_terms: J's and the distances' placement derivatives
+      if (geo) {  // _add_placement_contact_terms: J's and the distances' placement derivatives
         velocity_(v_next);
         for (int64_t i = 0; i < mc; ++i)
-          for (size_t c = 0; c < pk_.size(); ++c) dc_(i, pk_[c]) += dJv_(i, c);
+          for (int64_t c = 0; c < nF_; ++c) dc_(i, pk_[c]) += dJv_(i, c);
         for (int64_t a = 0; a < st->normal_rows.size(); ++a) {
           const int64_t row = st->normal_rows[a];
           if (row >= mc) continue;
           const double s = st->bias_slope[a] / dt;
-          for (size_t c = 0; c < pk_.size(); ++c) dc_(row, pk_[c]) += s * ageo_.J(row, pa_[c]);
+          for (int64_t c = 0; c < nF_; ++c) dc_(row, pk_[c]) += s * fgeo_.J(row, c);
         }
       }
       // friction: the bounded rows' explicit impulse derivative e (lambda_i = s_i mu lambda_n), c moves by A e
@@ -218,7 +252,7 @@ class ParameterPlan {
     dqp_ = dt * dv_;
     dq_ = v_next * dt;
     if (contact && st->correction) {
-      correction_derivative(*st, q, geo_aug);
+      correction_derivative(*st, q, geo);
       dqp_ += dqc_;
       dq_ += st->correction->dq;
     }
@@ -235,67 +269,124 @@ class ParameterPlan {
   }
 
  private:
-  // _Augmented.geometry: computeJointJacobians at q_aug, the state's contacts with their bodies mapped
-  void aug_geometry(const StepStateView& st) {
-    const int64_t nc = st.nc;
-    pinocchio::computeJointJacobians(*A_, *AD_, qa_);
+  // The world quantities of the header comment at (q, v, a) on ``M`` (the step's model or its gravity-free
+  // copy), their subtree composites, data.J, and J_F of every placement (JF_, 6 x nF).
+  void kinematic_pass(const pinocchio::Model& M, pinocchio::Data& D, const Eigen::VectorXd& q,
+                      const Eigen::VectorXd& v, const Eigen::VectorXd& a) {
+    pinocchio::computeJointJacobians(M, D, q);   // data.J (world columns), oMi
+    pinocchio::forwardKinematics(M, D, q, v, a);  // the local v and a (as RNEA's forward pass)
+    const int nj = M.njoints;
+    for (int i = 1; i < nj; ++i) {
+      ov_[i] = D.oMi[i].act(D.v[i]);
+      oagf_[i] = D.oMi[i].act(D.a[i]) - M.gravity;
+      Yc_[i] = D.oMi[i].act(M.inertias[i]);
+      const pinocchio::Force oh = Yc_[i] * ov_[i];
+      fc_[i] = Yc_[i] * oagf_[i] + ov_[i].cross(oh);
+      dYc_[i] = Yc_[i].variation(ov_[i]);
+      pinocchio::addSkew(-oh.linear(), dYc_[i].block<3, 3>(0, 3));
+      pinocchio::addSkew(-oh.linear(), dYc_[i].block<3, 3>(3, 0));
+      pinocchio::addSkew(-oh.angular(), dYc_[i].block<3, 3>(3, 3));
+    }
+    for (int i = nj - 1; i > 0; --i) {
+      const int p = M.parents[i];
+      if (p > 0) {
+        Yc_[p] += Yc_[i];
+        dYc_[p] += dYc_[i];
+        fc_[p] += fc_[i];
+      }
+    }
+    for (size_t b = 0; b < pj_.size(); ++b) {
+      const pinocchio::SE3 oMf = D.oMi[M.parents[pj_[b]]] * M.jointPlacements[pj_[b]];
+      JF_.middleCols<6>(6 * b) = oMf.toActionMatrix();
+    }
+  }
+
+  // The placement columns of R = dRNEA/ddelta - fd_ * fscale (fscale 0: no contact force term), after
+  // kinematic_pass on the same model and data (header comment).
+  void placement_rnea(const pinocchio::Model& M, const pinocchio::Data& D, double fscale, RowMat& R) {
+    Matrix6 dV, dA, B, dF, adV;
+    for (size_t b = 0; b < pj_.size(); ++b) {
+      const int64_t j = pj_[b], p = M.parents[j], col = pk_[6 * b];
+      const Matrix6 JF = JF_.middleCols<6>(6 * b);
+      const pinocchio::Motion ag = p > 0 ? oagf_[p] : pinocchio::Motion(-M.gravity);
+      if (p > 0) {
+        adV = ov_[p].toActionMatrix();
+        dV.noalias() = adV * JF;
+        dA.noalias() = ag.toActionMatrix() * JF;
+        dA.noalias() += adV * dV;
+      } else {
+        dV.setZero();
+        dA.noalias() = ag.toActionMatrix() * JF;
+      }
+      for (int64_t i = 1; i < M.njoints; ++i) {
+        if (!sub_[b][i]) continue;
+        B.noalias() = Yc_[i].matrix() * dA;
+        B.noalias() += dYc_[i] * dV;
+        const int iv = M.joints[i].idx_v(), n = M.joints[i].nv();
+        R.block(iv, col, n, 6).noalias() = D.J.middleCols(iv, n).transpose() * B;
+      }
+      if (p > 0) {
+        dF.noalias() = dYc_[j] * dV;
+        dF.noalias() += Yc_[j].matrix() * dA;
+        for (int c = 0; c < 6; ++c)
+          dF.col(c) += pinocchio::Motion(JF.col(c)).cross(fc_[j]).toVector();
+        for (auto a : M.supports[p]) {
+          if (a == 0) continue;
+          const int iv = M.joints[a].idx_v(), n = M.joints[a].nv();
+          R.block(iv, col, n, 6).noalias() = D.J.middleCols(iv, n).transpose() * dF;
+        }
+      }
+      if (fscale != 0.0) R.middleCols(col, 6) -= fscale * fd_.middleCols(6 * b, 6);
+    }
+  }
+
+  // The F columns of the contacts' geometry (fgeo_) and the extended geometry: the state's original columns,
+  // then F's (eJ6A_ ..., (nv + nF) columns)
+  void ext_geometry(const StepStateView& st) {
+    const int64_t nc = st.nc, nv = M_->nv;
+    if (st.geo == nullptr) throw std::logic_error("ParameterPlan: a contact state without its geometry");
     nb::handle c = st.contacts;
-    auto mapped = [&](int k, IdxVec& out) {
-      const int64_t* p = static_cast<const int64_t*>(
-          nb::cast<nb::ndarray<const int64_t, nb::c_contig, nb::device::cpu>>(c[k]).data());
-      out.resize(nc);
-      for (int64_t i = 0; i < nc; ++i) out[i] = idmap_[p[i]];
+    auto idx = [&](int k) {
+      return Eigen::Map<const IdxVec>(static_cast<const int64_t*>(
+          nb::cast<nb::ndarray<const int64_t, nb::c_contig, nb::device::cpu>>(c[k]).data()), nc);
     };
     auto dbl = [&](int k) {
       return static_cast<const double*>(nb::cast<nb::ndarray<const double, nb::c_contig, nb::device::cpu>>(c[k]).data());
     };
-    mapped(3, ba_);
-    mapped(4, bb_);
-    mapped(5, bn_);
-    mapped(6, bp_);
     points_ = dbl(0);
-    using M3 = Eigen::Map<const RowMat>;
-    ageo_ = contact_geometry(AD_->J, asupport_, ba_, bb_, bn_, bp_, M3(points_, nc, 3), M3(dbl(1), nc, 3),
-                             Eigen::Map<const Eigen::VectorXd>(dbl(7), nc), M3(dbl(9), nc, 3), planar_);
     nc_ = nc;
+    using M3 = Eigen::Map<const RowMat>;
+    fgeo_ = contact_geometry(JF_, supportF_, idx(3), idx(4), idx(5), idx(6), M3(points_, nc, 3), M3(dbl(1), nc, 3),
+                             Eigen::Map<const Eigen::VectorXd>(dbl(7), nc), M3(dbl(9), nc, 3), planar_);
+    const ContactGeometry& g = *st.geo;
+    auto cat = [&](const RowMat& A, const RowMat& B, RowMat& out) {
+      out.resize(A.rows(), nv + nF_);
+      out.leftCols(nv) = A;
+      out.rightCols(nF_) = B;
+    };
+    cat(g.J6A, fgeo_.J6A, eJ6A_);
+    cat(g.J6B, fgeo_.J6B, eJ6B_);
+    cat(g.dD, fgeo_.dD, edD_);
+    cat(g.dp, fgeo_.dp, edp_);
+    eD_ = &g.D;
   }
   Eigen::Map<const RowMat> points() const { return Eigen::Map<const RowMat>(points_, nc_, 3); }
 
-  // fd_ = d(J^T lam)/dq_aug on the augmented geometry (contact/kinematics.py force_derivative)
+  // fd_ (nv, nF) = the original dofs' rows of d(J^T lam)/ddelta (contact/kinematics.py force_derivative)
   void force_(const Eigen::VectorXd& lam) {
-    fd_.resize(dofs_.size(), pcols_.size());  // the original dofs' rows of the placement columns only
-    force_derivative_block(ageo_.J6A, ageo_.J6B, ageo_.D, ageo_.dD, ageo_.dp, points(), lam, amask_, dofs_, pcols_,
-                           fd_);
+    fd_.resize(M_->nv, nF_);
+    force_derivative_block(eJ6A_, eJ6B_, *eD_, edD_, edp_, points(), lam, maskE_, rowsE_, colsE_, fd_);
   }
-  // dJv_ = d(J w)/dq_aug at the original model's velocity w (velocity_derivative on the augmented geometry)
+  // dJv_ (nc r, nF) = d(J w)/ddelta at the system's velocity w (velocity_derivative's F columns)
   void velocity_(const Eigen::VectorXd& w) {
-    wa_.setZero(A_->nv);
-    for (int64_t i = 0; i < dofs_.size(); ++i) wa_[dofs_[i]] = w[i];
-    dJv_.resize(ageo_.J.rows(), pcols_.size());  // the placement columns only
-    velocity_derivative_cols(ageo_.J6A, ageo_.J6B, ageo_.D, ageo_.dD, ageo_.dp, points(), wa_, amask_, pcols_, dJv_);
-  }
-
-  // _placement_rnea: the placement columns of R = dRNEA(q, v, a)/ddelta - fd_ * fscale (fscale 0: no contact
-  // force term) on the augmented model ``A`` (the step's or its gravity-free copy)
-  void placement_rnea(const pinocchio::Model& A, pinocchio::Data& AD, const Eigen::VectorXd& v,
-                      const Eigen::VectorXd& a, double fscale, RowMat& R) {
-    va_.setZero(A.nv);
-    aa_.setZero(A.nv);
-    for (int64_t i = 0; i < dofs_.size(); ++i) {
-      va_[dofs_[i]] = v[i];
-      aa_[dofs_[i]] = a[i];
-    }
-    pinocchio::computeRNEADerivatives(A, AD, qa_, va_, aa_);
-    for (int64_t i = 0; i < dofs_.size(); ++i)
-      for (size_t c = 0; c < pk_.size(); ++c) {
-        double x = AD.dtau_dq(dofs_[i], pa_[c]);
-        if (fscale != 0.0) x -= fd_(i, c) * fscale;
-        R(i, pk_[c]) = x;
-      }
+    wE_.setZero(M_->nv + nF_);
+    wE_.head(M_->nv) = w;
+    dJv_.resize(eJ6A_.rows() / 6 * eD_->cols(), nF_);
+    velocity_derivative_cols(eJ6A_, eJ6B_, *eD_, edD_, edp_, points(), wE_, maskE_, colsE_, dJv_);
   }
 
   // _correction_derivative: d dq_c/dp (nv, npar) into dqc_
-  void correction_derivative(const StepStateView& st, const Eigen::VectorXd& q, bool geo_aug) {
+  void correction_derivative(const StepStateView& st, const Eigen::VectorXd& q, bool geo) {
     const Correction& c = *st.correction;
     const int64_t nv = M_->nv, npar = body_.size(), mc = st.m_contact, k = st.deep_rows.size();
     Jd_.resize(k, nv);
@@ -303,27 +394,27 @@ class ParameterPlan {
     R_.setZero(nv, npar);
     zero_ = Eigen::VectorXd::Zero(nv);
     if (inertial_) regressor_columns(*M0_, *D0_, q, zero_, c.dq, body_, dpi_, R_);
-    const bool placements = A_ != nullptr && !pk_.empty();
-    if (placements) {
-      if (geo_aug) {
+    if (nF_ > 0) {
+      if (geo) {
         lam_c_ = Eigen::VectorXd::Zero(mc);
         for (int64_t a = 0; a < k; ++a)
           if (st.deep_rows[a] < mc) lam_c_[st.deep_rows[a]] = c.lam[a];
         force_(lam_c_);
       }
-      placement_rnea(*A0_, *AD0_, zero_, c.dq, geo_aug ? 1.0 : 0.0, R_);
+      kinematic_pass(*M0_, *D0_, q, zero_, c.dq);
+      placement_rnea(*M0_, *D0_, geo ? 1.0 : 0.0, R_);
     }
     Dc_.noalias() = st.Minv * R_;
     Dc_ = -Dc_;
     rhs_.noalias() = Jd_ * Dc_;
     rhs_ = -rhs_;
-    if (geo_aug) {
+    if (geo) {
       velocity_(c.dq);
       for (int64_t a = 0; a < k; ++a) {
         const int64_t row = st.deep_rows[a];
         if (row >= mc) continue;
-        for (size_t j = 0; j < pk_.size(); ++j) rhs_(a, pk_[j]) -= dJv_(row, j);
-        for (size_t j = 0; j < pk_.size(); ++j) rhs_(a, pk_[j]) -= erp_ * ageo_.J(row, pa_[j]);
+        for (int64_t j = 0; j < nF_; ++j) rhs_(a, pk_[j]) -= dJv_(row, j);
+        for (int64_t j = 0; j < nF_; ++j) rhs_(a, pk_[j]) -= erp_ * fgeo_.J(row, j);
       }
     }
     const RowMat dl = lstsq(c.A, rhs_, RANK_RTOL);
@@ -337,10 +428,6 @@ class ParameterPlan {
   pinocchio::Data* D_;
   const pinocchio::Model* M0_;
   pinocchio::Data* D0_;
-  const pinocchio::Model* A_ = nullptr;
-  pinocchio::Data* AD_ = nullptr;
-  const pinocchio::Model* A0_ = nullptr;
-  pinocchio::Data* AD0_ = nullptr;
   IdxVec body_;
   RowMat dpi_;
   int64_t friction_;
@@ -348,16 +435,24 @@ class ParameterPlan {
   double erp_;
   bool planar_;
   bool inertial_ = false;
-  IdxVec dofs_, qidx_, idmap_, pcols_;
-  std::vector<int64_t> pk_, pa_;  // the placement columns and their augmented velocity index
-  Eigen::VectorXd q0_;
-  RowMat asupport_, amask_;
+  // the placements: joints, Fp column of each F column (6 per joint), subtree masks
+  int64_t nF_ = 0;
+  std::vector<int64_t> pj_, pk_;
+  std::vector<std::vector<char>> sub_;
+  RowMat supportF_, maskE_;
+  IdxVec rowsE_, colsE_;
   // per call
-  Eigen::VectorXd tau_total_, a_, qa_, va_, aa_, wa_, lam_c_, zero_, dq_;
+  std::vector<pinocchio::Inertia> Yc_;
+  std::vector<Matrix6> dYc_;
+  std::vector<pinocchio::Force> fc_;
+  std::vector<pinocchio::Motion> ov_, oagf_;
+  Eigen::MatrixXd JF_;
+  Eigen::VectorXd tau_total_, a_, wE_, lam_c_, zero_, dq_;
   RowMat Minv_own_, R_, dv_, dc_, rhs_, dz_, dqp_, fd_, dJv_, Jd_, Dc_, dqc_;
+  RowMat eJ6A_, eJ6B_, edD_, edp_;
+  const RowMat* eD_ = nullptr;
   Eigen::MatrixXd J1_;
-  ContactGeometry ageo_;
-  IdxVec ba_, bb_, bn_, bp_;
+  ContactGeometry fgeo_;
   const double* points_ = nullptr;
   int64_t nc_ = 0;
 };
@@ -380,15 +475,12 @@ RowMat parameter_regressor(nb::handle model, nb::handle data, const Eigen::Vecto
 void bind_params(nb::module_& m) {
   nb::class_<ParameterPlan>(m, "ParameterPlan",
                             "One parameter list's compiled Jacobian (dynamics/parameters.py): models, chain and "
-                            "the placements' augmented model kept; compute() per step")
+                            "the placements' joints kept; compute() per step")
       .def(nb::init<nb::object, nb::object, nb::object, nb::object, nb::object, const IdxVec&, const RowMat&, int64_t,
-                    bool, double, nb::object, nb::object, nb::object, nb::object, const IdxVec&, const IdxVec&,
-                    const IdxVec&, const IdxVec&, bool>(),
+                    bool, double, const IdxVec&, const IdxVec&, bool>(),
            nb::arg("step_model"), nb::arg("model"), nb::arg("data"), nb::arg("model0"), nb::arg("data0"),
            nb::arg("body"), nb::arg("dpi"), nb::arg("friction_col"), nb::arg("euclidean"), nb::arg("erp"),
-           nb::arg("aug_model").none(), nb::arg("aug_data").none(), nb::arg("aug_model0").none(),
-           nb::arg("aug_data0").none(), nb::arg("dofs"), nb::arg("qidx"), nb::arg("idmap"), nb::arg("pcol"),
-           nb::arg("planar"))
+           nb::arg("pjoint"), nb::arg("poffset"), nb::arg("planar"))
       .def("compute", &ParameterPlan::compute, nb::arg("state").none(), nb::arg("q"), nb::arg("v"), nb::arg("tau"),
            nb::arg("v_next"), nb::arg("dt"),
            "(Fp (ndx, npar), dlambda (m, npar) or None without contact): dynamics/parameters.py step_derivatives for a "
