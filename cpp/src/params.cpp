@@ -143,20 +143,33 @@ class ParameterPlan {
     for (int64_t i = 1; i < nj; ++i)
       for (int k = 0; k < M.joints[i].nv(); ++k) joint_of[M.joints[i].idx_v() + k] = i;
     supportF_.setZero(nj, nF_);
-    maskE_.setZero(nv + nF_, nv + nF_);
     for (int64_t b = 0; b < np; ++b)
-      for (int e = 0; e < 6; ++e) {
+      for (int e = 0; e < 6; ++e)
         for (int64_t i = 1; i < nj; ++i) supportF_(i, 6 * b + e) = sub_[b][i];
-        for (int64_t d = 0; d < nv; ++d) maskE_(d, nv + 6 * b + e) = sub_[b][joint_of[d]];
-      }
-    rowsE_ = IdxVec::LinSpaced(nv, 0, nv - 1);
-    colsE_ = IdxVec::LinSpaced(nF_, nv, nv + nF_ - 1);
+    // subtree(j)'s dofs are the contiguous range idx_v(j) .. + nvSubtree(j) (Pinocchio's depth-first order, which
+    // its own derivative algorithms assume too); the ancestors are the support of j's parent
+    const pinocchio::Data& D = *D_;
+    for (int64_t b = 0; b < np; ++b) {
+      const int64_t j = pj_[b], iv = M.joints[j].idx_v(), ns = D.nvSubtree[j];
+      for (int64_t d = 0; d < nv; ++d)
+        if ((d >= iv && d < iv + ns) != bool(sub_[b][joint_of[d]]))
+          throw std::invalid_argument("ParameterPlan: the dofs of joint " + std::to_string(j) +
+                                      "'s subtree are not contiguous (a model not in depth-first order)");
+      sub_iv_.push_back(iv);
+      sub_nv_.push_back(ns);
+      std::vector<int64_t> anc;
+      for (auto a : M.supports[M.parents[j]])
+        if (a > 0) anc.push_back(a);
+      anc_.push_back(anc);
+    }
     Yc_.resize(nj);
     dYc_.resize(nj);
     fc_.resize(nj);
     ov_.assign(nj, pinocchio::Motion::Zero());
     oagf_.assign(nj, pinocchio::Motion::Zero());
     JF_.resize(6, nF_);
+    YJ_.resize(6, nv);
+    dYJ_.resize(6, nv);
   }
 
   // Fp (ndx, npar) into ``Fp`` and dlambda (m, npar) into ``dlam`` (m = 0 without contact); see the header.
@@ -193,7 +206,7 @@ class ParameterPlan {
     if (placements) {
       kinematic_pass(M, D, q, v, a_);
       if (geo) {
-        ext_geometry(*st);
+        f_geometry(*st);
         lam_c_ = st->solution.x.head(mc);
         force_(lam_c_);
       }
@@ -302,9 +315,15 @@ class ParameterPlan {
   }
 
   // The placement columns of R = dRNEA/ddelta - fd_ * fscale (fscale 0: no contact force term), after
-  // kinematic_pass on the same model and data (header comment).
+  // kinematic_pass on the same model and data (header comment). YJ_ = Yc_i J_d and dYJ_ = dYc_i^T J_d per dof d
+  // of joint i (Pinocchio's dFda and dYtJ), so that a subtree's rows are two products.
   void placement_rnea(const pinocchio::Model& M, const pinocchio::Data& D, double fscale, RowMat& R) {
-    Matrix6 dV, dA, B, dF, adV;
+    for (int64_t i = 1; i < M.njoints; ++i) {
+      const int iv = M.joints[i].idx_v(), n = M.joints[i].nv();
+      YJ_.middleCols(iv, n).noalias() = Yc_[i].matrix() * D.J.middleCols(iv, n);
+      dYJ_.middleCols(iv, n).noalias() = dYc_[i].transpose() * D.J.middleCols(iv, n);
+    }
+    Matrix6 dV, dA, dF, adV;
     for (size_t b = 0; b < pj_.size(); ++b) {
       const int64_t j = pj_[b], p = M.parents[j], col = pk_[6 * b];
       const Matrix6 JF = JF_.middleCols<6>(6 * b);
@@ -318,20 +337,16 @@ class ParameterPlan {
         dV.setZero();
         dA.noalias() = ag.toActionMatrix() * JF;
       }
-      for (int64_t i = 1; i < M.njoints; ++i) {
-        if (!sub_[b][i]) continue;
-        B.noalias() = Yc_[i].matrix() * dA;
-        B.noalias() += dYc_[i] * dV;
-        const int iv = M.joints[i].idx_v(), n = M.joints[i].nv();
-        R.block(iv, col, n, 6).noalias() = D.J.middleCols(iv, n).transpose() * B;
-      }
-      if (p > 0) {
+      // the subtree's rows: J_d^T (Yc_i dA + dYc_i dV)
+      auto rows = R.block(sub_iv_[b], col, sub_nv_[b], 6);
+      rows.noalias() = YJ_.middleCols(sub_iv_[b], sub_nv_[b]).transpose() * dA;
+      rows.noalias() += dYJ_.middleCols(sub_iv_[b], sub_nv_[b]).transpose() * dV;
+      if (p > 0) {  // the ancestors' rows: J_a^T dFdq_F
         dF.noalias() = dYc_[j] * dV;
         dF.noalias() += Yc_[j].matrix() * dA;
         for (int c = 0; c < 6; ++c)
           dF.col(c) += pinocchio::Motion(JF.col(c)).cross(fc_[j]).toVector();
-        for (auto a : M.supports[p]) {
-          if (a == 0) continue;
+        for (auto a : anc_[b]) {
           const int iv = M.joints[a].idx_v(), n = M.joints[a].nv();
           R.block(iv, col, n, 6).noalias() = D.J.middleCols(iv, n).transpose() * dF;
         }
@@ -340,10 +355,10 @@ class ParameterPlan {
     }
   }
 
-  // The F columns of the contacts' geometry (fgeo_) and the extended geometry: the state's original columns,
-  // then F's (eJ6A_ ..., (nv + nF) columns)
-  void ext_geometry(const StepStateView& st) {
-    const int64_t nc = st.nc, nv = M_->nv;
+  // The F columns of the contacts' geometry (fgeo_: contact_geometry on J_F with the support "body in
+  // subtree(j)"), the state's own geometry (geo_), and the contacts' groups by body pair (same J6A, J6B).
+  void f_geometry(const StepStateView& st) {
+    const int64_t nc = st.nc;
     if (st.geo == nullptr) throw std::logic_error("ParameterPlan: a contact state without its geometry");
     nb::handle c = st.contacts;
     auto idx = [&](int k) {
@@ -356,33 +371,133 @@ class ParameterPlan {
     points_ = dbl(0);
     nc_ = nc;
     using M3 = Eigen::Map<const RowMat>;
-    fgeo_ = contact_geometry(JF_, supportF_, idx(3), idx(4), idx(5), idx(6), M3(points_, nc, 3), M3(dbl(1), nc, 3),
+    const auto ba = idx(3), bb = idx(4);
+    fgeo_ = contact_geometry(JF_, supportF_, ba, bb, idx(5), idx(6), M3(points_, nc, 3), M3(dbl(1), nc, 3),
                              Eigen::Map<const Eigen::VectorXd>(dbl(7), nc), M3(dbl(9), nc, 3), planar_);
-    const ContactGeometry& g = *st.geo;
-    auto cat = [&](const RowMat& A, const RowMat& B, RowMat& out) {
-      out.resize(A.rows(), nv + nF_);
-      out.leftCols(nv) = A;
-      out.rightCols(nF_) = B;
-    };
-    cat(g.J6A, fgeo_.J6A, eJ6A_);
-    cat(g.J6B, fgeo_.J6B, eJ6B_);
-    cat(g.dD, fgeo_.dD, edD_);
-    cat(g.dp, fgeo_.dp, edp_);
-    eD_ = &g.D;
+    geo_ = st.geo;
+    group_.resize(nc);
+    for (int64_t k = 0; k < nc; ++k) {
+      group_[k] = k;
+      for (int64_t g = 0; g < k; ++g)
+        if (group_[g] == g && ba[g] == ba[k] && bb[g] == bb[k]) {
+          group_[k] = g;
+          break;
+        }
+    }
   }
   Eigen::Map<const RowMat> points() const { return Eigen::Map<const RowMat>(points_, nc_, 3); }
 
-  // fd_ (nv, nF) = the original dofs' rows of d(J^T lam)/ddelta (contact/kinematics.py force_derivative)
+  // fd_ (nv, nF) = d(J^T lam)/ddelta, the original dofs' rows (contact/_kernels.py force_derivative's terms on the
+  // F columns): per body pair, the wrench w = sum (F, p x F) and its derivative dw = (dF, dp x F + p x dF) summed;
+  // out = mask o (P_A^T J6A_F - P_B^T J6B_F) + (J6A - J6B)^T dw, P the columns (w_i x F, w_i x m + v_i x F) of
+  // _add_dJTw, the mask "dof in subtree(j)" (block b's rows sub_iv .. + sub_nv).
   void force_(const Eigen::VectorXd& lam) {
-    fd_.resize(M_->nv, nF_);
-    force_derivative_block(eJ6A_, eJ6B_, *eD_, edD_, edp_, points(), lam, maskE_, rowsE_, colsE_, fd_);
+    const ContactGeometry& g = *geo_;
+    const int64_t nv = M_->nv, r = g.r, nc = nc_;
+    const auto P = points();
+    fd_.setZero(nv, nF_);
+    wsum_.setZero(6, nc);
+    dwsum_.resize(nc);
+    std::vector<char> used(nc, 0);
+    Eigen::Matrix<double, 3, Eigen::Dynamic> dFc(3, nF_);
+    for (int64_t c = 0; c < nc; ++c) {
+      bool nz = false;
+      for (int64_t j = 0; j < r; ++j) nz = nz || lam[c * r + j] != 0.0;
+      if (!nz) continue;
+      const int64_t gi = group_[c];
+      if (!used[gi]) {
+        used[gi] = 1;
+        dwsum_[gi].setZero(6, nF_);
+      }
+      const Eigen::Vector3d p = P.row(c).transpose();
+      Eigen::Vector3d F = Eigen::Vector3d::Zero();
+      dFc.setZero();
+      for (int64_t j = 0; j < r; ++j) {
+        F += g.D.block(c * 3, j, 3, 1) * lam[c * r + j];
+        dFc += lam[c * r + j] * fgeo_.dD.middleRows((c * r + j) * 3, 3);
+      }
+      wsum_.col(gi).head<3>() += F;
+      wsum_.col(gi).tail<3>() += p.cross(F);
+      auto& dw = dwsum_[gi];
+      dw.topRows<3>() += dFc;
+      dw.bottomRows<3>().noalias() -= skew3(F) * fgeo_.dp.middleRows(c * 3, 3);
+      dw.bottomRows<3>().noalias() += skew3(p) * dFc;
+    }
+    Eigen::Matrix<double, 6, Eigen::Dynamic> PA(6, nv), PB(6, nv);
+    for (int64_t gi = 0; gi < nc; ++gi) {
+      if (!used[gi]) continue;
+      const Eigen::Vector3d F = wsum_.col(gi).head<3>(), m = wsum_.col(gi).tail<3>();
+      const auto A = g.J6A.middleRows(gi * 6, 6), B = g.J6B.middleRows(gi * 6, 6);
+      const auto AF = fgeo_.J6A.middleRows(gi * 6, 6), BF = fgeo_.J6B.middleRows(gi * 6, 6);
+      const Eigen::Matrix3d sF = skew3(F), sm = skew3(m);
+      PA.topRows<3>().noalias() = -sF * A.bottomRows<3>();
+      PA.bottomRows<3>().noalias() = -sm * A.bottomRows<3>();
+      PA.bottomRows<3>().noalias() -= sF * A.topRows<3>();
+      PB.topRows<3>().noalias() = -sF * B.bottomRows<3>();
+      PB.bottomRows<3>().noalias() = -sm * B.bottomRows<3>();
+      PB.bottomRows<3>().noalias() -= sF * B.topRows<3>();
+      for (size_t b = 0; b < pj_.size(); ++b) {
+        auto out = fd_.block(sub_iv_[b], 6 * b, sub_nv_[b], 6);
+        out.noalias() += PA.middleCols(sub_iv_[b], sub_nv_[b]).transpose() * AF.middleCols(6 * b, 6);
+        out.noalias() -= PB.middleCols(sub_iv_[b], sub_nv_[b]).transpose() * BF.middleCols(6 * b, 6);
+      }
+      fd_.noalias() += (A - B).transpose() * dwsum_[gi];
+    }
   }
-  // dJv_ (nc r, nF) = d(J w)/ddelta at the system's velocity w (velocity_derivative's F columns)
+
+  // dJv_ (nc r, nF) = d(J w)/ddelta at the system's velocity w (contact/_kernels.py velocity_derivative's terms
+  // on the F columns): dA_k = S_k x U with S_k = J6A_F's column k and U = sum over the subtree's dofs of J6A_i w_i
+  // (_dJv; the same U for a placement's 6 columns), likewise B; then d.(dA - dB)_lin + (p x d).(dA - dB)_ang +
+  // vr.dD_k + (d x V_ang).dp_k per direction d, V = (J6A - J6B) w, vr = V_lin + V_ang x p.
   void velocity_(const Eigen::VectorXd& w) {
-    wE_.setZero(M_->nv + nF_);
-    wE_.head(M_->nv) = w;
-    dJv_.resize(eJ6A_.rows() / 6 * eD_->cols(), nF_);
-    velocity_derivative_cols(eJ6A_, eJ6B_, *eD_, edD_, edp_, points(), wE_, maskE_, colsE_, dJv_);
+    const ContactGeometry& g = *geo_;
+    const int64_t r = g.r, nc = nc_;
+    const auto P = points();
+    dJv_.resize(nc * r, nF_);
+    Eigen::Matrix<double, 6, Eigen::Dynamic> dR(6, nF_);
+    for (int64_t c = 0; c < nc; ++c) {
+      const auto A = g.J6A.middleRows(c * 6, 6), B = g.J6B.middleRows(c * 6, 6);
+      const auto AF = fgeo_.J6A.middleRows(c * 6, 6), BF = fgeo_.J6B.middleRows(c * 6, 6);
+      if (c == 0 || group_[c] != group_[c - 1]) {
+        for (size_t b = 0; b < pj_.size(); ++b) {
+          const auto ws = w.segment(sub_iv_[b], sub_nv_[b]);
+          const Vector6 uA = A.middleCols(sub_iv_[b], sub_nv_[b]) * ws;
+          const Vector6 uB = B.middleCols(sub_iv_[b], sub_nv_[b]) * ws;
+          for (int e = 0; e < 6; ++e) {
+            const int64_t k = 6 * b + e;
+            dR.col(k) = cross6(AF.col(k), uA) - cross6(BF.col(k), uB);
+          }
+        }
+      }
+      const Vector6 V = (A - B) * w;
+      const Eigen::Vector3d p = P.row(c).transpose(), Vw = V.tail<3>();
+      const Eigen::Vector3d vr = V.head<3>() + Vw.cross(p);
+      for (int64_t j = 0; j < r; ++j) {
+        const Eigen::Vector3d d = g.D.block(c * 3, j, 3, 1);
+        const Eigen::Vector3d pd = p.cross(d), qd = d.cross(Vw);
+        auto row = dJv_.row(c * r + j);
+        row.noalias() = d.transpose() * dR.topRows<3>();
+        row.noalias() += pd.transpose() * dR.bottomRows<3>();
+        row.noalias() += vr.transpose() * fgeo_.dD.middleRows((c * r + j) * 3, 3);
+        row.noalias() += qd.transpose() * fgeo_.dp.middleRows(c * 3, 3);
+      }
+    }
+  }
+
+  using Vector6 = Eigen::Matrix<double, 6, 1>;
+  static Eigen::Matrix3d skew3(const Eigen::Vector3d& a) {
+    Eigen::Matrix3d S;
+    S << 0.0, -a[2], a[1], a[2], 0.0, -a[0], -a[1], a[0], 0.0;
+    return S;
+  }
+  // the motion cross product s x u = (s_ang x u_lin + s_lin x u_ang, s_ang x u_ang)
+  template <class S>
+  static Vector6 cross6(const S& s, const Vector6& u) {
+    const Eigen::Vector3d sv = s.template head<3>(), sw = s.template tail<3>();
+    Vector6 o;
+    o.head<3>() = sw.cross(u.head<3>()) + sv.cross(u.tail<3>());
+    o.tail<3>() = sw.cross(u.tail<3>());
+    return o;
   }
 
   // _correction_derivative: d dq_c/dp (nv, npar) into dqc_
@@ -439,18 +554,21 @@ class ParameterPlan {
   int64_t nF_ = 0;
   std::vector<int64_t> pj_, pk_;
   std::vector<std::vector<char>> sub_;
-  RowMat supportF_, maskE_;
-  IdxVec rowsE_, colsE_;
+  RowMat supportF_;
+  std::vector<int64_t> sub_iv_, sub_nv_;   // each placement's subtree dofs: idx_v(j) .. + nvSubtree(j)
+  std::vector<std::vector<int64_t>> anc_;  // and its ancestor joints (the support of j's parent, 0 left out)
   // per call
   std::vector<pinocchio::Inertia> Yc_;
   std::vector<Matrix6> dYc_;
   std::vector<pinocchio::Force> fc_;
   std::vector<pinocchio::Motion> ov_, oagf_;
   Eigen::MatrixXd JF_;
-  Eigen::VectorXd tau_total_, a_, wE_, lam_c_, zero_, dq_;
+  Eigen::VectorXd tau_total_, a_, lam_c_, zero_, dq_;
   RowMat Minv_own_, R_, dv_, dc_, rhs_, dz_, dqp_, fd_, dJv_, Jd_, Dc_, dqc_;
-  RowMat eJ6A_, eJ6B_, edD_, edp_;
-  const RowMat* eD_ = nullptr;
+  Eigen::Matrix<double, 6, Eigen::Dynamic> YJ_, dYJ_, wsum_;
+  std::vector<Eigen::Matrix<double, 6, Eigen::Dynamic>> dwsum_;
+  const ContactGeometry* geo_ = nullptr;
+  std::vector<int64_t> group_;
   Eigen::MatrixXd J1_;
   ContactGeometry fgeo_;
   const double* points_ = nullptr;
