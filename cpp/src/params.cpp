@@ -274,7 +274,10 @@ class ParameterPlan {
     } else {
       J1_.setZero(nv, nv);  // dIntegrate writes the joints' diagonal blocks only
       pinocchio::dIntegrate(*Mint_, q, dq_, J1_, pinocchio::ARG1);
-      F.topRows(nv).noalias() = J1_ * dqp_;
+      for (int64_t i = 1; i < Mint_->njoints; ++i) {  // J1 is block diagonal: each joint's own block
+        const int iv = Mint_->joints[i].idx_v(), n = Mint_->joints[i].nv();
+        F.middleRows(iv, n).noalias() = J1_.block(iv, iv, n, n) * dqp_.middleRows(iv, n);
+      }
     }
     auto Fp = to_numpy(std::move(F), {size_t(2 * nv), size_t(npar)});
     if (!contact) return nb::make_tuple(Fp, nb::none());
@@ -339,8 +342,8 @@ class ParameterPlan {
       }
       // the subtree's rows: J_d^T (Yc_i dA + dYc_i dV)
       auto rows = R.block(sub_iv_[b], col, sub_nv_[b], 6);
-      rows.noalias() = YJ_.middleCols(sub_iv_[b], sub_nv_[b]).transpose() * dA;
-      rows.noalias() += dYJ_.middleCols(sub_iv_[b], sub_nv_[b]).transpose() * dV;
+      rows.noalias() = YJ_.middleCols(sub_iv_[b], sub_nv_[b]).transpose().lazyProduct(dA);
+      rows.noalias() += dYJ_.middleCols(sub_iv_[b], sub_nv_[b]).transpose().lazyProduct(dV);
       if (p > 0) {  // the ancestors' rows: J_a^T dFdq_F
         dF.noalias() = dYc_[j] * dV;
         dF.noalias() += Yc_[j].matrix() * dA;
@@ -438,8 +441,8 @@ class ParameterPlan {
       PB.bottomRows<3>().noalias() -= sF * B.topRows<3>();
       for (size_t b = 0; b < pj_.size(); ++b) {
         auto out = fd_.block(sub_iv_[b], 6 * b, sub_nv_[b], 6);
-        out.noalias() += PA.middleCols(sub_iv_[b], sub_nv_[b]).transpose() * AF.middleCols(6 * b, 6);
-        out.noalias() -= PB.middleCols(sub_iv_[b], sub_nv_[b]).transpose() * BF.middleCols(6 * b, 6);
+        out.noalias() += PA.middleCols(sub_iv_[b], sub_nv_[b]).transpose().lazyProduct(AF.middleCols(6 * b, 6));
+        out.noalias() -= PB.middleCols(sub_iv_[b], sub_nv_[b]).transpose().lazyProduct(BF.middleCols(6 * b, 6));
       }
       fd_.noalias() += (A - B).transpose() * dwsum_[gi];
     }
@@ -454,32 +457,42 @@ class ParameterPlan {
     const int64_t r = g.r, nc = nc_;
     const auto P = points();
     dJv_.resize(nc * r, nF_);
-    Eigen::Matrix<double, 6, Eigen::Dynamic> dR(6, nF_);
+    dR_.resize(6, nF_);
     for (int64_t c = 0; c < nc; ++c) {
       const auto A = g.J6A.middleRows(c * 6, 6), B = g.J6B.middleRows(c * 6, 6);
       const auto AF = fgeo_.J6A.middleRows(c * 6, 6), BF = fgeo_.J6B.middleRows(c * 6, 6);
       if (c == 0 || group_[c] != group_[c - 1]) {
         for (size_t b = 0; b < pj_.size(); ++b) {
           const auto ws = w.segment(sub_iv_[b], sub_nv_[b]);
-          const Vector6 uA = A.middleCols(sub_iv_[b], sub_nv_[b]) * ws;
-          const Vector6 uB = B.middleCols(sub_iv_[b], sub_nv_[b]) * ws;
-          for (int e = 0; e < 6; ++e) {
-            const int64_t k = 6 * b + e;
-            dR.col(k) = cross6(AF.col(k), uA) - cross6(BF.col(k), uB);
+          const Vector6 uA = A.middleCols(sub_iv_[b], sub_nv_[b]).lazyProduct(ws);
+          const Vector6 uB = B.middleCols(sub_iv_[b], sub_nv_[b]).lazyProduct(ws);
+          for (int64_t k = 6 * b; k < 6 * int64_t(b) + 6; ++k) {
+            double o[6];
+            cross6(AF(0, k), AF(1, k), AF(2, k), AF(3, k), AF(4, k), AF(5, k), uA, o);
+            for (int rr = 0; rr < 6; ++rr) dR_(rr, k) = o[rr];
+            cross6(BF(0, k), BF(1, k), BF(2, k), BF(3, k), BF(4, k), BF(5, k), uB, o);
+            for (int rr = 0; rr < 6; ++rr) dR_(rr, k) -= o[rr];
           }
         }
       }
-      const Vector6 V = (A - B) * w;
+      const Vector6 V = (A - B).lazyProduct(w);
       const Eigen::Vector3d p = P.row(c).transpose(), Vw = V.tail<3>();
       const Eigen::Vector3d vr = V.head<3>() + Vw.cross(p);
+      const double* dp0 = &fgeo_.dp(c * 3 + 0, 0);
+      const double* dp1 = &fgeo_.dp(c * 3 + 1, 0);
+      const double* dp2 = &fgeo_.dp(c * 3 + 2, 0);
       for (int64_t j = 0; j < r; ++j) {
         const Eigen::Vector3d d = g.D.block(c * 3, j, 3, 1);
         const Eigen::Vector3d pd = p.cross(d), qd = d.cross(Vw);
-        auto row = dJv_.row(c * r + j);
-        row.noalias() = d.transpose() * dR.topRows<3>();
-        row.noalias() += pd.transpose() * dR.bottomRows<3>();
-        row.noalias() += vr.transpose() * fgeo_.dD.middleRows((c * r + j) * 3, 3);
-        row.noalias() += qd.transpose() * fgeo_.dp.middleRows(c * 3, 3);
+        const double* d0 = &fgeo_.dD((c * r + j) * 3 + 0, 0);
+        const double* d1 = &fgeo_.dD((c * r + j) * 3 + 1, 0);
+        const double* d2 = &fgeo_.dD((c * r + j) * 3 + 2, 0);
+        double* out = &dJv_(c * r + j, 0);
+        for (int64_t k = 0; k < nF_; ++k) {
+          const double* R6 = dR_.col(k).data();
+          out[k] = d[0] * R6[0] + d[1] * R6[1] + d[2] * R6[2] + pd[0] * R6[3] + pd[1] * R6[4] + pd[2] * R6[5] +
+                   vr[0] * d0[k] + vr[1] * d1[k] + vr[2] * d2[k] + qd[0] * dp0[k] + qd[1] * dp1[k] + qd[2] * dp2[k];
+        }
       }
     }
   }
@@ -490,14 +503,15 @@ class ParameterPlan {
     S << 0.0, -a[2], a[1], a[2], 0.0, -a[0], -a[1], a[0], 0.0;
     return S;
   }
-  // the motion cross product s x u = (s_ang x u_lin + s_lin x u_ang, s_ang x u_ang)
-  template <class S>
-  static Vector6 cross6(const S& s, const Vector6& u) {
-    const Eigen::Vector3d sv = s.template head<3>(), sw = s.template tail<3>();
-    Vector6 o;
-    o.head<3>() = sw.cross(u.head<3>()) + sv.cross(u.tail<3>());
-    o.tail<3>() = sw.cross(u.tail<3>());
-    return o;
+  // the motion cross product s x u = (s_ang x u_lin + s_lin x u_ang, s_ang x u_ang) into o
+  static void cross6(double sv0, double sv1, double sv2, double sw0, double sw1, double sw2, const Vector6& u,
+                     double* o) {
+    o[0] = sw1 * u[2] - sw2 * u[1] + sv1 * u[5] - sv2 * u[4];
+    o[1] = sw2 * u[0] - sw0 * u[2] + sv2 * u[3] - sv0 * u[5];
+    o[2] = sw0 * u[1] - sw1 * u[0] + sv0 * u[4] - sv1 * u[3];
+    o[3] = sw1 * u[5] - sw2 * u[4];
+    o[4] = sw2 * u[3] - sw0 * u[5];
+    o[5] = sw0 * u[4] - sw1 * u[3];
   }
 
   // _correction_derivative: d dq_c/dp (nv, npar) into dqc_
@@ -565,7 +579,7 @@ class ParameterPlan {
   Eigen::MatrixXd JF_;
   Eigen::VectorXd tau_total_, a_, lam_c_, zero_, dq_;
   RowMat Minv_own_, R_, dv_, dc_, rhs_, dz_, dqp_, fd_, dJv_, Jd_, Dc_, dqc_;
-  Eigen::Matrix<double, 6, Eigen::Dynamic> YJ_, dYJ_, wsum_;
+  Eigen::Matrix<double, 6, Eigen::Dynamic> YJ_, dYJ_, wsum_, dR_;
   std::vector<Eigen::Matrix<double, 6, Eigen::Dynamic>> dwsum_;
   const ContactGeometry* geo_ = nullptr;
   std::vector<int64_t> group_;
