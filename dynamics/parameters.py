@@ -651,7 +651,6 @@ def _implicit(lin, dc, e, dF, A, dphi=None):
 
 def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
     """``Simulator.step_derivatives`` with ``params`` and/or ``impulses`` (module docstring)."""
-    x, u = sim._check_x(x), sim._check_u(u)
     blocks = Blocks([]) if params is None else resolve(sim, params)
     npar = blocks.npar
     if sim.contact_model is not None and sim.contact_model.restitution is not None and blocks.placements:
@@ -663,9 +662,17 @@ def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
     out = np.empty(sim.nx)
     Fx = np.empty((ndx, ndx))
     Fu = np.empty((ndx, sim.nu))
-    fs = sim._fused_step  # x+, Fx, Fu: the same numbers as step_derivatives without params (the fused call)
-    if not (adjoint is None and fs is not None and (sim.contact_model is None or sim.contact_model.fused is sim._fused_lcp)
+    # x+, Fx, Fu: the same numbers as step_derivatives without params (the fused call, which checks x and u itself
+    # and hands bad or doubtful input back to the checks and the Python path, as step_derivatives without params)
+    if type(x) is not np.ndarray or x.dtype != np.float64:
+        x = np.asarray(x, dtype=float)
+    if type(u) is not np.ndarray or u.dtype != np.float64:
+        u = np.asarray(u, dtype=float)
+    fs = sim._fused_step
+    if not (adjoint is None and fs is not None
+            and (sim.contact_model is None or sim.contact_model.fused is sim._fused_lcp)
             and sim._fused_derivatives(fs, x, u, d, out, Fx, Fu)):
+        x, u = sim._check_x(x), sim._check_u(u)
         sim._step_derivatives(x, u, d, out, Fx, Fu, adjoint)
     state = d.contact if sim.contact_model is not None else None
     if state is not None and blocks and getattr(state.adapter, "name", "") not in ("lcp", "ncp", "relaxed"):
