@@ -86,9 +86,10 @@ void check_chain(const pinocchio::Model& M, const IdxVec& body, const CRowRef& d
 //   every other row 0 (other branches do not move).
 // The contact terms: a contact's body is moved by F iff it is in subtree(j), so the augmented geometry's F
 // columns are contact_geometry on the 6 columns J_F with the support "body in subtree(j)"; the original columns
-// are the state's geometry (step.hpp StepStateView::geo). force_derivative_block / velocity_derivative_cols run
-// on the two side by side (original columns, then F's) with the mask "dof i's joint in subtree(j)" on the
-// (original row, F column) block, the only block they read; dphi/ddelta = the F columns of J's normal rows.
+// are the state's geometry (step.hpp StepStateView::geo). force_() and velocity_() evaluate the terms of
+// contact/_kernels.py force_derivative / velocity_derivative on the (original row, F column) entries they need,
+// where the augmented mask is "dof i's joint in subtree(j)" (rows idx_v(j) .. + nvSubtree(j));
+// dphi/ddelta = the F columns of J's normal rows.
 // tests/test_core_params.py holds the result against the Python reference (the augmented model) to 1e-12.
 
 // One parameter list's compiled Jacobian (ParameterPlan in Python): what does not change between calls
