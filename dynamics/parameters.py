@@ -475,25 +475,17 @@ class _Workspace:
 
     def plan(self, sim, blocks):
         """The compiled core's ``ParameterPlan`` of ``blocks`` (``cpp/src/params.cpp``), made once per parameter
-        list: the chain of the inertial columns, the augmented model of the placements and its index maps."""
+        list: the chain of the inertial columns and the placements' joints and offsets (the core computes the
+        placement columns on the system's own model; the augmented model is the Python reference's)."""
         p = self.plans.get(blocks.key)
         if p is None:
             body, dpi = self.compact_chain(sim, blocks)
             cm = sim.contact_model
-            pcol = np.full(blocks.npar, -1, dtype=np.int64)
-            none = np.zeros(0, dtype=np.int64)
-            dofs = qidx = idmap = none
-            models = (None, None, None, None)
-            if blocks.placements:
-                aug = self.aug(sim, blocks.placements)
-                for b in blocks:
-                    if b.kind == "placement":
-                        pcol[b.offset:b.offset + 6] = aug.cols[b.joint]
-                models = (aug.model, aug.data, aug.model0, aug.data0)
-                dofs, qidx, idmap = (np.asarray(a, dtype=np.int64) for a in (aug.dofs, aug.qidx, aug.idmap))
+            pjoint = np.array([b.joint for b in blocks if b.kind == "placement"], dtype=np.int64)
+            poffset = np.array([b.offset for b in blocks if b.kind == "placement"], dtype=np.int64)
             p = self.plans[blocks.key] = _core.ParameterPlan(
                 sim._step_model, sim.model, self.data, self.model0, self.data0, body, dpi, blocks.friction,
-                sim._euclidean, 0.0 if cm is None else float(cm.erp), *models, dofs, qidx, idmap, pcol,
+                sim._euclidean, 0.0 if cm is None else float(cm.erp), pjoint, poffset,
                 bool(cm is not None and cm.kin.planar))
         return p
 
@@ -659,7 +651,6 @@ def _implicit(lin, dc, e, dF, A, dphi=None):
 
 def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
     """``Simulator.step_derivatives`` with ``params`` and/or ``impulses`` (module docstring)."""
-    x, u = sim._check_x(x), sim._check_u(u)
     blocks = Blocks([]) if params is None else resolve(sim, params)
     npar = blocks.npar
     if sim.contact_model is not None and sim.contact_model.restitution is not None and blocks.placements:
@@ -671,9 +662,17 @@ def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
     out = np.empty(sim.nx)
     Fx = np.empty((ndx, ndx))
     Fu = np.empty((ndx, sim.nu))
-    fs = sim._fused_step  # x+, Fx, Fu: the same numbers as step_derivatives without params (the fused call)
-    if not (adjoint is None and fs is not None and (sim.contact_model is None or sim.contact_model.fused is sim._fused_lcp)
+    # x+, Fx, Fu: the same numbers as step_derivatives without params (the fused call, which checks x and u itself
+    # and hands bad or doubtful input back to the checks and the Python path, as step_derivatives without params)
+    if type(x) is not np.ndarray or x.dtype != np.float64:
+        x = np.asarray(x, dtype=float)
+    if type(u) is not np.ndarray or u.dtype != np.float64:
+        u = np.asarray(u, dtype=float)
+    fs = sim._fused_step
+    if not (adjoint is None and fs is not None
+            and (sim.contact_model is None or sim.contact_model.fused is sim._fused_lcp)
             and sim._fused_derivatives(fs, x, u, d, out, Fx, Fu)):
+        x, u = sim._check_x(x), sim._check_u(u)
         sim._step_derivatives(x, u, d, out, Fx, Fu, adjoint)
     state = d.contact if sim.contact_model is not None else None
     if state is not None and blocks and getattr(state.adapter, "name", "") not in ("lcp", "ncp", "relaxed"):

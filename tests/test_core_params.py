@@ -94,22 +94,24 @@ def test_bad_input_is_named():
     with pytest.raises(ValueError, match="q, v, tau or v_next has the wrong size"):
         plan.compute(None, q, v, tau[:-1], v, sim.dt)
     body, dpi = ws.compact_chain(sim, blocks)
-    aug = ws.aug(sim, blocks.placements)
     i64 = lambda a: np.asarray(a, dtype=np.int64)  # noqa: E731
+    place = [b for b in blocks if b.kind == "placement"]
     good = dict(step_model=sim._step_model, model=sim.model, data=ws.data, model0=ws.model0, data0=ws.data0,
                 body=body, dpi=dpi, friction_col=blocks.friction, euclidean=sim._euclidean, erp=0.2,
-                aug_model=aug.model, aug_data=aug.data, aug_model0=aug.model0, aug_data0=aug.data0,
-                dofs=i64(aug.dofs), qidx=i64(aug.qidx), idmap=i64(aug.idmap),
-                pcol=np.full(blocks.npar, -1, dtype=np.int64), planar=True)
+                pjoint=i64([b.joint for b in place]), poffset=i64([b.offset for b in place]), planar=True)
     P._core.ParameterPlan(**good)
     bad = body.copy()
     bad[0] = sim.model.njoints
     with pytest.raises(ValueError, match="is not a joint id"):
         P._core.ParameterPlan(**dict(good, body=bad))
-    with pytest.raises(ValueError, match="dofs .nv., qidx .nq., idmap .njoints. or pcol .npar. has the wrong size"):
-        P._core.ParameterPlan(**dict(good, dofs=i64(aug.dofs)[:-1]))
-    with pytest.raises(ValueError, match="placement columns without an augmented model"):
-        P._core.ParameterPlan(**dict(good, aug_model=None, pcol=np.zeros(blocks.npar, dtype=np.int64)))
+    with pytest.raises(ValueError, match="pjoint and poffset differ in size"):
+        P._core.ParameterPlan(**dict(good, poffset=i64([b.offset for b in place])[:-1]))
+    with pytest.raises(ValueError, match=r"pjoint\[0\] = 0 is not a joint id"):
+        P._core.ParameterPlan(**dict(good, pjoint=i64([0] + [b.joint for b in place[1:]])))
+    with pytest.raises(ValueError, match="leaves no 6 columns"):
+        P._core.ParameterPlan(**dict(good, poffset=i64([blocks.npar - 3] + [b.offset for b in place[1:]])))
+    with pytest.raises(ValueError, match="a column both inertial and a placement"):
+        P._core.ParameterPlan(**dict(good, poffset=i64([0] + [b.offset for b in place[1:]])))
     with pytest.raises(TypeError, match="expected a pinocchio.Model"):
         P._core.ParameterPlan(**dict(good, model0=ws.data0))
 
@@ -130,22 +132,34 @@ def _kind(d):
     return out
 
 
+def _mixed(names):
+    """A leaf's, the root's and a middle joint's placements out of order among inertial and friction blocks."""
+    pl = [n for n in names if n.startswith("placement:")]
+    rest = [n for n in names if n.startswith(("mass:", "com:", "friction"))]
+    return [pl[-1]] + rest[:3] + [pl[0]] + rest[3:5] + [pl[len(pl) // 2]]
+
+
+@pytest.mark.parametrize("select", ["placements", "mixed"])
 @pytest.mark.parametrize("name, steps, expect", [
     ("catapult", 40, {"free", "limit", "sliding"}),
     ("ur5-box", 16, {"free", "sticking", "correction"}),
     ("go1-hold", 10, {"free", "sticking", "correction"}),
 ])
-def test_placements_compiled_equal_reference(name, steps, expect, monkeypatch):
-    """The placement columns (the augmented model's RNEA derivatives, the contacts' kinematic and distance terms,
-    the position correction's derivative) against the Python reference under LCP: rollout states, the same states
-    raised off the ground (free flight where the base is free) and pushed into it (deep contacts: the correction)."""
+def test_placements_compiled_equal_reference(name, steps, expect, select, monkeypatch):
+    """The placement columns (computed directly on the system's model: params.cpp, against the Python reference's
+    augmented model: its RNEA derivatives, the contacts' kinematic and distance terms, the position correction's
+    derivative) under LCP: rollout states, the same states raised off the ground (free flight where the base is
+    free) and pushed into it (deep contacts: the correction). ``select``: every placement, or a leaf's, the root's
+    and a middle joint's out of order among inertial and friction blocks (the columns' offsets, the subtrees of
+    a joint on the world, inside the tree and at a leaf)."""
     from problems import load
     from trajopt.bench import bench_state
 
     sim, states = _rollout_states(name, steps)
     x_b, u_b = bench_state(load(name))  # in contact (the benchmark's state)
     states = [(x_b, u_b)] + states
-    names = [n for n in sim.parameter_names() if n.startswith("placement:")]
+    names = sim.parameter_names()
+    names = [n for n in names if n.startswith("placement:")] if select == "placements" else _mixed(names)
     seen, worst = set(), 0.0
     free_base = sim.model.joints[1].nq == 7
     for i, (x, u) in enumerate(states):
@@ -167,4 +181,5 @@ def test_placements_compiled_equal_reference(name, steps, expect, monkeypatch):
             assert err < 1e-12, (name, i, err)
             if ref[4].dlam_dp is not None:
                 assert _rel(new[4].dlam_dp, ref[4].dlam_dp) < 1e-12
+    print(f"{name} {select}: worst relative difference {worst:.2e}")
     assert expect <= seen, (name, seen)  # free: no contact row at all

@@ -51,16 +51,6 @@ void velocity_derivative(const CRowRef& J6A, const CRowRef& J6B, const CRowRef& 
                          const CRowRef& dp, const CRowRef& points, const CVecRef& v, const CRowRef& mask,
                          Eigen::Ref<RowMat> out);
 
-// force_derivative's block (rows, cols) (out: rows.size() x cols.size()) and velocity_derivative's columns
-// cols (out: nc r x cols.size()): the same terms in the same order per entry, at a fraction of the cost
-// (the parameter Jacobians' placements, params.cpp).
-void force_derivative_block(const CRowRef& J6A, const CRowRef& J6B, const CRowRef& D, const CRowRef& dD,
-                            const CRowRef& dp, const CRowRef& points, const CVecRef& lam, const CRowRef& mask,
-                            const CIdxRef& rows, const CIdxRef& cols, Eigen::Ref<RowMat> out);
-void velocity_derivative_cols(const CRowRef& J6A, const CRowRef& J6B, const CRowRef& D, const CRowRef& dD,
-                              const CRowRef& dp, const CRowRef& points, const CVecRef& v, const CRowRef& mask,
-                              const CIdxRef& cols, Eigen::Ref<RowMat> out);
-
 // The geometry's ``nc`` and ``r`` checked against the stacked arrays (throws when inconsistent).
 void check_geometry(const CRowRef& J6A, const CRowRef& J6B, const CRowRef& D, const CRowRef& dD,
                     const CRowRef& dp, const CRowRef& points, const CRowRef& mask, const char* fn);

@@ -12,7 +12,7 @@
 //   Fp = (dIntegrate_ARG1(q, dq) (dt dv + dqp_extra), dv)                  (the identity when euclidean)
 //
 // R_extra / dc_extra / dqp_extra are the placement columns and the position correction's derivative, made
-// in Python (augmented model, contact kinematics) and passed in; None where there is none. The linearization
+// here on the system's own model (see "The placement columns" below). The linearization
 // and K's factor are the state Jacobians' (the StepState's ReducedFactor, step.hpp: lcp::linearize and
 // sym_factor's SymFactor, made once per state by the first Jacobian that asks); a bounded K (lstsq) is solved
 // again here (small: the sliding rows' reduced block).
@@ -25,7 +25,8 @@
 #include <nanobind/ndarray.h>
 #include <pinocchio/algorithm/aba.hpp>
 #include <pinocchio/algorithm/jacobian.hpp>
-#include <pinocchio/algorithm/rnea-derivatives.hpp>
+#include <pinocchio/algorithm/kinematics.hpp>
+#include <pinocchio/spatial.hpp>
 #include <pinocchio/algorithm/joint-configuration.hpp>
 #include <pinocchio/algorithm/regressor.hpp>
 #include <optional>
@@ -62,62 +63,114 @@ void check_chain(const pinocchio::Model& M, const IdxVec& body, const CRowRef& d
                                   std::to_string(M.njoints - 1) + ")");
 }
 
+// The placement columns, computed directly on the system's own model (no augmented model).
+//
+// The Python reference (dynamics/parameters.py _Augmented) inserts a free-flyer F in front of each placement
+// joint j, at j's placement, and reads the derivatives w.r.t. F's configuration at identity (zero velocity and
+// acceleration on F) off Pinocchio's computeRNEADerivatives / the contact kinematics of the augmented model.
+// Only F's 6 columns and the original dofs' rows are read, and they follow from the forward quantities of the
+// system itself, as Pinocchio's rnea-derivatives.hxx builds a column dtau/dq_k (its backward step of joint k):
+//
+//   world quantities at (q, v, a) of every joint i: oMi, ov_i, oa_gf_i = oa_i - g, oY_i = oMi.act(I_i),
+//   oh_i = oY_i ov_i, of_i = oY_i oa_gf_i + ov_i x* oh_i, doY_i = oY_i.variation(ov_i) + forceCross(oh_i),
+//   accumulated over subtrees (the composite Yc_i, dYc_i, fc_i of the backward pass); J_d the world column of
+//   dof d (data.J).
+//   F at j's placement: oMf = oMi[parent(j)] M_j, J_F = Ad(oMf) (the free-flyer's S is the identity, LOCAL),
+//   ov_F = ov_p, oa_gf_F = oa_gf_p (p = parent(j); ov_0 = 0, oa_gf_0 = -g); F has no body, so F's composites
+//   are j's: Yc_j, dYc_j, fc_j.
+//   dVdq_F = ov_p x J_F,  dAdq_F = oa_gf_p x J_F + ov_p x dVdq_F            (motion cross, column-wise)
+//   rows of the dofs d of a joint i in subtree(j) (F's descendants; F's step in Pinocchio):
+//       dtau_d/ddelta = J_d^T (Yc_i dAdq_F + dYc_i dVdq_F)
+//   rows of the dofs d of j's ancestors a (the support of p; their own steps read F's dFdq):
+//       dtau_d/ddelta = J_d^T dFdq_F,  dFdq_F = dYc_j dVdq_F + Yc_j dAdq_F + J_F x* fc_j
+//   every other row 0 (other branches do not move).
+// The contact terms: a contact's body is moved by F iff it is in subtree(j), so the augmented geometry's F
+// columns are contact_geometry on the 6 columns J_F with the support "body in subtree(j)"; the original columns
+// are the state's geometry (step.hpp StepStateView::geo). force_() and velocity_() evaluate the terms of
+// contact/_kernels.py force_derivative / velocity_derivative on the (original row, F column) entries they need,
+// where the augmented mask is "dof i's joint in subtree(j)" (rows idx_v(j) .. + nvSubtree(j));
+// dphi/ddelta = the F columns of J's normal rows.
+// tests/test_core_params.py holds the result against the Python reference (the augmented model) to 1e-12.
+
 // One parameter list's compiled Jacobian (ParameterPlan in Python): what does not change between calls
-// (the models, the chain of the inertial columns, the augmented model of the placements and its index
-// maps) is kept; compute() is dynamics/parameters.py _reference_jacobian for a step without contact or with
-// a fused LCP StepState.
+// (the models, the chain of the inertial columns, the placements' joints and subtree masks) is kept; compute()
+// is dynamics/parameters.py _reference_jacobian for a step without contact or with a fused LCP StepState.
 class ParameterPlan {
  public:
+  using Matrix6 = Eigen::Matrix<double, 6, 6>;
+
   ParameterPlan(nb::object step_model, nb::object model, nb::object data, nb::object model0, nb::object data0,
                 const IdxVec& body, const RowMat& dpi, int64_t friction_col, bool euclidean, double erp,
-                nb::object aug_model, nb::object aug_data, nb::object aug_model0, nb::object aug_data0,
-                const IdxVec& dofs, const IdxVec& qidx, const IdxVec& idmap, const IdxVec& pcol, bool planar)
-      : objects_{step_model, model, data, model0, data0, aug_model, aug_data, aug_model0, aug_data0},
+                const IdxVec& pjoint, const IdxVec& poffset, bool planar)
+      : objects_{step_model, model, data, model0, data0},
         M_(&model_of(step_model)), Mint_(&model_of(model)), D_(&data_of(data)), M0_(&model_of(model0)),
         D0_(&data_of(data0)), body_(body), dpi_(dpi), friction_(friction_col), euclidean_(euclidean), erp_(erp),
         planar_(planar) {
-    const int64_t npar = body.size(), nv = M_->nv;
-    check_chain(*M_, body_, dpi_, npar);
-    if (Mint_->nq != M_->nq || Mint_->nv != nv || M0_->nv != nv)
+    const pinocchio::Model& M = *M_;
+    const int64_t npar = body.size(), nv = M.nv, nj = M.njoints;
+    check_chain(M, body_, dpi_, npar);
+    if (Mint_->nq != M.nq || Mint_->nv != nv || M0_->nv != nv || M0_->njoints != nj)
       throw std::invalid_argument("ParameterPlan: the models differ");
     if (friction_col >= npar) throw std::invalid_argument("ParameterPlan: friction_col out of range");
     for (int64_t k = 0; k < npar; ++k) inertial_ = inertial_ || body_[k] > 0;
-    if (aug_model.is_none()) {
-      if (pcol.size() && (pcol.array() >= 0).any())
-        throw std::invalid_argument("ParameterPlan: placement columns without an augmented model");
-      return;
+    if (pjoint.size() != poffset.size())
+      throw std::invalid_argument("ParameterPlan: pjoint and poffset differ in size (" +
+                                  std::to_string(pjoint.size()) + " and " + std::to_string(poffset.size()) + ")");
+    const int64_t np = pjoint.size();
+    for (int64_t b = 0; b < np; ++b) {
+      if (pjoint[b] < 1 || pjoint[b] >= nj)
+        throw std::invalid_argument("ParameterPlan: pjoint[" + std::to_string(b) + "] = " +
+                                    std::to_string(pjoint[b]) + " is not a joint id (1 .. " +
+                                    std::to_string(nj - 1) + ")");
+      if (poffset[b] < 0 || poffset[b] + 6 > npar)
+        throw std::invalid_argument("ParameterPlan: poffset[" + std::to_string(b) + "] = " +
+                                    std::to_string(poffset[b]) + " leaves no 6 columns (npar " +
+                                    std::to_string(npar) + ")");
+      for (int e = 0; e < 6; ++e)
+        if (body_[poffset[b] + e] > 0)
+          throw std::invalid_argument("ParameterPlan: a column both inertial and a placement");
     }
-    A_ = &model_of(aug_model);
-    AD_ = &data_of(aug_data);
-    A0_ = &model_of(aug_model0);
-    AD0_ = &data_of(aug_data0);
-    const int64_t na = A_->nv;
-    if (dofs.size() != nv || qidx.size() != M_->nq || idmap.size() != M_->njoints || pcol.size() != npar ||
-        A0_->nv != na)
-      throw std::invalid_argument("ParameterPlan: dofs (nv), qidx (nq), idmap (njoints) or pcol (npar) has the "
-                                  "wrong size, or the augmented models differ");
-    for (int64_t i = 0; i < nv; ++i)
-      if (dofs[i] < 0 || dofs[i] >= na) throw std::invalid_argument("ParameterPlan: dofs out of range");
-    for (int64_t i = 0; i < qidx.size(); ++i)
-      if (qidx[i] < 0 || qidx[i] >= A_->nq) throw std::invalid_argument("ParameterPlan: qidx out of range");
-    for (int64_t j = 0; j < idmap.size(); ++j)
-      if (idmap[j] < 0 || idmap[j] >= A_->njoints) throw std::invalid_argument("ParameterPlan: idmap out of range");
-    for (int64_t k = 0; k < npar; ++k) {
-      if (pcol[k] >= na) throw std::invalid_argument("ParameterPlan: pcol out of range");
-      if (pcol[k] >= 0) {
-        if (body_[k] > 0) throw std::invalid_argument("ParameterPlan: a column both inertial and a placement");
-        pk_.push_back(k);
-        pa_.push_back(pcol[k]);
-      }
+    nF_ = 6 * np;
+    pj_.assign(pjoint.data(), pjoint.data() + np);
+    for (int64_t b = 0; b < np; ++b)
+      for (int e = 0; e < 6; ++e) pk_.push_back(poffset[b] + e);
+    // subtree masks: joint i is in subtree(j) iff j supports i
+    sub_.assign(np, std::vector<char>(nj, 0));
+    for (int64_t b = 0; b < np; ++b)
+      for (int64_t i = 1; i < nj; ++i)
+        for (auto s : M.supports[i])
+          if (int64_t(s) == pj_[b]) sub_[b][i] = 1;
+    std::vector<int64_t> joint_of(nv, 0);
+    for (int64_t i = 1; i < nj; ++i)
+      for (int k = 0; k < M.joints[i].nv(); ++k) joint_of[M.joints[i].idx_v() + k] = i;
+    supportF_.setZero(nj, nF_);
+    for (int64_t b = 0; b < np; ++b)
+      for (int e = 0; e < 6; ++e)
+        for (int64_t i = 1; i < nj; ++i) supportF_(i, 6 * b + e) = sub_[b][i];
+    // subtree(j)'s dofs are the contiguous range idx_v(j) .. + nvSubtree(j) (Pinocchio's depth-first order, which
+    // its own derivative algorithms assume too); the ancestors are the support of j's parent
+    const pinocchio::Data& D = *D_;
+    for (int64_t b = 0; b < np; ++b) {
+      const int64_t j = pj_[b], iv = M.joints[j].idx_v(), ns = D.nvSubtree[j];
+      for (int64_t d = 0; d < nv; ++d)
+        if ((d >= iv && d < iv + ns) != bool(sub_[b][joint_of[d]]))
+          throw std::invalid_argument("ParameterPlan: the dofs of joint " + std::to_string(j) +
+                                      "'s subtree are not contiguous (a model not in depth-first order)");
+      sub_iv_.push_back(iv);
+      sub_nv_.push_back(ns);
+      std::vector<int64_t> anc;
+      for (auto a : M.supports[M.parents[j]])
+        if (a > 0) anc.push_back(a);
+      anc_.push_back(anc);
     }
-    dofs_ = dofs;
-    pcols_ = Eigen::Map<const IdxVec>(pa_.data(), pa_.size());
-    qidx_ = qidx;
-    idmap_ = idmap;
-    q0_ = pinocchio::neutral(*A_);
-    SupportMasks s = support_masks(*A_);
-    asupport_ = std::move(s.support);
-    amask_ = std::move(s.mask);
+    Yc_.resize(nj);
+    dYc_.resize(nj);
+    fc_.resize(nj);
+    ov_.assign(nj, pinocchio::Motion::Zero());
+    oagf_.assign(nj, pinocchio::Motion::Zero());
+    JF_.resize(6, nF_);
+    YJ_.resize(6, nv);
+    dYJ_.resize(6, nv);
   }
 
   // Fp (ndx, npar) into ``Fp`` and dlambda (m, npar) into ``dlam`` (m = 0 without contact); see the header.
@@ -134,7 +187,7 @@ class ParameterPlan {
     const StepStateView* st = contact ? &*view : nullptr;
     const int64_t m = contact ? st->J.rows() : 0;
     const int64_t mc = contact ? st->m_contact : 0;
-    const bool placements = A_ != nullptr && !pk_.empty();
+    const bool placements = nF_ > 0;
 
     // the acceleration at tau + J^T lambda / dt
     tau_total_ = tau;
@@ -147,23 +200,18 @@ class ParameterPlan {
     const RowMat& Minv = contact ? st->Minv : Minv_own_;
     a_ = pinocchio::aba(M, D, q, v, tau_total_, pinocchio::Convention::LOCAL);
 
-    // the contacts on the augmented model (placements in contact): _Augmented.geometry
-    const bool geo_aug = placements && mc > 0;
-    if (placements) {
-      qa_ = q0_;
-      for (int64_t i = 0; i < qidx_.size(); ++i) qa_[qidx_[i]] = q[i];
-    }
-    if (geo_aug) aug_geometry(*st);
-
     // R = dRNEA/dp - d(J^T lambda / dt)/dp
     R_.setZero(nv, npar);
     if (inertial_) regressor_columns(M, D, q, v, a_, body_, dpi_, R_);
+    const bool geo = placements && mc > 0;  // placements in contact: the contacts' F columns
     if (placements) {
-      if (geo_aug) {
+      kinematic_pass(M, D, q, v, a_);
+      if (geo) {
+        f_geometry(*st);
         lam_c_ = st->solution.x.head(mc);
         force_(lam_c_);
       }
-      placement_rnea(*A_, *AD_, v, a_, geo_aug ? 1.0 / dt : 0.0, R_);
+      placement_rnea(M, D, geo ? 1.0 / dt : 0.0, R_);
     }
     dv_.noalias() = Minv * R_;
     dv_ *= -dt;
@@ -174,15 +222,15 @@ class ParameterPlan {
       const lcp::Problem& prob = st->problem;
       const lcp::Solution& sol = st->solution;
       dc_.noalias() = st->J * dv_;
-      if (geo_aug) {  // _add_placement_contact_terms: J's and the distances' placement derivatives
+      if (geo) {  // _add_placement_contact_terms: J's and the distances' placement derivatives
         velocity_(v_next);
         for (int64_t i = 0; i < mc; ++i)
-          for (size_t c = 0; c < pk_.size(); ++c) dc_(i, pk_[c]) += dJv_(i, c);
+          for (int64_t c = 0; c < nF_; ++c) dc_(i, pk_[c]) += dJv_(i, c);
         for (int64_t a = 0; a < st->normal_rows.size(); ++a) {
           const int64_t row = st->normal_rows[a];
           if (row >= mc) continue;
           const double s = st->bias_slope[a] / dt;
-          for (size_t c = 0; c < pk_.size(); ++c) dc_(row, pk_[c]) += s * ageo_.J(row, pa_[c]);
+          for (int64_t c = 0; c < nF_; ++c) dc_(row, pk_[c]) += s * fgeo_.J(row, c);
         }
       }
       // friction: the bounded rows' explicit impulse derivative e (lambda_i = s_i mu lambda_n), c moves by A e
@@ -218,7 +266,7 @@ class ParameterPlan {
     dqp_ = dt * dv_;
     dq_ = v_next * dt;
     if (contact && st->correction) {
-      correction_derivative(*st, q, geo_aug);
+      correction_derivative(*st, q, geo);
       dqp_ += dqc_;
       dq_ += st->correction->dq;
     }
@@ -227,7 +275,10 @@ class ParameterPlan {
     } else {
       J1_.setZero(nv, nv);  // dIntegrate writes the joints' diagonal blocks only
       pinocchio::dIntegrate(*Mint_, q, dq_, J1_, pinocchio::ARG1);
-      F.topRows(nv).noalias() = J1_ * dqp_;
+      for (int64_t i = 1; i < Mint_->njoints; ++i) {  // J1 is block diagonal: each joint's own block
+        const int iv = Mint_->joints[i].idx_v(), n = Mint_->joints[i].nv();
+        F.middleRows(iv, n).noalias() = J1_.block(iv, iv, n, n) * dqp_.middleRows(iv, n);
+      }
     }
     auto Fp = to_numpy(std::move(F), {size_t(2 * nv), size_t(npar)});
     if (!contact) return nb::make_tuple(Fp, nb::none());
@@ -235,67 +286,237 @@ class ParameterPlan {
   }
 
  private:
-  // _Augmented.geometry: computeJointJacobians at q_aug, the state's contacts with their bodies mapped
-  void aug_geometry(const StepStateView& st) {
+  // The world quantities of the header comment at (q, v, a) on ``M`` (the step's model or its gravity-free
+  // copy), their subtree composites, data.J, and J_F of every placement (JF_, 6 x nF).
+  void kinematic_pass(const pinocchio::Model& M, pinocchio::Data& D, const Eigen::VectorXd& q,
+                      const Eigen::VectorXd& v, const Eigen::VectorXd& a) {
+    pinocchio::computeJointJacobians(M, D, q);   // data.J (world columns), oMi
+    pinocchio::forwardKinematics(M, D, q, v, a);  // the local v and a (as RNEA's forward pass)
+    const int nj = M.njoints;
+    for (int i = 1; i < nj; ++i) {
+      ov_[i] = D.oMi[i].act(D.v[i]);
+      oagf_[i] = D.oMi[i].act(D.a[i]) - M.gravity;
+      Yc_[i] = D.oMi[i].act(M.inertias[i]);
+      const pinocchio::Force oh = Yc_[i] * ov_[i];
+      fc_[i] = Yc_[i] * oagf_[i] + ov_[i].cross(oh);
+      dYc_[i] = Yc_[i].variation(ov_[i]);
+      pinocchio::addSkew(-oh.linear(), dYc_[i].block<3, 3>(0, 3));
+      pinocchio::addSkew(-oh.linear(), dYc_[i].block<3, 3>(3, 0));
+      pinocchio::addSkew(-oh.angular(), dYc_[i].block<3, 3>(3, 3));
+    }
+    for (int i = nj - 1; i > 0; --i) {
+      const int p = M.parents[i];
+      if (p > 0) {
+        Yc_[p] += Yc_[i];
+        dYc_[p] += dYc_[i];
+        fc_[p] += fc_[i];
+      }
+    }
+    for (size_t b = 0; b < pj_.size(); ++b) {
+      const pinocchio::SE3 oMf = D.oMi[M.parents[pj_[b]]] * M.jointPlacements[pj_[b]];
+      JF_.middleCols<6>(6 * b) = oMf.toActionMatrix();
+    }
+  }
+
+  // The placement columns of R = dRNEA/ddelta - fd_ * fscale (fscale 0: no contact force term), after
+  // kinematic_pass on the same model and data (header comment). YJ_ = Yc_i J_d and dYJ_ = dYc_i^T J_d per dof d
+  // of joint i (Pinocchio's dFda and dYtJ), so that a subtree's rows are two products.
+  void placement_rnea(const pinocchio::Model& M, const pinocchio::Data& D, double fscale, RowMat& R) {
+    for (int64_t i = 1; i < M.njoints; ++i) {
+      const int iv = M.joints[i].idx_v(), n = M.joints[i].nv();
+      YJ_.middleCols(iv, n).noalias() = Yc_[i].matrix() * D.J.middleCols(iv, n);
+      dYJ_.middleCols(iv, n).noalias() = dYc_[i].transpose() * D.J.middleCols(iv, n);
+    }
+    Matrix6 dV, dA, dF, adV;
+    for (size_t b = 0; b < pj_.size(); ++b) {
+      const int64_t j = pj_[b], p = M.parents[j], col = pk_[6 * b];
+      const Matrix6 JF = JF_.middleCols<6>(6 * b);
+      const pinocchio::Motion ag = p > 0 ? oagf_[p] : pinocchio::Motion(-M.gravity);
+      if (p > 0) {
+        adV = ov_[p].toActionMatrix();
+        dV.noalias() = adV * JF;
+        dA.noalias() = ag.toActionMatrix() * JF;
+        dA.noalias() += adV * dV;
+      } else {
+        dV.setZero();
+        dA.noalias() = ag.toActionMatrix() * JF;
+      }
+      // the subtree's rows: J_d^T (Yc_i dA + dYc_i dV)
+      auto rows = R.block(sub_iv_[b], col, sub_nv_[b], 6);
+      rows.noalias() = YJ_.middleCols(sub_iv_[b], sub_nv_[b]).transpose().lazyProduct(dA);
+      rows.noalias() += dYJ_.middleCols(sub_iv_[b], sub_nv_[b]).transpose().lazyProduct(dV);
+      if (p > 0) {  // the ancestors' rows: J_a^T dFdq_F
+        dF.noalias() = dYc_[j] * dV;
+        dF.noalias() += Yc_[j].matrix() * dA;
+        for (int c = 0; c < 6; ++c)
+          dF.col(c) += pinocchio::Motion(JF.col(c)).cross(fc_[j]).toVector();
+        for (auto a : anc_[b]) {
+          const int iv = M.joints[a].idx_v(), n = M.joints[a].nv();
+          R.block(iv, col, n, 6).noalias() = D.J.middleCols(iv, n).transpose() * dF;
+        }
+      }
+      if (fscale != 0.0) R.middleCols(col, 6) -= fscale * fd_.middleCols(6 * b, 6);
+    }
+  }
+
+  // The F columns of the contacts' geometry (fgeo_: contact_geometry on J_F with the support "body in
+  // subtree(j)"), the state's own geometry (geo_), and the contacts' groups by body pair (same J6A, J6B).
+  void f_geometry(const StepStateView& st) {
     const int64_t nc = st.nc;
-    pinocchio::computeJointJacobians(*A_, *AD_, qa_);
+    if (st.geo == nullptr) throw std::logic_error("ParameterPlan: a contact state without its geometry");
     nb::handle c = st.contacts;
-    auto mapped = [&](int k, IdxVec& out) {
-      const int64_t* p = static_cast<const int64_t*>(
-          nb::cast<nb::ndarray<const int64_t, nb::c_contig, nb::device::cpu>>(c[k]).data());
-      out.resize(nc);
-      for (int64_t i = 0; i < nc; ++i) out[i] = idmap_[p[i]];
+    auto idx = [&](int k) {
+      return Eigen::Map<const IdxVec>(static_cast<const int64_t*>(
+          nb::cast<nb::ndarray<const int64_t, nb::c_contig, nb::device::cpu>>(c[k]).data()), nc);
     };
     auto dbl = [&](int k) {
       return static_cast<const double*>(nb::cast<nb::ndarray<const double, nb::c_contig, nb::device::cpu>>(c[k]).data());
     };
-    mapped(3, ba_);
-    mapped(4, bb_);
-    mapped(5, bn_);
-    mapped(6, bp_);
     points_ = dbl(0);
-    using M3 = Eigen::Map<const RowMat>;
-    ageo_ = contact_geometry(AD_->J, asupport_, ba_, bb_, bn_, bp_, M3(points_, nc, 3), M3(dbl(1), nc, 3),
-                             Eigen::Map<const Eigen::VectorXd>(dbl(7), nc), M3(dbl(9), nc, 3), planar_);
     nc_ = nc;
+    using M3 = Eigen::Map<const RowMat>;
+    const auto ba = idx(3), bb = idx(4);
+    fgeo_ = contact_geometry(JF_, supportF_, ba, bb, idx(5), idx(6), M3(points_, nc, 3), M3(dbl(1), nc, 3),
+                             Eigen::Map<const Eigen::VectorXd>(dbl(7), nc), M3(dbl(9), nc, 3), planar_);
+    geo_ = st.geo;
+    group_.resize(nc);
+    for (int64_t k = 0; k < nc; ++k) {
+      group_[k] = k;
+      for (int64_t g = 0; g < k; ++g)
+        if (group_[g] == g && ba[g] == ba[k] && bb[g] == bb[k]) {
+          group_[k] = g;
+          break;
+        }
+    }
   }
   Eigen::Map<const RowMat> points() const { return Eigen::Map<const RowMat>(points_, nc_, 3); }
 
-  // fd_ = d(J^T lam)/dq_aug on the augmented geometry (contact/kinematics.py force_derivative)
+  // fd_ (nv, nF) = d(J^T lam)/ddelta, the original dofs' rows (contact/_kernels.py force_derivative's terms on the
+  // F columns): per body pair, the wrench w = sum (F, p x F) and its derivative dw = (dF, dp x F + p x dF) summed;
+  // out = mask o (P_A^T J6A_F - P_B^T J6B_F) + (J6A - J6B)^T dw, P the columns (w_i x F, w_i x m + v_i x F) of
+  // _add_dJTw, the mask "dof in subtree(j)" (block b's rows sub_iv .. + sub_nv).
   void force_(const Eigen::VectorXd& lam) {
-    fd_.resize(dofs_.size(), pcols_.size());  // the original dofs' rows of the placement columns only
-    force_derivative_block(ageo_.J6A, ageo_.J6B, ageo_.D, ageo_.dD, ageo_.dp, points(), lam, amask_, dofs_, pcols_,
-                           fd_);
-  }
-  // dJv_ = d(J w)/dq_aug at the original model's velocity w (velocity_derivative on the augmented geometry)
-  void velocity_(const Eigen::VectorXd& w) {
-    wa_.setZero(A_->nv);
-    for (int64_t i = 0; i < dofs_.size(); ++i) wa_[dofs_[i]] = w[i];
-    dJv_.resize(ageo_.J.rows(), pcols_.size());  // the placement columns only
-    velocity_derivative_cols(ageo_.J6A, ageo_.J6B, ageo_.D, ageo_.dD, ageo_.dp, points(), wa_, amask_, pcols_, dJv_);
+    const ContactGeometry& g = *geo_;
+    const int64_t nv = M_->nv, r = g.r, nc = nc_;
+    const auto P = points();
+    fd_.setZero(nv, nF_);
+    wsum_.setZero(6, nc);
+    dwsum_.resize(nc);
+    std::vector<char> used(nc, 0);
+    Eigen::Matrix<double, 3, Eigen::Dynamic> dFc(3, nF_);
+    for (int64_t c = 0; c < nc; ++c) {
+      bool nz = false;
+      for (int64_t j = 0; j < r; ++j) nz = nz || lam[c * r + j] != 0.0;
+      if (!nz) continue;
+      const int64_t gi = group_[c];
+      if (!used[gi]) {
+        used[gi] = 1;
+        dwsum_[gi].setZero(6, nF_);
+      }
+      const Eigen::Vector3d p = P.row(c).transpose();
+      Eigen::Vector3d F = Eigen::Vector3d::Zero();
+      dFc.setZero();
+      for (int64_t j = 0; j < r; ++j) {
+        F += g.D.block(c * 3, j, 3, 1) * lam[c * r + j];
+        dFc += lam[c * r + j] * fgeo_.dD.middleRows((c * r + j) * 3, 3);
+      }
+      wsum_.col(gi).head<3>() += F;
+      wsum_.col(gi).tail<3>() += p.cross(F);
+      auto& dw = dwsum_[gi];
+      dw.topRows<3>() += dFc;
+      dw.bottomRows<3>().noalias() -= skew3(F) * fgeo_.dp.middleRows(c * 3, 3);
+      dw.bottomRows<3>().noalias() += skew3(p) * dFc;
+    }
+    Eigen::Matrix<double, 6, Eigen::Dynamic> PA(6, nv), PB(6, nv);
+    for (int64_t gi = 0; gi < nc; ++gi) {
+      if (!used[gi]) continue;
+      const Eigen::Vector3d F = wsum_.col(gi).head<3>(), m = wsum_.col(gi).tail<3>();
+      const auto A = g.J6A.middleRows(gi * 6, 6), B = g.J6B.middleRows(gi * 6, 6);
+      const auto AF = fgeo_.J6A.middleRows(gi * 6, 6), BF = fgeo_.J6B.middleRows(gi * 6, 6);
+      const Eigen::Matrix3d sF = skew3(F), sm = skew3(m);
+      PA.topRows<3>().noalias() = -sF * A.bottomRows<3>();
+      PA.bottomRows<3>().noalias() = -sm * A.bottomRows<3>();
+      PA.bottomRows<3>().noalias() -= sF * A.topRows<3>();
+      PB.topRows<3>().noalias() = -sF * B.bottomRows<3>();
+      PB.bottomRows<3>().noalias() = -sm * B.bottomRows<3>();
+      PB.bottomRows<3>().noalias() -= sF * B.topRows<3>();
+      for (size_t b = 0; b < pj_.size(); ++b) {
+        auto out = fd_.block(sub_iv_[b], 6 * b, sub_nv_[b], 6);
+        out.noalias() += PA.middleCols(sub_iv_[b], sub_nv_[b]).transpose().lazyProduct(AF.middleCols(6 * b, 6));
+        out.noalias() -= PB.middleCols(sub_iv_[b], sub_nv_[b]).transpose().lazyProduct(BF.middleCols(6 * b, 6));
+      }
+      fd_.noalias() += (A - B).transpose() * dwsum_[gi];
+    }
   }
 
-  // _placement_rnea: the placement columns of R = dRNEA(q, v, a)/ddelta - fd_ * fscale (fscale 0: no contact
-  // force term) on the augmented model ``A`` (the step's or its gravity-free copy)
-  void placement_rnea(const pinocchio::Model& A, pinocchio::Data& AD, const Eigen::VectorXd& v,
-                      const Eigen::VectorXd& a, double fscale, RowMat& R) {
-    va_.setZero(A.nv);
-    aa_.setZero(A.nv);
-    for (int64_t i = 0; i < dofs_.size(); ++i) {
-      va_[dofs_[i]] = v[i];
-      aa_[dofs_[i]] = a[i];
-    }
-    pinocchio::computeRNEADerivatives(A, AD, qa_, va_, aa_);
-    for (int64_t i = 0; i < dofs_.size(); ++i)
-      for (size_t c = 0; c < pk_.size(); ++c) {
-        double x = AD.dtau_dq(dofs_[i], pa_[c]);
-        if (fscale != 0.0) x -= fd_(i, c) * fscale;
-        R(i, pk_[c]) = x;
+  // dJv_ (nc r, nF) = d(J w)/ddelta at the system's velocity w (contact/_kernels.py velocity_derivative's terms
+  // on the F columns): dA_k = S_k x U with S_k = J6A_F's column k and U = sum over the subtree's dofs of J6A_i w_i
+  // (_dJv; the same U for a placement's 6 columns), likewise B; then d.(dA - dB)_lin + (p x d).(dA - dB)_ang +
+  // vr.dD_k + (d x V_ang).dp_k per direction d, V = (J6A - J6B) w, vr = V_lin + V_ang x p.
+  void velocity_(const Eigen::VectorXd& w) {
+    const ContactGeometry& g = *geo_;
+    const int64_t r = g.r, nc = nc_;
+    const auto P = points();
+    dJv_.resize(nc * r, nF_);
+    dR_.resize(6, nF_);
+    for (int64_t c = 0; c < nc; ++c) {
+      const auto A = g.J6A.middleRows(c * 6, 6), B = g.J6B.middleRows(c * 6, 6);
+      const auto AF = fgeo_.J6A.middleRows(c * 6, 6), BF = fgeo_.J6B.middleRows(c * 6, 6);
+      if (c == 0 || group_[c] != group_[c - 1]) {
+        for (size_t b = 0; b < pj_.size(); ++b) {
+          const auto ws = w.segment(sub_iv_[b], sub_nv_[b]);
+          const Vector6 uA = A.middleCols(sub_iv_[b], sub_nv_[b]).lazyProduct(ws);
+          const Vector6 uB = B.middleCols(sub_iv_[b], sub_nv_[b]).lazyProduct(ws);
+          for (int64_t k = 6 * b; k < 6 * int64_t(b) + 6; ++k) {
+            double o[6];
+            cross6(AF(0, k), AF(1, k), AF(2, k), AF(3, k), AF(4, k), AF(5, k), uA, o);
+            for (int rr = 0; rr < 6; ++rr) dR_(rr, k) = o[rr];
+            cross6(BF(0, k), BF(1, k), BF(2, k), BF(3, k), BF(4, k), BF(5, k), uB, o);
+            for (int rr = 0; rr < 6; ++rr) dR_(rr, k) -= o[rr];
+          }
+        }
       }
+      const Vector6 V = (A - B).lazyProduct(w);
+      const Eigen::Vector3d p = P.row(c).transpose(), Vw = V.tail<3>();
+      const Eigen::Vector3d vr = V.head<3>() + Vw.cross(p);
+      const double* dp0 = &fgeo_.dp(c * 3 + 0, 0);
+      const double* dp1 = &fgeo_.dp(c * 3 + 1, 0);
+      const double* dp2 = &fgeo_.dp(c * 3 + 2, 0);
+      for (int64_t j = 0; j < r; ++j) {
+        const Eigen::Vector3d d = g.D.block(c * 3, j, 3, 1);
+        const Eigen::Vector3d pd = p.cross(d), qd = d.cross(Vw);
+        const double* d0 = &fgeo_.dD((c * r + j) * 3 + 0, 0);
+        const double* d1 = &fgeo_.dD((c * r + j) * 3 + 1, 0);
+        const double* d2 = &fgeo_.dD((c * r + j) * 3 + 2, 0);
+        double* out = &dJv_(c * r + j, 0);
+        for (int64_t k = 0; k < nF_; ++k) {
+          const double* R6 = dR_.col(k).data();
+          out[k] = d[0] * R6[0] + d[1] * R6[1] + d[2] * R6[2] + pd[0] * R6[3] + pd[1] * R6[4] + pd[2] * R6[5] +
+                   vr[0] * d0[k] + vr[1] * d1[k] + vr[2] * d2[k] + qd[0] * dp0[k] + qd[1] * dp1[k] + qd[2] * dp2[k];
+        }
+      }
+    }
+  }
+
+  using Vector6 = Eigen::Matrix<double, 6, 1>;
+  static Eigen::Matrix3d skew3(const Eigen::Vector3d& a) {
+    Eigen::Matrix3d S;
+    S << 0.0, -a[2], a[1], a[2], 0.0, -a[0], -a[1], a[0], 0.0;
+    return S;
+  }
+  // the motion cross product s x u = (s_ang x u_lin + s_lin x u_ang, s_ang x u_ang) into o
+  static void cross6(double sv0, double sv1, double sv2, double sw0, double sw1, double sw2, const Vector6& u,
+                     double* o) {
+    o[0] = sw1 * u[2] - sw2 * u[1] + sv1 * u[5] - sv2 * u[4];
+    o[1] = sw2 * u[0] - sw0 * u[2] + sv2 * u[3] - sv0 * u[5];
+    o[2] = sw0 * u[1] - sw1 * u[0] + sv0 * u[4] - sv1 * u[3];
+    o[3] = sw1 * u[5] - sw2 * u[4];
+    o[4] = sw2 * u[3] - sw0 * u[5];
+    o[5] = sw0 * u[4] - sw1 * u[3];
   }
 
   // _correction_derivative: d dq_c/dp (nv, npar) into dqc_
-  void correction_derivative(const StepStateView& st, const Eigen::VectorXd& q, bool geo_aug) {
+  void correction_derivative(const StepStateView& st, const Eigen::VectorXd& q, bool geo) {
     const Correction& c = *st.correction;
     const int64_t nv = M_->nv, npar = body_.size(), mc = st.m_contact, k = st.deep_rows.size();
     Jd_.resize(k, nv);
@@ -303,27 +524,27 @@ class ParameterPlan {
     R_.setZero(nv, npar);
     zero_ = Eigen::VectorXd::Zero(nv);
     if (inertial_) regressor_columns(*M0_, *D0_, q, zero_, c.dq, body_, dpi_, R_);
-    const bool placements = A_ != nullptr && !pk_.empty();
-    if (placements) {
-      if (geo_aug) {
+    if (nF_ > 0) {
+      if (geo) {
         lam_c_ = Eigen::VectorXd::Zero(mc);
         for (int64_t a = 0; a < k; ++a)
           if (st.deep_rows[a] < mc) lam_c_[st.deep_rows[a]] = c.lam[a];
         force_(lam_c_);
       }
-      placement_rnea(*A0_, *AD0_, zero_, c.dq, geo_aug ? 1.0 : 0.0, R_);
+      kinematic_pass(*M0_, *D0_, q, zero_, c.dq);
+      placement_rnea(*M0_, *D0_, geo ? 1.0 : 0.0, R_);
     }
     Dc_.noalias() = st.Minv * R_;
     Dc_ = -Dc_;
     rhs_.noalias() = Jd_ * Dc_;
     rhs_ = -rhs_;
-    if (geo_aug) {
+    if (geo) {
       velocity_(c.dq);
       for (int64_t a = 0; a < k; ++a) {
         const int64_t row = st.deep_rows[a];
         if (row >= mc) continue;
-        for (size_t j = 0; j < pk_.size(); ++j) rhs_(a, pk_[j]) -= dJv_(row, j);
-        for (size_t j = 0; j < pk_.size(); ++j) rhs_(a, pk_[j]) -= erp_ * ageo_.J(row, pa_[j]);
+        for (int64_t j = 0; j < nF_; ++j) rhs_(a, pk_[j]) -= dJv_(row, j);
+        for (int64_t j = 0; j < nF_; ++j) rhs_(a, pk_[j]) -= erp_ * fgeo_.J(row, j);
       }
     }
     const RowMat dl = lstsq(c.A, rhs_, RANK_RTOL);
@@ -337,10 +558,6 @@ class ParameterPlan {
   pinocchio::Data* D_;
   const pinocchio::Model* M0_;
   pinocchio::Data* D0_;
-  const pinocchio::Model* A_ = nullptr;
-  pinocchio::Data* AD_ = nullptr;
-  const pinocchio::Model* A0_ = nullptr;
-  pinocchio::Data* AD0_ = nullptr;
   IdxVec body_;
   RowMat dpi_;
   int64_t friction_;
@@ -348,16 +565,27 @@ class ParameterPlan {
   double erp_;
   bool planar_;
   bool inertial_ = false;
-  IdxVec dofs_, qidx_, idmap_, pcols_;
-  std::vector<int64_t> pk_, pa_;  // the placement columns and their augmented velocity index
-  Eigen::VectorXd q0_;
-  RowMat asupport_, amask_;
+  // the placements: joints, Fp column of each F column (6 per joint), subtree masks
+  int64_t nF_ = 0;
+  std::vector<int64_t> pj_, pk_;
+  std::vector<std::vector<char>> sub_;
+  RowMat supportF_;
+  std::vector<int64_t> sub_iv_, sub_nv_;   // each placement's subtree dofs: idx_v(j) .. + nvSubtree(j)
+  std::vector<std::vector<int64_t>> anc_;  // and its ancestor joints (the support of j's parent, 0 left out)
   // per call
-  Eigen::VectorXd tau_total_, a_, qa_, va_, aa_, wa_, lam_c_, zero_, dq_;
+  std::vector<pinocchio::Inertia> Yc_;
+  std::vector<Matrix6> dYc_;
+  std::vector<pinocchio::Force> fc_;
+  std::vector<pinocchio::Motion> ov_, oagf_;
+  Eigen::MatrixXd JF_;
+  Eigen::VectorXd tau_total_, a_, lam_c_, zero_, dq_;
   RowMat Minv_own_, R_, dv_, dc_, rhs_, dz_, dqp_, fd_, dJv_, Jd_, Dc_, dqc_;
+  Eigen::Matrix<double, 6, Eigen::Dynamic> YJ_, dYJ_, wsum_, dR_;
+  std::vector<Eigen::Matrix<double, 6, Eigen::Dynamic>> dwsum_;
+  const ContactGeometry* geo_ = nullptr;
+  std::vector<int64_t> group_;
   Eigen::MatrixXd J1_;
-  ContactGeometry ageo_;
-  IdxVec ba_, bb_, bn_, bp_;
+  ContactGeometry fgeo_;
   const double* points_ = nullptr;
   int64_t nc_ = 0;
 };
@@ -380,15 +608,12 @@ RowMat parameter_regressor(nb::handle model, nb::handle data, const Eigen::Vecto
 void bind_params(nb::module_& m) {
   nb::class_<ParameterPlan>(m, "ParameterPlan",
                             "One parameter list's compiled Jacobian (dynamics/parameters.py): models, chain and "
-                            "the placements' augmented model kept; compute() per step")
+                            "the placements' joints kept; compute() per step")
       .def(nb::init<nb::object, nb::object, nb::object, nb::object, nb::object, const IdxVec&, const RowMat&, int64_t,
-                    bool, double, nb::object, nb::object, nb::object, nb::object, const IdxVec&, const IdxVec&,
-                    const IdxVec&, const IdxVec&, bool>(),
+                    bool, double, const IdxVec&, const IdxVec&, bool>(),
            nb::arg("step_model"), nb::arg("model"), nb::arg("data"), nb::arg("model0"), nb::arg("data0"),
            nb::arg("body"), nb::arg("dpi"), nb::arg("friction_col"), nb::arg("euclidean"), nb::arg("erp"),
-           nb::arg("aug_model").none(), nb::arg("aug_data").none(), nb::arg("aug_model0").none(),
-           nb::arg("aug_data0").none(), nb::arg("dofs"), nb::arg("qidx"), nb::arg("idmap"), nb::arg("pcol"),
-           nb::arg("planar"))
+           nb::arg("pjoint"), nb::arg("poffset"), nb::arg("planar"))
       .def("compute", &ParameterPlan::compute, nb::arg("state").none(), nb::arg("q"), nb::arg("v"), nb::arg("tau"),
            nb::arg("v_next"), nb::arg("dt"),
            "(Fp (ndx, npar), dlambda (m, npar) or None without contact): dynamics/parameters.py step_derivatives for a "

@@ -705,7 +705,8 @@ StepStateView step_state_view(nb::handle state) {
           st.problem,   st.solution,    st.m_contact(),
           reduced_factor(st), st.contacts, st.nc,
           st.r,         st.normal_rows, st.bias_slope,
-          st.has_correction ? &st.correction : nullptr, st.deep_rows};
+          st.has_correction ? &st.correction : nullptr, st.deep_rows,
+          st.nc ? &st.geo : nullptr};
 }
 
 const Eigen::VectorXd* step_state_correction(nb::handle state) {

@@ -54,6 +54,7 @@ struct StepStateView {
   const Eigen::VectorXd& bias_slope;
   const Correction* correction;
   const lcp::VectorXl& deep_rows;
+  const ContactGeometry* geo;  // the contacts' kinematics at q on the system's model (nullptr without contacts)
 };
 // The view of ``state`` (a StepState; throws nanobind's cast error otherwise).
 StepStateView step_state_view(nb::handle state);
