@@ -224,7 +224,7 @@ class DesignDynamics:
     """The augmented step of the module docstring: state ``x' = (x, l, phase)`` (``nx + k + 1``, Euclidean:
     the catapult's state is), control ``u`` (3,). ``phase = 0``: the design knot, ``l = c + h u[:k] / tau``,
     ``x`` unchanged; ``phase = 1``: the simulator's step at design ``l``. Plugin protocol of :mod:`trajopt`
-    (``step``, ``step_derivatives``, ``rollout``, ``rollout_derivatives``, ``knot_derivatives``)."""
+    (``step``, ``step_derivatives``, ``rollout``, ``rollout_derivatives``)."""
 
     def __init__(self, links, lower, upper, *, torque: float = DESIGN_TORQUE, dt: float = 1e-3,
                  contact: str = "lcp"):
@@ -319,13 +319,7 @@ class DesignDynamics:
         xs[t:, self.nsim:] = xs[t, self.nsim:]
         return xs
 
-    def knot_derivatives(self, xs, us):
-        us = np.asarray(us, dtype=float)
-        T = len(us)
-        out = np.empty((T, self.nx)), np.empty((T, self.ndx, self.ndx)), np.empty((T, self.ndx, self.nu))
-        for t in range(T):
-            out[0][t], out[1][t], out[2][t] = self.step_derivatives(xs[t], us[t])
-        return out
+    # (knot_derivatives: trajopt.protocol's loop of step_derivatives)
 
     def rollout_derivatives(self, x0, us):
         """``(xs, Fx, Fu)`` in one pass: each physical knot's step and Jacobians from one

@@ -216,18 +216,7 @@ class ParameterDynamics:
         xs[t:, self.nsx:] = xs[t, self.nsx:]
         return xs
 
-    def knot_derivatives(self, xs, us):
-        us = np.asarray(us, dtype=float)
-        T = len(us)
-        out = np.empty((T, self.nx)), np.empty((T, self.ndx, self.ndx)), np.empty((T, self.ndx, self.nu))
-        for t in range(T):
-            out[0][t], out[1][t], out[2][t] = self.step_derivatives(xs[t], us[t])
-        return out
-
-    def rollout_derivatives(self, x0, us):
-        xs = self.rollout(x0, us)
-        _, Fx, Fu = self.knot_derivatives(xs[:-1], us)
-        return xs, Fx, Fu
+    # (knot_derivatives and rollout_derivatives: trajopt.protocol's loops of step_derivatives)
 
     # -- problems --------------------------------------------------------------------------------------
     def lift(self, cost: Cost) -> Cost:
