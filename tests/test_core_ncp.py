@@ -17,22 +17,12 @@ from dynamics.contact_step import ContactState, FusedNCPState
 from trajopt.bench import bench_state
 
 from .test_contact import cube_sim, cube_state
+from .test_core_fused import _reference, _rel
 
 pytestmark = pytest.mark.skipif(core.module is None or not hasattr(core.module, "ncp_solve"),
                                 reason="the compiled core (with ncp_solve) is not available")
 
 TOL = 1e-12
-
-
-def _reference(sim: Simulator) -> Simulator:
-    """The same system on the Python path (the fused step off)."""
-    ref = Simulator(sim.model, geometry=sim.geometry, **sim._options)
-    ref.contact_model.fused = None
-    return ref
-
-
-def _rel(a, b):
-    return float(np.abs(a - b).max(initial=0.0) / max(1.0, float(np.abs(b).max(initial=0.0))))
 
 
 def _compare(sim, ref, x0, us, *, need_contact=True):

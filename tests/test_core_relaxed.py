@@ -12,23 +12,17 @@ import pytest
 import problems
 from contact import RowLayout, core
 from contact.relaxed import RelaxedAdapter, solve_relaxed
-from dynamics import Simulator
 from dynamics.contact_step import ContactState, FusedRelaxedState
 from trajopt.bench import bench_state
 
 from .test_contact import cube_sim, cube_state
-from .test_core_ncp import _controls, _rel
+from .test_core_fused import _reference, _rel
+from .test_core_ncp import _controls
 
 pytestmark = pytest.mark.skipif(core.module is None or not hasattr(core.module, "relaxed_solve"),
                                 reason="the compiled core (with relaxed_solve) is not available")
 
 TOL = 1e-12
-
-
-def _reference(sim: Simulator) -> Simulator:
-    ref = Simulator(sim.model, geometry=sim.geometry, **sim._options)
-    ref.contact_model.fused = None
-    return ref
 
 
 def _compare(sim, x0, us):

@@ -1,5 +1,6 @@
 // The boxed LCP (contact/lcp.py) in C++: see lcp.hpp. Each function names its Python twin.
 #include "lcp.hpp"
+#include "numpy_twins.hpp"
 
 #include <Eigen/Dense>
 #include <algorithm>
@@ -18,25 +19,9 @@ constexpr double NaN = std::numeric_limits<double>::quiet_NaN();
 // numpy's elementwise maximum / minimum (a NaN in either argument gives NaN).
 inline double np_max(double a, double b) { return (a >= b || std::isnan(a)) ? a : b; }
 inline double np_min(double a, double b) { return (a <= b || std::isnan(a)) ? a : b; }
-// Python's builtin max(a, b).
-inline double py_max(double a, double b) { return b > a ? b : a; }
-
-// np.abs(v).max() (NaN if any entry is NaN; v non-empty).
-double amax(const VectorXd& v) {
-  double m = 0.0;
-  for (Eigen::Index i = 0; i < v.size(); ++i) {
-    const double a = std::abs(v[i]);
-    if (std::isnan(a)) return NaN;
-    if (a > m) m = a;
-  }
-  return m;
-}
-
-bool all_finite(const VectorXd& v) {
-  for (Eigen::Index i = 0; i < v.size(); ++i)
-    if (!std::isfinite(v[i])) return false;
-  return true;
-}
+using np_twins::all_finite;
+using np_twins::amax;
+using np_twins::py_max;
 
 std::string rows_str(const std::vector<Eigen::Index>& rows) {
   std::string s = "[";

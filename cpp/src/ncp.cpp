@@ -1,5 +1,6 @@
 // The Coulomb-cone contact NCP (contact/ncp.py) in C++: see ncp.hpp. Each function names its Python twin.
 #include "ncp.hpp"
+#include "numpy_twins.hpp"
 
 #include <Eigen/Dense>
 #include <Eigen/SVD>
@@ -25,25 +26,9 @@ constexpr double INF = std::numeric_limits<double>::infinity();
 constexpr double NaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double PI = 3.141592653589793;
 
-// Python's builtin max(a, b): a unless b > a.
-inline double py_max(double a, double b) { return b > a ? b : a; }
-
-// np.abs(v).max() (NaN if any entry is NaN; v non-empty).
-double amax(const VectorXd& v) {
-  double m = 0.0;
-  for (Eigen::Index i = 0; i < v.size(); ++i) {
-    const double a = std::abs(v[i]);
-    if (std::isnan(a)) return NaN;
-    if (a > m) m = a;
-  }
-  return m;
-}
-
-bool all_finite(const VectorXd& v) {
-  for (Eigen::Index i = 0; i < v.size(); ++i)
-    if (!std::isfinite(v[i])) return false;
-  return true;
-}
+using np_twins::all_finite;
+using np_twins::amax;
+using np_twins::py_max;
 
 // c = A lam + b
 VectorXd velocity(const MatrixXd& A, const VectorXd& b, const VectorXd& lam) {

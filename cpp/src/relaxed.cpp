@@ -1,5 +1,6 @@
 // Relaxed contact (contact/relaxed.py) in C++: see relaxed.hpp. Each function names its Python twin.
 #include "relaxed.hpp"
+#include "numpy_twins.hpp"
 
 #include <Eigen/Dense>
 #include <cmath>
@@ -22,17 +23,8 @@ using Eigen::VectorXd;
 constexpr double INF = std::numeric_limits<double>::infinity();
 constexpr double NaN = std::numeric_limits<double>::quiet_NaN();
 
-inline double py_max(double a, double b) { return b > a ? b : a; }
-
-double amax(const VectorXd& v) {
-  double m = 0.0;
-  for (Eigen::Index i = 0; i < v.size(); ++i) {
-    const double a = std::abs(v[i]);
-    if (std::isnan(a)) return NaN;
-    if (a > m) m = a;
-  }
-  return m;
-}
+using np_twins::amax;
+using np_twins::py_max;
 
 // numpy's pairwise summation (np.sum of a contiguous float64 array)
 double pairwise(const double* a, Eigen::Index n) {
