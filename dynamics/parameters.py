@@ -657,23 +657,14 @@ def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
         # the impact rows' target e J_n(q) v moves with the placements: a term not chained yet
         raise NotImplementedError("placement derivatives with restitution (e > 0) are not implemented yet "
                                   "(friction, mass, COM and inertia are: the impact target does not depend on them)")
-    d = data or sim._data
-    nq, ndx = sim.nq, sim.ndx
-    out = np.empty(sim.nx)
-    Fx = np.empty((ndx, ndx))
-    Fu = np.empty((ndx, sim.nu))
-    # x+, Fx, Fu: the same numbers as step_derivatives without params (the fused call, which checks x and u itself
-    # and hands bad or doubtful input back to the checks and the Python path, as step_derivatives without params)
+    nq = sim.nq
+    # x+, Fx, Fu: the same numbers as step_derivatives without params (float64 arrays first: the fused call takes
+    # them as they are, and the parameter part slices them)
     if type(x) is not np.ndarray or x.dtype != np.float64:
         x = np.asarray(x, dtype=float)
     if type(u) is not np.ndarray or u.dtype != np.float64:
         u = np.asarray(u, dtype=float)
-    fs = sim._fused_step
-    if not (adjoint is None and fs is not None
-            and (sim.contact_model is None or sim.contact_model.fused is sim._fused_lcp)
-            and sim._fused_derivatives(fs, x, u, d, out, Fx, Fu)):
-        x, u = sim._check_x(x), sim._check_u(u)
-        sim._step_derivatives(x, u, d, out, Fx, Fu, adjoint)
+    x, u, d, out, Fx, Fu = sim._state_derivatives(x, u, data, adjoint)
     state = d.contact if sim.contact_model is not None else None
     if state is not None and blocks and getattr(state.adapter, "name", "") not in ("lcp", "ncp", "relaxed"):
         raise NotImplementedError(f"parameter derivatives under the {sim.contact!r} contact model are not "
