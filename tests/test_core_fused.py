@@ -33,6 +33,14 @@ def _rel(a, b):
     return float(np.abs(a - b).max(initial=0.0) / max(1.0, float(np.abs(b).max(initial=0.0))))
 
 
+def _both(sim, ref, x, u, d, dr, e, er):
+    """``(a, b, step difference)``: ``step_derivatives`` of the compiled and the reference simulator in their
+    workspaces ``d``, ``dr``, and the relative difference of their ``step`` alone (workspaces ``e``, ``er``: their
+    own warm starts)."""
+    a, b = sim.step_derivatives(x, u, data=d), ref.step_derivatives(x, u, data=dr)
+    return a, b, _rel(sim.step(x, u, data=e), ref.step(x, u, data=er))
+
+
 def _compare(sim, ref, x0, us, *, need_correction=False):
     """Step and step_derivatives along the reference's rollout, each simulator with its own workspace
     (so warm starts carry along the rollout); returns the worst relative difference."""
@@ -42,10 +50,8 @@ def _compare(sim, ref, x0, us, *, need_correction=False):
     worst, fused, corrected = 0.0, 0, 0
     x = np.asarray(x0, dtype=float)
     for u in us:
-        a, b = sim.step_derivatives(x, u, data=d), ref.step_derivatives(x, u, data=dr)
-        for p, r in zip(a, b):
-            worst = max(worst, _rel(p, r))
-        worst = max(worst, _rel(sim.step(x, u, data=e), ref.step(x, u, data=er)))
+        a, b, ds = _both(sim, ref, x, u, d, dr, e, er)
+        worst = max(worst, ds, *(_rel(p, r) for p, r in zip(a, b)))
         assert (d.contact is None) == (dr.contact is None)
         if d.contact is not None:
             assert type(d.contact) is FusedContactState and type(dr.contact) is ContactState

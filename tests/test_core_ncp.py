@@ -17,7 +17,7 @@ from dynamics.contact_step import ContactState, FusedNCPState
 from trajopt.bench import bench_state
 
 from .test_contact import cube_sim, cube_state
-from .test_core_fused import _reference, _rel
+from .test_core_fused import _both, _reference, _rel
 
 pytestmark = pytest.mark.skipif(core.module is None or not hasattr(core.module, "ncp_solve"),
                                 reason="the compiled core (with ncp_solve) is not available")
@@ -36,8 +36,8 @@ def _compare(sim, ref, x0, us, *, need_contact=True):
     iters, worst_A, split, conditioned = [0], [0.0], [0.0], [0.0]
     x = np.asarray(x0, dtype=float)
     for u in us:
-        a, b = sim.step_derivatives(x, u, data=d), ref.step_derivatives(x, u, data=dr)
-        worst = max(worst, _rel(a[0], b[0]), _rel(sim.step(x, u, data=e), ref.step(x, u, data=er)))
+        a, b, ds = _both(sim, ref, x, u, d, dr, e, er)
+        worst = max(worst, _rel(a[0], b[0]), ds)
         jac = max(_rel(a[1], b[1]), _rel(a[2], b[2]))
         if dr.contact is not None and jac > TOL:
             # The implicit Jacobian solves E dz = rhs: where E is ill-conditioned (a contact sliding slowly: its

@@ -16,7 +16,7 @@ from dynamics.contact_step import ContactState, FusedRelaxedState
 from trajopt.bench import bench_state
 
 from .test_contact import cube_sim, cube_state
-from .test_core_fused import _reference, _rel
+from .test_core_fused import _both, _reference, _rel
 from .test_core_ncp import _controls
 
 pytestmark = pytest.mark.skipif(core.module is None or not hasattr(core.module, "relaxed_solve"),
@@ -35,10 +35,8 @@ def _compare(sim, x0, us):
     worst, n = 0.0, 0
     x = np.asarray(x0, dtype=float)
     for u in us:
-        a, b = sim.step_derivatives(x, u, data=d), ref.step_derivatives(x, u, data=dr)
-        for p, r in zip(a, b):
-            worst = max(worst, _rel(p, r))
-        worst = max(worst, _rel(sim.step(x, u, data=e), ref.step(x, u, data=er)))
+        a, b, ds = _both(sim, ref, x, u, d, dr, e, er)
+        worst = max(worst, ds, *(_rel(p, r) for p, r in zip(a, b)))
         assert (d.contact is None) == (dr.contact is None)
         if d.contact is not None:
             assert type(d.contact) is FusedRelaxedState and type(dr.contact) is ContactState
