@@ -12,8 +12,9 @@ It stops when ``|r|`` falls below ``tol_residual`` (CONVERGED); when ``|r|`` has
 columns (first-order optimality at a nonzero residual, MINPACK's test: ``max_j |J_j' r| /
 (|J_j| |r|) <= tol_gradient``, e.g. noisy data at its floor: CONVERGED); when the step is below
 ``tol_step (1 + |z|)``, no step decreases the residual at the largest damping, or the
-stagnation lasts ``3 stagnation`` iterations: CONVERGED if that orthogonality holds, else
-STALLED with the cosine in ``info["reason"]``;
+stagnation lasts ``3 stagnation`` iterations: CONVERGED if that orthogonality holds or the undamped
+Gauss-Newton step is below ``100 tol_step (1 + |z|)`` (MINPACK's xtol: a zero-residual fit at its round-off
+floor), else STALLED with the cosine in ``info["reason"]``;
 after ``max_iter`` iterations or ``time_limit`` seconds (MAX_ITERATIONS: the time is checked before
 every trial step of the damping ladder too, and a stop there keeps the last accepted iterate, saying
 so in ``info["message"]``); or on Ctrl-C (INTERRUPTED). A residual or Jacobian
@@ -82,11 +83,16 @@ def gauss_newton(problem, *, z0=None, jacobian: str = "analytic", max_iter: int 
         g = np.abs(J.T @ r)
         return float(np.max(np.where(cols > 0, g / np.where(cols > 0, cols, 1.0) / nr, 0.0), initial=0.0))
 
-    def settle(r, J, why):
-        """CONVERGED if ``r`` is orthogonal to ``J``'s columns, else STALLED with the reason."""
+    def settle(r, J, why, z):
+        """CONVERGED if ``r`` is orthogonal to ``J``'s columns, or if the undamped Gauss-Newton step is itself
+        below the iterate's round-off (MINPACK's xtol test: a zero-residual fit at its floor, where the cosine
+        of two round-off vectors means nothing); else STALLED with the reason."""
         nonlocal reason
         cos = gradient_cosine(r, J)
         if cos <= tol_gradient:
+            return Status.CONVERGED
+        gn_step = float(np.linalg.norm(np.linalg.lstsq(J, -r, rcond=None)[0]))
+        if gn_step <= 100.0 * tol_step * (1.0 + float(np.linalg.norm(z))):
             return Status.CONVERGED
         reason = f"{why} at |r| = {np.linalg.norm(r):.3e}, but the gradient is not zero (cosine {cos:.2e} > {tol_gradient:g})"
         return Status.STALLED
@@ -132,7 +138,7 @@ def gauss_newton(problem, *, z0=None, jacobian: str = "analytic", max_iter: int 
                            "step accepted yet): the last accepted iterate is returned")
                 break
             if not accepted:
-                status = settle(r, J, "no step decreases the residual at the largest damping")
+                status = settle(r, J, "no step decreases the residual at the largest damping", z)
                 break
             s_ = alpha * dz
             step = float(np.linalg.norm(s_))
@@ -151,7 +157,7 @@ def gauss_newton(problem, *, z0=None, jacobian: str = "analytic", max_iter: int 
                 status = Status.CONVERGED
                 break
             if step <= tol_step * (1.0 + np.linalg.norm(z)):
-                status = settle(r, J, "the step vanished")
+                status = settle(r, J, "the step vanished", z)
                 break
             if len(history) > stagnation and norm > 0.9 * history[-1 - stagnation]["residual"]:
                 # At a floor (noisy data, the simulator's tolerances) with a zero gradient: done. With a
@@ -161,7 +167,7 @@ def gauss_newton(problem, *, z0=None, jacobian: str = "analytic", max_iter: int 
                     status = Status.CONVERGED
                     break
                 if len(history) > 3 * stagnation and norm > 0.9 * history[-1 - 3 * stagnation]["residual"]:
-                    status = settle(r, J, f"the residual stagnated (<10% decrease over {3 * stagnation} iterations)")
+                    status = settle(r, J, f"the residual stagnated (<10% decrease over {3 * stagnation} iterations)", z)
                     break
             if out_of_time(info, time_limit):
                 break

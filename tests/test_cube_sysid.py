@@ -49,6 +49,18 @@ def test_cube_sysid_from_a_guess_above_the_truth():
     assert m["parameter_error"] <= 1e-3
 
 
+def test_a_zero_residual_fit_at_its_round_off_floor_converges():
+    """Under LCP contact the staged start lands at |r| = 1.6e-12 (parameter error 3e-14): the step vanishes and the
+    cosine of two round-off vectors is 0.25. The undamped Gauss-Newton step is below the iterate's round-off
+    (MINPACK's xtol test): CONVERGED, not STALLED."""
+    from trajopt.solution import Status
+
+    prob = problems.load("cube-sysid", contact="lcp")
+    sol = gauss_newton(prob, verbose=False, max_iter=50)
+    assert prob.evaluate(sol.z)["parameter_error"] <= 1e-10
+    assert sol.status == Status.CONVERGED, sol.info.get("reason")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("options", [
     dict(true_friction=0.3), dict(true_friction=0.8), dict(true_twist=(0.5, -0.4, 0.3, -1.0, 0.7, 1.5)),
