@@ -50,10 +50,8 @@ class ParameterDynamics:
         if not self.names:
             raise ValueError("ParameterDynamics needs at least one parameter name (see sim.parameter_names())")
         self.np = int(sim.parameter_size(self.names))  # raises naming an unknown parameter
-        lower = np.broadcast_to(np.asarray(lower, dtype=float), (self.np,)).copy() if np.ndim(lower) == 0 else \
-            np.asarray(lower, dtype=float)
-        upper = np.broadcast_to(np.asarray(upper, dtype=float), (self.np,)).copy() if np.ndim(upper) == 0 else \
-            np.asarray(upper, dtype=float)
+        lower, upper = (np.full(self.np, float(b)) if np.ndim(b) == 0 else np.asarray(b, dtype=float)
+                        for b in (lower, upper))
         for what, b in (("lower", lower), ("upper", upper)):
             if b.shape != (self.np,):
                 raise ValueError(f"{what} bounds have shape {b.shape}, expected ({self.np},): one per entry of "
