@@ -9,6 +9,8 @@ and the same with the fused whole step (43d4814). After merging main (a1b89c2: i
 the Jacobians' round-off), fused whole step on, and off with CONTACTRAJ_NO_FUSED_STEP=1:
     default                         f400acc2e0e057c68b3f5c347dd13eb1ad5be19b   (on and off alike)
     CONTACTRAJ_NO_FUSED=1           bbf8851e1ed9d07f1be9ffc0b29e0e70cada2dd1
+The contact Jacobian from RNEA's derivatives and the solve's M^-1 (step.cpp, 2026-11-24) changes the
+Jacobians' round-off again: default da883e11454d4362e4f545d6fd66c742e6a40ce4 (the states' bits unchanged).
 (main's own scripts/hash_rollouts.py: rollouts catapult 52f57a341a285ede, go1-hold 719c8cdc6ff512cf, on and off.)
 """
 

@@ -20,6 +20,8 @@
 #include <pinocchio/algorithm/aba-derivatives.hpp>
 #include <pinocchio/algorithm/aba.hpp>
 #include <pinocchio/algorithm/jacobian.hpp>
+#include <pinocchio/algorithm/rnea-derivatives.hpp>
+#include <pinocchio/algorithm/rnea.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -30,6 +32,19 @@ nb::object detect_with(nb::handle detector, nb::handle model, nb::handle data, n
                        const Eigen::VectorXd& q);
 
 namespace {
+
+// out = (S R)^T for a symmetric S (n x n) and R (n x c), R's zero entries skipped: row j of out is
+// sum_i R(i, j) S.row(i), contiguous rows of S. dtau/dq and dtau/dv have entries only where two dofs are on
+// one chain (ancestor and descendant), a third to a half of them on a legged robot; S = M^-1 is dense.
+void sym_times_sparse(const RowMat& S, const RowMat& R, RowMat& out) {
+  const int64_t n = S.rows(), c = R.cols();
+  out.setZero(c, n);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < c; ++j) {
+      const double r = R(i, j);
+      if (r != 0.0) out.row(j) += r * S.row(i);
+    }
+}
 
 using VectorXl = lcp::VectorXl;
 
@@ -338,51 +353,38 @@ class FusedLCP {
       throw std::invalid_argument("FusedLCP.jacobian: q, v, tau or v_next has the wrong size");
     const Eigen::VectorXd& lam = st.solution.x;
     PROF_SCOPE("jac");
-    {
-    PROF_SCOPE("jac.abad");
-    tau_total_ = tau + st.J.transpose() * lam / dt;
-    pinocchio::computeABADerivatives(M, D, q, v, tau_total_);
-    symmetrize_upper(D.Minv);
-    }
-    const auto& minv = D.Minv;
+    // ABA's derivatives at tau_total = tau + J^T lambda / dt from RNEA's at its acceleration and the solve's
+    // M^-1 (pin.computeABADerivatives would compute M^-1 again): ddq/dq = -M^-1 dtau/dq, ddq/dv = -M^-1 dtau/dv
+    // (Pinocchio's own identity), so dv_free/dq + M^-1 d(J^T lambda)/dq = M^-1 (fd - dt dtau/dq), one product
+    const RowMat& minv = st.Minv;
     RowMat& G = G_;
     G.resize(nv, 2 * nv + nu);
-    G.leftCols(nv) = D.ddq_dq * dt;
+    {
+    PROF_SCOPE("jac.rnead");
+    tau_total_ = tau + st.J.transpose() * lam / dt;
+    pinocchio::nonLinearEffects(M, D, q, v);
+    a_total_.noalias() = minv * (tau_total_ - D.nle);
+    pinocchio::computeRNEADerivatives(M, D, q, v, a_total_);
+    }
     const int64_t mc = st.m_contact();
+    {
+    PROF_SCOPE("jac.force_deriv");
+    Rq_ = D.dtau_dq * (-dt);
     if (nc_geo(st)) {
-      PROF_SCOPE("jac.force_deriv");
       fd_.resize(nv, nv);
       force_derivative(st.geo.J6A, st.geo.J6B, st.geo.D, st.geo.dD, st.geo.dp, points(st), lam.head(mc), mask_, fd_);
-      // d(J^T lambda)/dq has rows only on the dofs of the contact bodies' chains: M^-1 fd over those rows
-      fr_.clear();
-      for (int64_t i = 0; i < nv; ++i)
-        if (fd_.row(i).cwiseAbs().maxCoeff() != 0.0) fr_.push_back(i);
-      const int64_t nr = static_cast<int64_t>(fr_.size());
-      if (nr == nv) {
-        G.leftCols(nv).noalias() += minv * fd_;
-      } else if (nr > 0) {
-        // ... and columns only on those chains' dofs too: the product over the nonzero columns, the other
-        // columns of G get + 0 (as the dense product's zero sum would)
-        fc_.clear();
-        for (int64_t j = 0; j < nv; ++j)
-          if (fd_.col(j).cwiseAbs().maxCoeff() != 0.0) fc_.push_back(j);
-        const int64_t ncl = static_cast<int64_t>(fc_.size());
-        MinvR_.resize(nv, nr);
-        FdR_.resize(nr, ncl);
-        for (int64_t a = 0; a < nr; ++a) {
-          MinvR_.col(a) = minv.col(fr_[a]);
-          for (int64_t b = 0; b < ncl; ++b) FdR_(a, b) = fd_(fr_[a], fc_[b]);
-        }
-        MFd_.resize(nv, ncl);
-        MFd_.noalias() = MinvR_ * FdR_;
-        G.leftCols(nv).array() += 0.0;
-        for (int64_t b = 0; b < ncl; ++b) G.col(fc_[b]) += MFd_.col(b);
-      } else {
-        G.leftCols(nv).array() += 0.0;  // as the zero product would: -0 entries become +0 (bit for bit the dense sum's)
-      }
+      Rq_ += fd_;
     }
-    G.middleCols(nv, nv) = D.ddq_dv * dt;
+    }
+    {
+    PROF_SCOPE("jac.minv_products");
+    sym_times_sparse(minv, Rq_, GT_);
+    G.leftCols(nv) = GT_.transpose();
+    Rq_ = D.dtau_dv * (-dt);
+    sym_times_sparse(minv, Rq_, GT_);
+    G.middleCols(nv, nv) = GT_.transpose();
     G.middleCols(nv, nv) += RowMat::Identity(nv, nv);
+    }
     for (int64_t a = 0; a < nu; ++a) G.col(2 * nv + a) = dt * minv.col(actuated[a]);
     for (int64_t a = 0; a < spring_dofs.size(); ++a) {
       const int64_t i = spring_dofs[a];
@@ -673,13 +675,11 @@ class FusedLCP {
   Eigen::VectorXd other_ncp_lam_;  // the impulses and friction directions of a Python-path NCP previous state
   RowMat other_ncp_dirs_;
   // workspaces of jacobian() (kept between calls: no allocation per step once the sizes repeat)
-  Eigen::VectorXd tau_total_;
-  RowMat G_, fd_, dJv_, JC_, rhs_, dz_, W_, Jd_, corr_D_, corr_K_, E_, Gnz_, FJ_, Y_, WF_, FdR_;
-  Eigen::MatrixXd MinvR_;
+  Eigen::VectorXd tau_total_, a_total_;
+  RowMat Rq_, GT_, G_, fd_, dJv_, JC_, rhs_, dz_, W_, Jd_, corr_D_, corr_K_, E_, Gnz_, FJ_, Y_, WF_;
   Eigen::VectorXd zero_v_;
   RowMat EnzT_, FE_;
-  Eigen::MatrixXd MFd_;
-  std::vector<int64_t> pos_, nz_, fr_, nzE_, fc_;
+  std::vector<int64_t> pos_, nz_, nzE_;
 };
 
 }  // namespace
