@@ -17,6 +17,7 @@
 // sym_factor's SymFactor, made once per state by the first Jacobian that asks); a bounded K (lstsq) is solved
 // again here (small: the sliding rows' reduced block).
 #include "common.hpp"
+#include "profile.hpp"
 #include "kinematics.hpp"
 #include "lcp.hpp"
 #include "linalg.hpp"
@@ -188,6 +189,7 @@ class ParameterPlan {
     const int64_t m = contact ? st->J.rows() : 0;
     const int64_t mc = contact ? st->m_contact : 0;
     const bool placements = nF_ > 0;
+    PROF_SCOPE("p");
 
     // the acceleration at tau + J^T lambda / dt
     tau_total_ = tau;
@@ -198,31 +200,34 @@ class ParameterPlan {
       Minv_own_.triangularView<Eigen::StrictlyLower>() = Minv_own_.transpose().triangularView<Eigen::StrictlyLower>();
     }
     const RowMat& Minv = contact ? st->Minv : Minv_own_;
-    a_ = pinocchio::aba(M, D, q, v, tau_total_, pinocchio::Convention::LOCAL);
+    { PROF_SCOPE("p.aba"); a_ = pinocchio::aba(M, D, q, v, tau_total_, pinocchio::Convention::LOCAL); }
 
     // R = dRNEA/dp - d(J^T lambda / dt)/dp
     R_.setZero(nv, npar);
-    if (inertial_) regressor_columns(M, D, q, v, a_, body_, dpi_, R_);
+    if (inertial_) { PROF_SCOPE("p.regressor"); regressor_columns(M, D, q, v, a_, body_, dpi_, R_); }
     const bool geo = placements && mc > 0;  // placements in contact: the contacts' F columns
     if (placements) {
-      kinematic_pass(M, D, q, v, a_);
+      PROF_SCOPE("p.placements");
+      { PROF_SCOPE("p.pl.kin"); kinematic_pass(M, D, q, v, a_); }
       if (geo) {
-        f_geometry(*st);
+        { PROF_SCOPE("p.pl.fgeo"); f_geometry(*st); }
         lam_c_ = st->solution.x.head(mc);
-        force_(lam_c_);
+        { PROF_SCOPE("p.pl.force"); force_(lam_c_); }
       }
-      placement_rnea(M, D, geo ? 1.0 / dt : 0.0, R_);
+      { PROF_SCOPE("p.pl.rnea"); placement_rnea(M, D, geo ? 1.0 / dt : 0.0, R_); }
     }
-    dv_.noalias() = Minv * R_;
-    dv_ *= -dt;
+    { PROF_SCOPE("p.minvR"); dv_.noalias() = Minv * R_;
+    dv_ *= -dt; }
 
     RowMat dlam_mat(m, npar);
     auto& dlam = dlam_mat;
     if (contact) {
+      PROF_SCOPE("p.contact");
       const lcp::Problem& prob = st->problem;
       const lcp::Solution& sol = st->solution;
-      dc_.noalias() = st->J * dv_;
+      { PROF_SCOPE("p.c.Jdv"); dc_.noalias() = st->J * dv_; }
       if (geo) {  // _add_placement_contact_terms: J's and the distances' placement derivatives
+        PROF_SCOPE("p.c.velocity");
         velocity_(v_next);
         for (int64_t i = 0; i < mc; ++i)
           for (int64_t c = 0; c < nF_; ++c) dc_(i, pk_[c]) += dJv_(i, c);
@@ -246,6 +251,7 @@ class ParameterPlan {
       }
       const lcp::Reduced& red = st->factor.red;
       const int64_t k = red.C.size();
+      PROF_SCOPE("p.c.solve");
       if (k) {
         rhs_.resize(k, npar);
         for (int64_t i = 0; i < k; ++i) rhs_.row(i) = -dc_.row(red.C[i]);
@@ -261,6 +267,7 @@ class ParameterPlan {
       dv_.noalias() += st->MJt * dlam;
     }
 
+    PROF_SCOPE("p.integrate");
     RowMat F(2 * nv, npar);
     F.bottomRows(nv) = dv_;
     dqp_ = dt * dv_;
