@@ -676,7 +676,8 @@ def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
 
     Fp = dlam_p = None
     if blocks and _core is not None and (state is None or type(state) is FusedContactState) and blocks.compiled:
-        Fp, dlam_p = ws.plan(sim, blocks).compute(None if state is None else state.core, q, v, tau, v_next, sim.dt)
+        Fp, dlam_p = ws.plan(sim, blocks).compute(None if state is None else state.core, q, v, tau, v_next, sim.dt,
+                                                  impulses=bool(impulses))
     elif blocks:
         aug = ws.aug(sim, blocks.placements) if blocks.placements else None
         geo_aug = None

@@ -50,6 +50,9 @@ def test_compiled_equals_reference_along_rollouts(name, steps, monkeypatch):
         for k in range(3):  # x+, Fx, Fu: the fused call's either way
             assert np.array_equal(new[k], ref[k])
         assert _rel(new[3], ref[3]) < 1e-12, (name, _rel(new[3], ref[3]))
+        # without impulses the compiled call skips dlambda's columns (ParameterPlan.compute(impulses=False))
+        alone = sim.step_derivatives(x, u, params=names, data=sim.create_data())
+        assert len(alone) == 4 and _rel(alone[3], ref[3]) < 1e-12, (name, _rel(alone[3], ref[3]))
         imp_new, imp_ref = new[4], ref[4]
         assert np.array_equal(imp_new.lam, imp_ref.lam)
         if imp_ref.dlam_dp is not None:

@@ -194,4 +194,14 @@ RowMat solve(const CRowRef& A, const CRowRef& B) {
   return lu.solve(B);
 }
 
+void rt_times(const CRowRef& R, const CRowRef& S, RowMat& out) {
+  const int64_t n = S.rows(), c = R.cols();
+  out.setZero(c, S.cols());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < c; ++j) {
+      const double r = R(i, j);
+      if (r != 0.0) out.row(j) += r * S.row(i);
+    }
+}
+
 }  // namespace contactraj

@@ -22,6 +22,12 @@ using CIdxRef = Eigen::Ref<const IdxVec>;
 //: Relative rank cutoff of the least-squares solves (contact/adapter.py and contact/lcp.py RANK_RTOL).
 constexpr double RANK_RTOL = 1e-10;
 
+// out (c, p) = R^T S for R (n, c) and S (n, p), R's zero entries skipped: row j of out is sum_i R(i, j) S.row(i),
+// contiguous rows of S. For a symmetric S, out = (S R)^T. Where R is dtau/dq or dRNEA/dp, whose entries sit
+// only on the dofs of one chain (a third to a half of them on a legged robot), and S is M^-1 (dense). (At 18
+// dofs Eigen's dense product is as fast: measured on go1-hold's parameter columns, 15 us either way.)
+void rt_times(const CRowRef& R, const CRowRef& S, RowMat& out);
+
 // numpy.linalg.lstsq(A, B, rcond)[0]: the minimum-norm least-squares solution, singular values
 // ``s <= rcond * s_max`` treated as zero (LAPACK gelsd's rule). Method (not gelsd's): where a
 // column-pivoted QR (A P = Q R) certifies that every singular value passes the cutoff

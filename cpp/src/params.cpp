@@ -176,7 +176,7 @@ class ParameterPlan {
 
   // Fp (ndx, npar) into ``Fp`` and dlambda (m, npar) into ``dlam`` (m = 0 without contact); see the header.
   nb::tuple compute(nb::handle state, const Eigen::VectorXd& q, const Eigen::VectorXd& v, const Eigen::VectorXd& tau,
-                    const Eigen::VectorXd& v_next, double dt) {
+                    const Eigen::VectorXd& v_next, double dt, bool impulses) {
     const pinocchio::Model& M = *M_;
     pinocchio::Data& D = *D_;
     const int64_t nv = M.nv, npar = body_.size();
@@ -216,55 +216,116 @@ class ParameterPlan {
       }
       { PROF_SCOPE("p.pl.rnea"); placement_rnea(M, D, geo ? 1.0 / dt : 0.0, R_); }
     }
-    { PROF_SCOPE("p.minvR"); dv_.noalias() = Minv * R_;
-    dv_ *= -dt; }
-
+    // Rn = -dt R, the free velocity's derivative is M^-1 Rn. With contact the solve is linear in dc[C] =
+    // J_C M^-1 Rn + x = W^T Rn + x (W = MJt[:, C]; x: the explicit terms of a few columns), so with the solve's
+    // map S (sym_apply, or lstsq when some row is bounded) and L = S(W^T):
+    //   dz = -L Rn + S(-x),  dv = (M^-1 - Wd L) Rn + Wd S(-x) + MJt e   (Wd = MJt P when bounded, else W)
+    // one pass over Rn's nonzero entries for every column (rt_times), then the few columns with x.
+    R_ *= -dt;
     RowMat dlam_mat(m, npar);
     auto& dlam = dlam_mat;
-    if (contact) {
+    if (!contact) {
+      PROF_SCOPE("p.minvR");
+      rt_times(R_, Minv, outT_);
+      dv_ = outT_.transpose();
+    } else {
       PROF_SCOPE("p.contact");
       const lcp::Problem& prob = st->problem;
       const lcp::Solution& sol = st->solution;
-      { PROF_SCOPE("p.c.Jdv"); dc_.noalias() = st->J * dv_; }
-      if (geo) {  // _add_placement_contact_terms: J's and the distances' placement derivatives
-        PROF_SCOPE("p.c.velocity");
-        velocity_(v_next);
-        for (int64_t i = 0; i < mc; ++i)
-          for (int64_t c = 0; c < nF_; ++c) dc_(i, pk_[c]) += dJv_(i, c);
-        for (int64_t a = 0; a < st->normal_rows.size(); ++a) {
-          const int64_t row = st->normal_rows[a];
-          if (row >= mc) continue;
-          const double s = st->bias_slope[a] / dt;
-          for (int64_t c = 0; c < nF_; ++c) dc_(row, pk_[c]) += s * fgeo_.J(row, c);
-        }
-      }
       // friction: the bounded rows' explicit impulse derivative e (lambda_i = s_i mu lambda_n), c moves by A e
       dlam.setZero();
+      e_.setZero(m);
       bool any_e = false;
       if (friction_ >= 0) {
         for (int64_t i = 0; i < m; ++i)
           if (sol.modes[i] == 3 && prob.mu[i] > 0) {
-            dlam(i, friction_) = sol.x[i] / prob.mu[i];
-            any_e = any_e || dlam(i, friction_) != 0.0;
+            e_[i] = sol.x[i] / prob.mu[i];
+            any_e = any_e || e_[i] != 0.0;
           }
-        if (any_e) dc_.col(friction_).noalias() += prob.A * dlam.col(friction_);
       }
       const lcp::Reduced& red = st->factor.red;
       const int64_t k = red.C.size();
-      PROF_SCOPE("p.c.solve");
-      if (k) {
-        rhs_.resize(k, npar);
-        for (int64_t i = 0; i < k; ++i) rhs_.row(i) = -dc_.row(red.C[i]);
-        dz_.resize(k, npar);
-        if (red.bounded) {
-          dz_ = lstsq(red.K, rhs_, RANK_RTOL);
+      if (k == 0) {
+        rt_times(R_, Minv, outT_);
+        dv_ = outT_.transpose();
+      } else {
+        const bool bounded = red.bounded;
+        W_.resize(nv, k);
+        for (int64_t a = 0; a < k; ++a) W_.col(a) = st->MJt.col(red.C[a]);
+        const RowMat* Wd = &W_;
+        if (bounded) {
+          Wd_.noalias() = st->MJt * red.P;
+          Wd = &Wd_;
+        }
+        auto solve = [&](const RowMat& B, RowMat& X) {  // X = S(B)
+          if (bounded) {
+            X = lstsq(red.K, B, RANK_RTOL);
+          } else {
+            X.resize(k, B.cols());
+            sym_apply(st->factor.sym, B, X);  // sym_lstsq(K, B): the state Jacobians' factor
+          }
+        };
+        {
+          PROF_SCOPE("p.c.map");
+          WT_ = W_.transpose();
+          solve(WT_, L_);
+          const int64_t kz = L_.rows();
+          Sp_.resize(nv, nv + (impulses ? kz : 0));  // dz (dlambda's columns) only when the impulses are asked
+          Sp_.leftCols(nv) = Minv;
+          Sp_.leftCols(nv).noalias() -= L_.transpose() * Wd->transpose();
+          if (impulses) Sp_.rightCols(kz) = -L_.transpose();
+        }
+        const int64_t kz = L_.rows();
+        {
+          PROF_SCOPE("p.c.columns");
+          outT_.noalias() = R_.transpose() * Sp_;
+          dv_ = outT_.leftCols(nv).transpose();
+          if (impulses) dz_ = outT_.rightCols(kz).transpose();
+        }
+        // the columns with explicit terms x in dc[C]: the placements' (J's and the distances' derivatives, in
+        // contact) and friction's A e
+        cols_.clear();
+        if (geo)
+          for (int64_t c = 0; c < nF_; ++c) cols_.push_back(pk_[c]);
+        if (any_e) cols_.push_back(friction_);
+        if (!cols_.empty()) {
+          PROF_SCOPE("p.c.explicit");
+          const int64_t nX = cols_.size();
+          x_.setZero(k, nX);
+          if (geo) {  // _add_placement_contact_terms
+            velocity_(v_next);
+            posC_.assign(m, -1);
+            for (int64_t a = 0; a < k; ++a) posC_[red.C[a]] = a;
+            for (int64_t a = 0; a < k; ++a)
+              if (red.C[a] < mc)
+                for (int64_t c = 0; c < nF_; ++c) x_(a, c) += dJv_(red.C[a], c);
+            for (int64_t a = 0; a < st->normal_rows.size(); ++a) {
+              const int64_t row = st->normal_rows[a];
+              if (row >= mc || posC_[row] < 0) continue;
+              const double s = st->bias_slope[a] / dt;
+              for (int64_t c = 0; c < nF_; ++c) x_(posC_[row], c) += s * fgeo_.J(row, c);
+            }
+          }
+          if (any_e)
+            for (int64_t a = 0; a < k; ++a) x_(a, nX - 1) += prob.A.row(red.C[a]).dot(e_);
+          x_ = -x_;
+          solve(x_, dzx_);
+          dvx_.noalias() = *Wd * dzx_;
+          for (int64_t c = 0; c < nX; ++c) {
+            if (impulses) dz_.col(cols_[c]) += dzx_.col(c);
+            dv_.col(cols_[c]) += dvx_.col(c);
+          }
+        }
+        if (impulses && bounded) {
           dlam.noalias() += red.P * dz_;
-        } else {
-          sym_apply(st->factor.sym, rhs_, dz_);  // sym_lstsq(K, rhs): the state Jacobians' factor
+        } else if (impulses) {
           for (int64_t i = 0; i < k; ++i) dlam.row(red.C[i]) += dz_.row(i);
         }
       }
-      dv_.noalias() += st->MJt * dlam;
+      if (any_e) {
+        dlam.col(friction_) += e_;
+        dv_.col(friction_).noalias() += st->MJt * e_;
+      }
     }
 
     PROF_SCOPE("p.integrate");
@@ -288,7 +349,7 @@ class ParameterPlan {
       }
     }
     auto Fp = to_numpy(std::move(F), {size_t(2 * nv), size_t(npar)});
-    if (!contact) return nb::make_tuple(Fp, nb::none());
+    if (!contact || !impulses) return nb::make_tuple(Fp, nb::none());
     return nb::make_tuple(Fp, to_numpy(std::move(dlam_mat), {size_t(m), size_t(npar)}));
   }
 
@@ -587,6 +648,9 @@ class ParameterPlan {
   Eigen::MatrixXd JF_;
   Eigen::VectorXd tau_total_, a_, lam_c_, zero_, dq_;
   RowMat Minv_own_, R_, dv_, dc_, rhs_, dz_, dqp_, fd_, dJv_, Jd_, Dc_, dqc_;
+  RowMat outT_, W_, Wd_, WT_, L_, Sp_, x_, dzx_, dvx_;  // compute()'s solve map and columns
+  Eigen::VectorXd e_;
+  std::vector<int64_t> cols_, posC_;
   Eigen::Matrix<double, 6, Eigen::Dynamic> YJ_, dYJ_, wsum_, dR_;
   std::vector<Eigen::Matrix<double, 6, Eigen::Dynamic>> dwsum_;
   const ContactGeometry* geo_ = nullptr;
@@ -622,9 +686,10 @@ void bind_params(nb::module_& m) {
            nb::arg("body"), nb::arg("dpi"), nb::arg("friction_col"), nb::arg("euclidean"), nb::arg("erp"),
            nb::arg("pjoint"), nb::arg("poffset"), nb::arg("planar"))
       .def("compute", &ParameterPlan::compute, nb::arg("state").none(), nb::arg("q"), nb::arg("v"), nb::arg("tau"),
-           nb::arg("v_next"), nb::arg("dt"),
-           "(Fp (ndx, npar), dlambda (m, npar) or None without contact): dynamics/parameters.py step_derivatives for a "
-           "step without contact (state None) or with a fused LCP StepState");
+           nb::arg("v_next"), nb::arg("dt"), nb::arg("impulses") = true,
+           "(Fp (ndx, npar), dlambda (m, npar) or None without contact or with impulses=False): "
+           "dynamics/parameters.py step_derivatives for a step without contact (state None) or with a fused LCP "
+           "StepState");
   m.def("parameter_regressor", &parameter_regressor, nb::arg("model"), nb::arg("data"), nb::arg("q"), nb::arg("v"),
         nb::arg("a"), nb::arg("body"), nb::arg("dpi"),
         "Y(q, v, a) dpi/dp (nv, npar): the inertial columns of dRNEA/dp (zero where body[k] = 0)");

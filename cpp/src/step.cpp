@@ -33,19 +33,6 @@ nb::object detect_with(nb::handle detector, nb::handle model, nb::handle data, n
 
 namespace {
 
-// out = (S R)^T for a symmetric S (n x n) and R (n x c), R's zero entries skipped: row j of out is
-// sum_i R(i, j) S.row(i), contiguous rows of S. dtau/dq and dtau/dv have entries only where two dofs are on
-// one chain (ancestor and descendant), a third to a half of them on a legged robot; S = M^-1 is dense.
-void sym_times_sparse(const RowMat& S, const RowMat& R, RowMat& out) {
-  const int64_t n = S.rows(), c = R.cols();
-  out.setZero(c, n);
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < c; ++j) {
-      const double r = R(i, j);
-      if (r != 0.0) out.row(j) += r * S.row(i);
-    }
-}
-
 using VectorXl = lcp::VectorXl;
 
 // One step's contact solve: what ContactState holds (dynamics/contact_step.py), in C++.
@@ -378,10 +365,10 @@ class FusedLCP {
     }
     {
     PROF_SCOPE("jac.minv_products");
-    sym_times_sparse(minv, Rq_, GT_);
+    rt_times(Rq_, minv, GT_);
     G.leftCols(nv) = GT_.transpose();
     Rq_ = D.dtau_dv * (-dt);
-    sym_times_sparse(minv, Rq_, GT_);
+    rt_times(Rq_, minv, GT_);
     G.middleCols(nv, nv) = GT_.transpose();
     G.middleCols(nv, nv) += RowMat::Identity(nv, nv);
     }
