@@ -48,8 +48,19 @@ void regressor_columns(const pinocchio::Model& M, pinocchio::Data& D, const Eige
                        RowMat& R) {
   pinocchio::computeJointTorqueRegressor(M, D, q, v, a);
   const auto& Y = D.jointTorqueRegressor;
-  for (Eigen::Index k = 0; k < body.size(); ++k)
-    if (body[k] > 0) R.col(k).noalias() = Y.middleCols(10 * (body[k] - 1), 10) * dpi.col(k);
+  const Eigen::Index nv = Y.rows();
+  for (Eigen::Index k = 0; k < body.size(); ++k) {
+    if (body[k] <= 0) continue;
+    // dpi's column has one or two entries (a mass, a COM coordinate times the mass, an inertia entry): Y's
+    // columns of the others are not read (a + 0 y where the dense product adds 0 y)
+    R.col(k).setZero();
+    for (int e = 0; e < 10; ++e) {
+      const double w = dpi(e, k);
+      if (w == 0.0) continue;
+      const double* y = Y.col(10 * (body[k] - 1) + e).data();
+      for (Eigen::Index i = 0; i < nv; ++i) R(i, k) += w * y[i];
+    }
+  }
 }
 
 void check_chain(const pinocchio::Model& M, const IdxVec& body, const CRowRef& dpi, int64_t npar) {
@@ -456,6 +467,20 @@ class ParameterPlan {
           break;
         }
     }
+    // each group's placements whose subtree holds one of its contacts' bodies: the only F columns its force and
+    // velocity terms have entries in (contact_geometry zeroes the others: support "body in subtree(j)")
+    const auto nb_ = idx(5), pb = idx(6);
+    const int64_t np = pj_.size();
+    act_.assign(nc, {});
+    std::vector<char> on(nc * np, 0);
+    for (int64_t k = 0; k < nc; ++k)
+      for (int64_t b = 0; b < np; ++b)
+        if (supportF_(ba[k], 6 * b) != 0.0 || supportF_(bb[k], 6 * b) != 0.0 || supportF_(nb_[k], 6 * b) != 0.0 ||
+            supportF_(pb[k], 6 * b) != 0.0)
+          on[group_[k] * np + b] = 1;
+    for (int64_t g = 0; g < nc; ++g)
+      for (int64_t b = 0; b < np; ++b)
+        if (on[g * np + b]) act_[g].push_back(b);
   }
   Eigen::Map<const RowMat> points() const { return Eigen::Map<const RowMat>(points_, nc_, 3); }
 
@@ -471,7 +496,7 @@ class ParameterPlan {
     wsum_.setZero(6, nc);
     dwsum_.resize(nc);
     std::vector<char> used(nc, 0);
-    Eigen::Matrix<double, 3, Eigen::Dynamic> dFc(3, nF_);
+    Eigen::Matrix<double, 3, 6> dFc;
     for (int64_t c = 0; c < nc; ++c) {
       bool nz = false;
       for (int64_t j = 0; j < r; ++j) nz = nz || lam[c * r + j] != 0.0;
@@ -483,19 +508,20 @@ class ParameterPlan {
       }
       const Eigen::Vector3d p = P.row(c).transpose();
       Eigen::Vector3d F = Eigen::Vector3d::Zero();
-      dFc.setZero();
-      for (int64_t j = 0; j < r; ++j) {
-        F += g.D.block(c * 3, j, 3, 1) * lam[c * r + j];
-        dFc += lam[c * r + j] * fgeo_.dD.middleRows((c * r + j) * 3, 3);
-      }
+      for (int64_t j = 0; j < r; ++j) F += g.D.block(c * 3, j, 3, 1) * lam[c * r + j];
       wsum_.col(gi).head<3>() += F;
       wsum_.col(gi).tail<3>() += p.cross(F);
       auto& dw = dwsum_[gi];
-      dw.topRows<3>() += dFc;
-      dw.bottomRows<3>().noalias() -= skew3(F) * fgeo_.dp.middleRows(c * 3, 3);
-      dw.bottomRows<3>().noalias() += skew3(p) * dFc;
+      const Eigen::Matrix3d sF = skew3(F), sp = skew3(p);
+      for (int64_t b : act_[gi]) {  // the other placements' columns are 0
+        dFc.setZero();
+        for (int64_t j = 0; j < r; ++j) dFc += lam[c * r + j] * fgeo_.dD.block((c * r + j) * 3, 6 * b, 3, 6);
+        dw.block<3, 6>(0, 6 * b) += dFc;
+        dw.block<3, 6>(3, 6 * b).noalias() -= sF * fgeo_.dp.block(c * 3, 6 * b, 3, 6);
+        dw.block<3, 6>(3, 6 * b).noalias() += sp * dFc;
+      }
     }
-    Eigen::Matrix<double, 6, Eigen::Dynamic> PA(6, nv), PB(6, nv);
+    Eigen::Matrix<double, 6, Eigen::Dynamic> PA(6, nv), PB(6, nv), AB(6, nv);
     for (int64_t gi = 0; gi < nc; ++gi) {
       if (!used[gi]) continue;
       const Eigen::Vector3d F = wsum_.col(gi).head<3>(), m = wsum_.col(gi).tail<3>();
@@ -508,12 +534,18 @@ class ParameterPlan {
       PB.topRows<3>().noalias() = -sF * B.bottomRows<3>();
       PB.bottomRows<3>().noalias() = -sm * B.bottomRows<3>();
       PB.bottomRows<3>().noalias() -= sF * B.topRows<3>();
-      for (size_t b = 0; b < pj_.size(); ++b) {
+      // (J6A - J6B)^T dw on the dofs the two bodies move (J6's nonzero columns) and the active placements only
+      AB = A - B;
+      rows_.clear();
+      for (int64_t i = 0; i < nv; ++i)
+        if (AB.col(i).cwiseAbs().maxCoeff() != 0.0) rows_.push_back(i);
+      for (int64_t b : act_[gi]) {
         auto out = fd_.block(sub_iv_[b], 6 * b, sub_nv_[b], 6);
         out.noalias() += PA.middleCols(sub_iv_[b], sub_nv_[b]).transpose().lazyProduct(AF.middleCols(6 * b, 6));
         out.noalias() -= PB.middleCols(sub_iv_[b], sub_nv_[b]).transpose().lazyProduct(BF.middleCols(6 * b, 6));
+        const auto dwb = dwsum_[gi].middleCols<6>(6 * b);
+        for (int64_t i : rows_) fd_.block<1, 6>(i, 6 * b).noalias() += AB.col(i).transpose() * dwb;
       }
-      fd_.noalias() += (A - B).transpose() * dwsum_[gi];
     }
   }
 
@@ -525,13 +557,13 @@ class ParameterPlan {
     const ContactGeometry& g = *geo_;
     const int64_t r = g.r, nc = nc_;
     const auto P = points();
-    dJv_.resize(nc * r, nF_);
+    dJv_.setZero(nc * r, nF_);  // the placements not in act_ have no entries (f_geometry)
     dR_.resize(6, nF_);
     for (int64_t c = 0; c < nc; ++c) {
       const auto A = g.J6A.middleRows(c * 6, 6), B = g.J6B.middleRows(c * 6, 6);
       const auto AF = fgeo_.J6A.middleRows(c * 6, 6), BF = fgeo_.J6B.middleRows(c * 6, 6);
       if (c == 0 || group_[c] != group_[c - 1]) {
-        for (size_t b = 0; b < pj_.size(); ++b) {
+        for (int64_t b : act_[group_[c]]) {
           const auto ws = w.segment(sub_iv_[b], sub_nv_[b]);
           const Vector6 uA = A.middleCols(sub_iv_[b], sub_nv_[b]).lazyProduct(ws);
           const Vector6 uB = B.middleCols(sub_iv_[b], sub_nv_[b]).lazyProduct(ws);
@@ -557,11 +589,12 @@ class ParameterPlan {
         const double* d1 = &fgeo_.dD((c * r + j) * 3 + 1, 0);
         const double* d2 = &fgeo_.dD((c * r + j) * 3 + 2, 0);
         double* out = &dJv_(c * r + j, 0);
-        for (int64_t k = 0; k < nF_; ++k) {
-          const double* R6 = dR_.col(k).data();
-          out[k] = d[0] * R6[0] + d[1] * R6[1] + d[2] * R6[2] + pd[0] * R6[3] + pd[1] * R6[4] + pd[2] * R6[5] +
-                   vr[0] * d0[k] + vr[1] * d1[k] + vr[2] * d2[k] + qd[0] * dp0[k] + qd[1] * dp1[k] + qd[2] * dp2[k];
-        }
+        for (int64_t b : act_[group_[c]])
+          for (int64_t k = 6 * b; k < 6 * b + 6; ++k) {
+            const double* R6 = dR_.col(k).data();
+            out[k] = d[0] * R6[0] + d[1] * R6[1] + d[2] * R6[2] + pd[0] * R6[3] + pd[1] * R6[4] + pd[2] * R6[5] +
+                     vr[0] * d0[k] + vr[1] * d1[k] + vr[2] * d2[k] + qd[0] * dp0[k] + qd[1] * dp1[k] + qd[2] * dp2[k];
+          }
       }
     }
   }
@@ -655,6 +688,8 @@ class ParameterPlan {
   std::vector<Eigen::Matrix<double, 6, Eigen::Dynamic>> dwsum_;
   const ContactGeometry* geo_ = nullptr;
   std::vector<int64_t> group_;
+  std::vector<std::vector<int64_t>> act_;  // per contact group: the placements whose subtree holds its bodies
+  std::vector<int64_t> rows_;
   Eigen::MatrixXd J1_;
   ContactGeometry fgeo_;
   const double* points_ = nullptr;
