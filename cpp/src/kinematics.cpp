@@ -182,6 +182,7 @@ ContactGeometry contact_geometry(const Eigen::Ref<const Eigen::MatrixXd>& Jw, co
   g.J6A.resize(nc * 6, nv);
   g.J6B.resize(nc * 6, nv);
   RowMat JN(6, nv), JP(6, nv), dn(3, nv);
+  std::vector<char> on(nv);
   double dDdn[3][3][3];
   for (Eigen::Index c = 0; c < nc; ++c) {
     auto J6A = g.J6A.middleRows(c * 6, 6);
@@ -243,7 +244,19 @@ ContactGeometry contact_geometry(const Eigen::Ref<const Eigen::MatrixXd>& Jw, co
     }
     // contact rows: D^T (Jv - skew(p) Jw) of A minus B
     const double rad = radius[c];
+    // the columns none of the four bodies' supports reaches have zero J6A, J6B, JN, JP (body_jacobian): every
+    // entry below is 0 there (written as +0; a legged robot's foot reaches 9 of 18 columns, a placement's F
+    // columns 6 of 6 nF, ParameterPlan)
+    for (Eigen::Index k = 0; k < nv; ++k)
+      on[k] = support(body_a[c], k) != 0.0 || support(body_b[c], k) != 0.0 || support(normal_body[c], k) != 0.0 ||
+               support(point_body[c], k) != 0.0;
     for (Eigen::Index k = 0; k < nv; ++k) {
+      if (!on[k]) {
+        for (int j = 0; j < r; ++j) g.J(c * r + j, k) = 0.0;
+        dn(0, k) = 0.0; dn(1, k) = 0.0; dn(2, k) = 0.0;
+        g.dp(c * 3 + 0, k) = 0.0; g.dp(c * 3 + 1, k) = 0.0; g.dp(c * 3 + 2, k) = 0.0;
+        continue;
+      }
       const double lv0 = J6A(0, k) - J6B(0, k), lv1 = J6A(1, k) - J6B(1, k), lv2 = J6A(2, k) - J6B(2, k);
       const double w0 = J6A(3, k) - J6B(3, k), w1 = J6A(4, k) - J6B(4, k), w2 = J6A(5, k) - J6B(5, k);
       // v(p) = v_o + w x p
