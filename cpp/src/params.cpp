@@ -3,7 +3,7 @@
 // state (a StepState): the same operations in the same order as the Python path, which stays the reference
 // (and serves the other contact states: NCP, the Python LCP's).
 //
-//   tau_total = tau + J^T lambda / dt,  a = ABA(q, v, tau_total)          (the step's model, LOCAL as pin.aba)
+//   tau_total = tau + J^T lambda / dt,  a = M^-1 (tau_total - nle(q, v))  (the step's model: pin.aba's a)
 //   R = Y(q, v, a) dpi/dp (+ R_extra)                                       (regressor, one 10-block per column)
 //   G = -dt M^-1 R,  dc = J G (+ dc_extra)                                  (M^-1 and J of the state)
 //   e: friction's bounded rows, lambda_i / mu_i;  dc += A e
@@ -25,6 +25,7 @@
 #include <nanobind/eigen/dense.h>
 #include <nanobind/ndarray.h>
 #include <pinocchio/algorithm/aba.hpp>
+#include <pinocchio/algorithm/rnea.hpp>
 #include <pinocchio/algorithm/jacobian.hpp>
 #include <pinocchio/algorithm/kinematics.hpp>
 #include <pinocchio/spatial.hpp>
@@ -211,7 +212,11 @@ class ParameterPlan {
       Minv_own_.triangularView<Eigen::StrictlyLower>() = Minv_own_.transpose().triangularView<Eigen::StrictlyLower>();
     }
     const RowMat& Minv = contact ? st->Minv : Minv_own_;
-    { PROF_SCOPE("p.aba"); a_ = pinocchio::aba(M, D, q, v, tau_total_, pinocchio::Convention::LOCAL); }
+    {  // ABA's acceleration from the M^-1 at hand: M^-1 (tau_total - nle), half of aba's cost
+      PROF_SCOPE("p.aba");
+      pinocchio::nonLinearEffects(M, D, q, v);
+      a_.noalias() = Minv * (tau_total_ - D.nle);
+    }
 
     // R = dRNEA/dp - d(J^T lambda / dt)/dp
     R_.setZero(nv, npar);
