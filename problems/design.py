@@ -132,6 +132,20 @@ every random throw of it (<= 6.6 m) -- those frontiers are weak lower bounds. A 
 finite-difference Levenberg-Marquardt (a one-off, not kept), 60 s at (5.5, 4.1): co-design 0.64 m, fixed 0.96 m.
 Open: a compiled ``Fp`` (or alternating torque solves at a fixed design with design steps), and a target family
 whose fixed-design miss is physical (above: not this one).
+
+**A motor line (option ``motor_damping``, N m s; default 0, the family above; measured 2026-11-24, not yet the
+registered family).** ``tau - b w`` on the three arm joints (the simulator's implicit joint damping; no-load speed
+``250 / b``) makes the lengths matter: random bang-bang frontiers (``random_frontier`` of
+``scripts/design_reach.py`` with the damping added, 1500 throws, seed 3), farthest box distance nominal vs
+(0.33, 0.33): b = 0: 6.30 vs 6.65 m; b = 10: 4.27 vs 4.39; b = 25: 2.67 vs 3.44 (not in every direction: at 60
+deg 1.42 vs 0.49). The staged recipe at b = 25 (``trajopt solve catapult-design --option baseline=True --option
+motor_damping=25 --option target=...``, one run each): (3.0, 0.4): fixed design 1.04 m off, co-design 0.349 m
+(lengths 0.294, 0.285); (2.8, 1.2): fixed 0.131 m, co-design 0.131 m (lengths unchanged); both co-design stages
+stopped on their iteration budget after 8-10 s of their 60. Not within 1 cm: the target stays unmet. The step
+derivative under damping is exact (``test_length_derivative_with_motor_damping_matches_the_rebuild``); along
+the test's pushed throw at b = 25 a second box corner touches the bat at step 174, where the adjoint (each
+step's contact set kept) gives 0.74 against the rebuilt cost's 0.46: an event's timing, which step
+derivatives do not carry.
 """
 
 from __future__ import annotations
@@ -179,12 +193,26 @@ def _lengths(lengths) -> dict:
 
 
 def design_simulator(lengths=None, *, torque: float = DESIGN_TORQUE, dt: float = 1e-3, friction: float = 1.0,
-                     contact: str = "lcp") -> Simulator:
+                     contact: str = "lcp", motor_damping: float = 0.0) -> Simulator:
     """The catapult (:func:`problems.planar.catapult_simulator`) with ``lengths`` (``{"arm1": l1, ...}``,
-    missing links 0.25 m) and torque limits ``+-torque``; each link rebuilt as in the module docstring."""
+    missing links 0.25 m) and torque limits ``+-torque``; each link rebuilt as in the module docstring.
+    ``motor_damping`` (N m s, >= 0): a motor's torque-speed line on the three arm joints, ``tau - b w`` (the
+    simulator's implicit joint damping; no-load speed ``torque / b``); 0: none (the registered family)."""
+    b = _check_motor_damping(motor_damping)
     ell = _lengths(lengths or {})
-    return catapult_simulator(dt=dt, friction=friction, contact=contact, torque=torque,
-                              lengths=[ell[f"arm{i + 1}"] for i in range(3)], name="catapult-design")
+    sim = catapult_simulator(dt=dt, friction=friction, contact=contact, torque=torque,
+                             lengths=[ell[f"arm{i + 1}"] for i in range(3)], name="catapult-design")
+    if b == 0.0:
+        return sim
+    damping = np.zeros(sim.nv)
+    damping[sim.actuated_dofs] = b
+    return Simulator(sim.model, geometry=sim.geometry, **{**sim._options, "joint_damping": damping})
+
+
+def _check_motor_damping(b) -> float:
+    if isinstance(b, bool) or not isinstance(b, (int, float)) or not np.isfinite(b) or b < 0:
+        raise ValueError(f"motor_damping must be a finite number >= 0 (N m s: the arm joints' tau - b w), got {b!r}")
+    return float(b)
 
 
 def _body(link: str) -> str:
@@ -227,7 +255,8 @@ class DesignDynamics:
     (``step``, ``step_derivatives``, ``rollout``, ``rollout_derivatives``)."""
 
     def __init__(self, links, lower, upper, *, torque: float = DESIGN_TORQUE, dt: float = 1e-3,
-                 contact: str = "lcp"):
+                 contact: str = "lcp", motor_damping: float = 0.0):
+        self.motor_damping = _check_motor_damping(motor_damping)
         self.links = tuple(links)
         self.lower, self.upper = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
         self.torque, self.dt, self.contact = float(torque), dt, contact
@@ -249,7 +278,8 @@ class DesignDynamics:
             if len(self._cache) > 64:
                 self._cache.clear()
             sim = self._cache[key] = design_simulator(dict(zip(self.links, key, strict=True)), torque=self.torque,
-                                                      dt=self.dt, contact=self.contact)
+                                                      dt=self.dt, contact=self.contact,
+                                                      motor_damping=self.motor_damping)
         return sim
 
     def lengths_of(self, u) -> np.ndarray:
@@ -444,21 +474,23 @@ def _check_design(links, bounds):
 def catapult_design(*, horizon: int = 500, dt: float = 1e-3, target=DESIGN_TARGET, torque: float = DESIGN_TORQUE,
                     links=DESIGN_LINKS, bounds=DESIGN_BOUNDS,
                     control_weight: float = 1e-14, baseline: bool = False, baseline_seed: int = 0,
-                    baseline_time: float = 40.0, contact: str = "lcp") -> OCP:
+                    baseline_time: float = 40.0, contact: str = "lcp", motor_damping: float = 0.0) -> OCP:
     """Module docstring. ``links``: the designed links (a subset of :data:`DESIGN_LINKS`); ``bounds``:
     ``(lower, upper)`` in m for every designed link, or one pair per link; ``horizon`` physical steps (the
     OCP has one more knot, the design knot, first). ``baseline=True`` (the staged recipe: ``trajopt solve
     catapult-design --option baseline=True``) solves the fixed design first (the catapult's ``cem-ddp``,
     ``baseline_time`` s, ``baseline_seed``), reports ``fixed_design_distance`` and starts the co-design from its
     answer (``us_init``: the nominal design, then the baseline's torques). ``baseline=False`` (default, so that
-    building the problem stays instant: the suite loads every problem): zero torques, no baseline."""
+    building the problem stays instant: the suite loads every problem): zero torques, no baseline.
+    ``motor_damping`` (N m s): the arm motors' torque-speed line (:func:`design_simulator`), for the fixed design's
+    baseline too; 0 (default): the family measured in the module docstring."""
     links, lower, upper = _check_design(links, bounds)
     if not (isinstance(torque, (int, float)) and torque > 0):
         raise ValueError(f"torque must be a limit > 0 N m, got {torque!r}")
     if not isinstance(baseline, bool):
         raise ValueError(f"baseline must be True or False (CLI: --option baseline=True), got {baseline!r}")
     target = target_point(target)
-    dyn = DesignDynamics(links, lower, upper, torque=torque, dt=dt, contact=contact)
+    dyn = DesignDynamics(links, lower, upper, torque=torque, dt=dt, contact=contact, motor_damping=motor_damping)
     n = dyn.nsim
     x0 = np.zeros(dyn.nx)
     x0[:5] = START
@@ -468,7 +500,8 @@ def catapult_design(*, horizon: int = 500, dt: float = 1e-3, target=DESIGN_TARGE
     info = {"target": target, "links": links, "lower": lower, "upper": upper, "design_dynamics": dyn}
     if baseline:
         info.update(fixed_design_baseline(target=target, torque=torque, horizon=horizon, dt=dt, contact=contact,
-                                          seed=baseline_seed, time_limit=baseline_time))
+                                          seed=baseline_seed, time_limit=baseline_time,
+                                          motor_damping=motor_damping))
         us_init[1:] = info["baseline_us"]
 
     def metrics(xs, us):
@@ -489,20 +522,21 @@ def catapult_design(*, horizon: int = 500, dt: float = 1e-3, target=DESIGN_TARGE
 
 
 def fixed_design_ocp(*, target, lengths=(NOMINAL_LENGTH, NOMINAL_LENGTH), torque=DESIGN_TORQUE, horizon=500,
-                     dt=1e-3, contact="lcp") -> OCP:
+                     dt=1e-3, contact="lcp", motor_damping=0.0) -> OCP:
     """The catapult (:func:`problems.planar.catapult`'s start, cost and metrics) with arm links 1 and 2 fixed at
     ``lengths`` and torques +-``torque``: the fixed design's problem (its default method ``cem-ddp``)."""
     from .planar import catapult
 
     ref = catapult(horizon=horizon, dt=dt, target=tuple(target), contact=contact)
-    sim = design_simulator(dict(zip(DESIGN_LINKS, lengths, strict=True)), torque=torque, dt=dt, contact=contact)
+    sim = design_simulator(dict(zip(DESIGN_LINKS, lengths, strict=True)), torque=torque, dt=dt, contact=contact,
+                           motor_damping=motor_damping)
     return OCP(dynamics=sim, x0=ref.x0, horizon=horizon, running_cost=ControlCost(sim, 1e-14),
                terminal_cost=ref.terminal_cost, name="catapult-fixed-design", metrics=ref.metrics,
                default_method="cem-ddp")
 
 
 def fixed_design_baseline(*, target, torque=DESIGN_TORQUE, horizon=500, dt=1e-3, contact="lcp", seed=0,
-                          time_limit=40.0, verbose=False) -> dict:
+                          time_limit=40.0, verbose=False, motor_damping=0.0) -> dict:
     """The fixed design's best: the catapult (:func:`problems.planar.catapult`) with torques +-``torque``,
     solved by its own default method (``cem-ddp``) for ``time_limit`` s from ``seed``. Returns
     ``fixed_design_distance``, ``baseline_time`` and the baseline's controls."""
@@ -510,7 +544,8 @@ def fixed_design_baseline(*, target, torque=DESIGN_TORQUE, horizon=500, dt=1e-3,
 
     from solvers import solve
 
-    ocp = fixed_design_ocp(target=target, torque=torque, horizon=horizon, dt=dt, contact=contact)
+    ocp = fixed_design_ocp(target=target, torque=torque, horizon=horizon, dt=dt, contact=contact,
+                           motor_damping=motor_damping)
     t0 = time.perf_counter()
     sol = solve(ocp, seed=seed, time_limit=time_limit, verbose=verbose)
     return {"fixed_design_distance": float(np.linalg.norm(sol.xs[-1, :2] - np.asarray(target))),

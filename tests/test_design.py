@@ -13,8 +13,8 @@ T_SHORT, T_PUSH, PUSH = 250, 150, (-120.0, -80.0, -40.0)
 LENGTHS = np.array([0.27, 0.23])
 
 
-def _pushed(T=T_SHORT):
-    ocp = problems.load("catapult-design", horizon=T, target=(1.5, 1.0), baseline=False)
+def _pushed(T=T_SHORT, motor_damping=0.0):
+    ocp = problems.load("catapult-design", horizon=T, target=(1.5, 1.0), baseline=False, motor_damping=motor_damping)
     dyn = ocp.dynamics
     us = np.zeros((T + 1, dyn.nu))
     us[0] = dyn.control_of(LENGTHS)
@@ -37,12 +37,15 @@ def test_length_jacobian_matches_the_rebuild():
         np.testing.assert_allclose(length_jacobian(links, LENGTHS)[keep, i], fd, rtol=1e-7, atol=1e-9)
 
 
-def test_cost_derivative_wrt_lengths_matches_central_differences_through_the_rebuild():
+def test_cost_derivative_wrt_lengths_matches_central_differences_through_the_rebuild(motor_damping=0.0):
     """The cost's gradient w.r.t. the lengths by one adjoint sweep through the augmented dynamics (Fp of the
     placement and inertial parameters chained with d p / d l) against central differences of the cost of
     simulators rebuilt at l +- h (an independent path: no DesignDynamics), along a throw where the box sits
-    on the arm and is pushed (sticking/sliding contact with the bat) and no designed link takes an impulse."""
-    ocp, us = _pushed()
+    on the arm and is pushed (sticking/sliding contact with the bat) and no designed link takes an impulse.
+    (With motor_damping=25 the same pushes make a second box corner touch the bat at step 174: the adjoint,
+    which keeps each step's contact set, is then 0.74 against the rebuilt cost's 0.46 -- the event's timing,
+    not a step derivative: those are checked below.)"""
+    ocp, us = _pushed(motor_damping=motor_damping)
     dyn = ocp.dynamics
     xs = dyn.rollout(ocp.x0, us)
     checks = ocp.info["final_metrics"](xs, us)
@@ -52,7 +55,7 @@ def test_cost_derivative_wrt_lengths_matches_central_differences_through_the_reb
     target = ocp.info["target"]
 
     def cost(lengths):
-        sim = design_simulator(dict(zip(DESIGN_LINKS, lengths)))
+        sim = design_simulator(dict(zip(DESIGN_LINKS, lengths)), motor_damping=motor_damping)
         e = sim.rollout(ocp.x0[:sim.nx], us[1:])[-1, :2] - target
         return float(e @ e)
 
@@ -76,6 +79,9 @@ def test_cost_derivative_wrt_lengths_matches_central_differences_through_the_reb
     ({"torque": -1.0}, "torque"),
     ({"baseline": "false"}, "baseline must be True or False"),
     ({"target": (1.0, 2.0, 3.0)}, "target"),
+    ({"motor_damping": -1.0}, "motor_damping must be a finite number >= 0"),
+    ({"motor_damping": float("nan")}, "motor_damping must be a finite number >= 0"),
+    ({"motor_damping": "25"}, "motor_damping must be a finite number >= 0"),
 ])
 def test_bad_options_raise_clear_errors(options, message):
     with pytest.raises(ValueError, match=message):
@@ -98,6 +104,55 @@ def test_start_gap_tells_a_free_start_from_a_start_inside_the_bat(lengths):
         np.testing.assert_allclose(xs[1:, 1], free_fall, atol=1e-12)
     else:
         assert np.abs(xs[1:, 1] - free_fall).max() > 1e-3
+
+
+def test_motor_damping_is_the_arm_joints_torque_speed_line():
+    """motor_damping b puts tau - b w on the three arm joints only, implicitly: one free step from the start
+    (the box above the bat, no contact) is v+ = v + dt (M + dt B)^-1 (tau - B v - nle), B = diag(0, 0, b, b, b)."""
+    import pinocchio as pin
+
+    b, u = 25.0, np.array([40.0, 30.0, 10.0])  # arm2 starts at its lower limit (0): moving away from it
+    damped = design_simulator(None, motor_damping=b)
+    np.testing.assert_array_equal(damped._options["joint_damping"], [0.0, 0.0, b, b, b])
+    x = np.zeros(damped.nx)
+    x[:5] = START
+    x[7:] = (2.0, 1.0, 3.0)
+    q, v, dt = x[:5], x[5:], damped.dt
+    data = damped.model.createData()
+    M = pin.crba(damped.model, data, q)
+    M = np.triu(M) + np.triu(M, 1).T
+    B = np.diag([0.0, 0.0, b, b, b])
+    tau = np.concatenate([[0.0, 0.0], u])
+    v_next = v + dt * np.linalg.solve(M + dt * B, tau - B @ v - pin.nonLinearEffects(damped.model, data, q, v))
+    np.testing.assert_allclose(damped.step(x, u)[5:], v_next, rtol=1e-10, atol=1e-12)
+    assert not np.allclose(design_simulator(None).step(x, u)[5:], v_next, atol=1e-3)  # undamped differs
+
+
+def test_length_derivative_with_motor_damping_matches_the_rebuild():
+    """Fp dp/dl of the damped catapult (motor_damping 25) against central differences of rebuilt simulators'
+    steps, along the box's fall onto the bat and a push (free flight and contact states)."""
+    b = 25.0
+    L = np.array([0.27, 0.23])
+    sim = design_simulator(dict(zip(DESIGN_LINKS, L)), motor_damping=b)
+    names = design_parameters(DESIGN_LINKS)
+    x0 = np.zeros(sim.nx)
+    x0[:5] = START
+    us = np.zeros((200, 3))
+    us[120:] = PUSH
+    xs = sim.rollout(x0, us)
+    kinds = set()
+    for t in (40, 119, 125, 160, 199):
+        x, u = xs[t], us[t]
+        d = sim.create_data()
+        sim.step(x, u, data=d)
+        kinds.add(d.contact is not None)
+        got = sim.step_derivatives(x, u, params=names)[3] @ length_jacobian(DESIGN_LINKS, L)
+        h = 1e-6
+        fd = np.column_stack([(design_simulator(dict(zip(DESIGN_LINKS, L + h * e)), motor_damping=b).step(x, u)
+                               - design_simulator(dict(zip(DESIGN_LINKS, L - h * e)), motor_damping=b).step(x, u))
+                              / (2 * h) for e in np.eye(2)])
+        np.testing.assert_allclose(got, fd, rtol=1e-5, atol=1e-6 * max(1.0, np.abs(fd).max()), err_msg=str(t))
+    assert kinds == {True, False}
 
 
 def test_design_knot_sets_the_lengths_within_bounds():
