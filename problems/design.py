@@ -200,13 +200,10 @@ def design_simulator(lengths=None, *, torque: float = DESIGN_TORQUE, dt: float =
     simulator's implicit joint damping; no-load speed ``torque / b``); 0: none (the registered family)."""
     b = _check_motor_damping(motor_damping)
     ell = _lengths(lengths or {})
-    sim = catapult_simulator(dt=dt, friction=friction, contact=contact, torque=torque,
-                             lengths=[ell[f"arm{i + 1}"] for i in range(3)], name="catapult-design")
-    if b == 0.0:
-        return sim
-    damping = np.zeros(sim.nv)
-    damping[sim.actuated_dofs] = b
-    return Simulator(sim.model, geometry=sim.geometry, **{**sim._options, "joint_damping": damping})
+    # the arm's three dofs follow the projectile's two (catapult_simulator's model)
+    return catapult_simulator(dt=dt, friction=friction, contact=contact, torque=torque,
+                              lengths=[ell[f"arm{i + 1}"] for i in range(3)], name="catapult-design",
+                              joint_damping=None if b == 0.0 else [0.0, 0.0, b, b, b])
 
 
 def _check_motor_damping(b) -> float:

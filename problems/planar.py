@@ -55,10 +55,11 @@ def _chain(b: ModelBuilder, base, prefix, n, *, torque, placement, lengths=None)
 
 
 def catapult_simulator(*, dt: float = 1e-3, friction: float = 1.0, contact: str = "lcp", torque: float = 1000.0,
-                       lengths=None, name: str = "catapult") -> Simulator:
+                       lengths=None, name: str = "catapult", joint_damping=None) -> Simulator:
     """Projectile at (0, 0.1); 3-link arm welded at (0.5, -0.45), torques +-``torque`` (1000 N m);
     floor 3.5 x 0.25 x 0.5 m centred at (1.2, -0.7). ``lengths``: the three links' lengths (m; default
-    0.25 each), each link rebuilt at the links' density (:func:`_chain`; ``catapult-design``)."""
+    0.25 each), each link rebuilt at the links' density (:func:`_chain`; ``catapult-design``).
+    ``joint_damping``: the Simulator's (per dof; ``catapult-design``'s motor line)."""
     b = ModelBuilder(name, gravity=GRAVITY)
     p = b.add_joint("translation2d", name="projectile")
     b.add_body(p, mass=BOX_MASS, box=(BOX_SIDE,) * 3)
@@ -66,7 +67,7 @@ def catapult_simulator(*, dt: float = 1e-3, friction: float = 1.0, contact: str 
     b.add_static_box("floor", (3.5, 0.25, 0.5), (1.2, -0.7, 0.0))
     model, geom = b.build()
     return Simulator(model, geometry=geom, dt=dt, actuated=arm, friction=friction, planar=True, contact=contact,
-                     exclude_pairs=[("arm1_body2", "arm3_body4")])
+                     exclude_pairs=[("arm1_body2", "arm3_body4")], joint_damping=joint_damping)
 
 
 def jump_worm_simulator(*, dt: float = 1e-3, friction: float = 1.0, contact: str = "lcp") -> Simulator:
