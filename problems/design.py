@@ -146,6 +146,20 @@ derivative under damping is exact (``test_length_derivative_with_motor_damping_m
 the test's pushed throw at b = 25 a second box corner touches the bat at step 174, where the adjoint (each
 step's contact set kept) gives 0.74 against the rebuilt cost's 0.46: an event's timing, which step
 derivatives do not carry.
+
+**Why local methods stop there: a rank-one throw (measured 2026-11-27, b = 25, target (3.0, 0.4)).** The fixed
+design's ``cem-ddp`` answer (seed 0, 40 s; 1.04 m off, box at (2.264, 1.136)) is CONVERGED honestly: DDP's expected
+decrease is 1.7e-9 at cost 1.08. From step ~60 to the release (step 144, where joint 1 reaches its limit) the box
+slides on the bat's corner with its bottom face (contact normal vertical: the projectile does not rotate) at the
+friction cone's edge (``mu = 1``): every impulse then points along one fixed 45-degree direction, so every torque at
+every step and both lengths move the box's final point along ``(1, 1)`` only (central differences: d/du ~3e-5
+m/(N m) and d/dl 3.5 m/m, equal in x and y), while the miss ``(0.736, -0.736)`` is orthogonal to it: a first-order
+stationary point of the hard problem, for the fixed design and the co-design alike (the co-design knot's gradient
+is zero there too). Leaving it needs another contact mode (sticking, or the bat's rotating face), which no step
+derivative sees. The relaxed-contact continuation (``DesignDynamics.with_smoothing``; ``trajopt solve
+catapult-design --smoothing auto``) did not: seed 0, b = 25, fixed ``cem-ddp`` 60 s then co-design 90 s, both with
+``smoothing="auto"``: (2.8, 1.2): fixed 2.65 cm, co-design 12.7 cm (its relaxed stages reached 2.2e-3 m^2 but the
+hard stage lost it); (3.0, 0.4): fixed 1.07 m, co-design 1.28 m.
 """
 
 from __future__ import annotations
@@ -252,8 +266,9 @@ class DesignDynamics:
     (``step``, ``step_derivatives``, ``rollout``, ``rollout_derivatives``)."""
 
     def __init__(self, links, lower, upper, *, torque: float = DESIGN_TORQUE, dt: float = 1e-3,
-                 contact: str = "lcp", motor_damping: float = 0.0):
+                 contact: str = "lcp", motor_damping: float = 0.0, smoothing: float = 0.0):
         self.motor_damping = _check_motor_damping(motor_damping)
+        self.smoothing = float(smoothing)
         self.links = tuple(links)
         self.lower, self.upper = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
         self.torque, self.dt, self.contact = float(torque), dt, contact
@@ -274,10 +289,29 @@ class DesignDynamics:
         if sim is None:
             if len(self._cache) > 64:
                 self._cache.clear()
-            sim = self._cache[key] = design_simulator(dict(zip(self.links, key, strict=True)), torque=self.torque,
-                                                      dt=self.dt, contact=self.contact,
-                                                      motor_damping=self.motor_damping)
+            sim = design_simulator(dict(zip(self.links, key, strict=True)), torque=self.torque, dt=self.dt,
+                                   contact=self.contact, motor_damping=self.motor_damping)
+            if self.smoothing > 0:
+                sim = sim.with_smoothing(self.smoothing)
+            self._cache[key] = sim
         return sim
+
+    # -- relaxed contact (solvers.continuation: ``--option smoothing=auto``) -------------------------
+    def with_smoothing(self, kappa: float) -> "DesignDynamics":
+        """The same co-design with the simulator's relaxed contact ``kappa`` (0: hard contact):
+        a new dynamics, this one unchanged."""
+        return DesignDynamics(self.links, self.lower, self.upper, torque=self.torque, dt=self.dt,
+                              contact=self.contact, motor_damping=self.motor_damping, smoothing=kappa)
+
+    @property
+    def hard(self) -> "DesignDynamics":
+        """This co-design with hard contact (itself when its smoothing is 0)."""
+        return self if self.smoothing == 0 else self.with_smoothing(0.0)
+
+    @property
+    def smoothing_scale(self) -> float:
+        """The simulator's unit of the automatic smoothing schedule (:attr:`dynamics.Simulator.smoothing_scale`)."""
+        return self.base.smoothing_scale
 
     def lengths_of(self, u) -> np.ndarray:
         """The design the design knot's control ``u`` sets (clipped into the bounds)."""

@@ -155,6 +155,34 @@ def test_length_derivative_with_motor_damping_matches_the_rebuild():
     assert kinds == {True, False}
 
 
+def test_relaxed_codesign_steps_and_their_design_columns_match_rebuilt_relaxed_simulators():
+    """``DesignDynamics.with_smoothing(kappa)`` (the project's relaxed-contact continuation on the co-design): its
+    physical steps are the rebuilt relaxed simulator's, its design columns ``Fp dp/dl`` match central differences
+    of rebuilt relaxed simulators on the box's fall and push (relaxed contact acts before touch: the columns
+    differ from the hard ones), and ``hard`` is the kappa = 0 co-design."""
+    kappa = 0.01
+    ocp, us = _pushed(T=200)
+    hard = ocp.dynamics
+    soft = hard.with_smoothing(kappa)
+    assert soft.hard.smoothing == 0.0 and hard.hard is hard and soft.smoothing_scale == hard.smoothing_scale
+    xs = soft.rollout(ocp.x0, us)
+    n = soft.nsim
+    rebuilt = design_simulator(dict(zip(DESIGN_LINKS, LENGTHS))).with_smoothing(kappa)
+    np.testing.assert_allclose(xs[1:, :n], rebuilt.rollout(ocp.x0[:n], us[1:]), rtol=0, atol=1e-12)
+    assert np.abs(xs[1:, :n] - hard.rollout(ocp.x0, us)[1:, :n]).max() > 1e-4
+    h = 1e-6
+    for t in (100, 150, 170):
+        _, Fx, _ = soft.step_derivatives(xs[t], us[t])
+        _, Fx_hard, _ = hard.step_derivatives(xs[t], us[t])
+        fd = np.column_stack([(design_simulator(dict(zip(DESIGN_LINKS, LENGTHS + h * e))).with_smoothing(kappa)
+                               .step(xs[t, :n], us[t])
+                               - design_simulator(dict(zip(DESIGN_LINKS, LENGTHS - h * e))).with_smoothing(kappa)
+                               .step(xs[t, :n], us[t])) / (2 * h) for e in np.eye(2)])
+        np.testing.assert_allclose(Fx[:n, n:n + 2], fd, rtol=1e-5, atol=1e-6 * max(1.0, np.abs(fd).max()),
+                                   err_msg=str(t))
+        assert np.abs(Fx[:n, n:n + 2] - Fx_hard[:n, n:n + 2]).max() > 1e-6
+
+
 def test_design_knot_sets_the_lengths_within_bounds():
     ocp = problems.load("catapult-design", horizon=5, bounds=(0.2, 0.3), baseline=False)
     dyn = ocp.dynamics
