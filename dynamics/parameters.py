@@ -685,9 +685,11 @@ def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
             geo_aug = aug.geometry(q, state.geo.contacts)
         Fp, dlam_p = _reference_jacobian(sim, ws, blocks, npar, q, v, tau, v_next, state, aug, geo_aug)
 
+    if params is not None and Fp is None:  # an empty list: no columns, but the same tuple as any list of names
+        Fp = np.zeros((sim.ndx, 0))
     result = (out, Fx, Fu) if Fp is None else (out, Fx, Fu, Fp)
     if impulses:
-        result = result + (_impulses(sim, d, q, v, tau, v_next, state, blocks, dlam_p, npar),)
+        result = result + (_impulses(sim, d, q, v, tau, v_next, state, blocks, dlam_p, npar, params is not None),)
     return result
 
 
@@ -788,15 +790,16 @@ def _correction_derivative(sim, ws, blocks, npar, q, state, corr, aug, geo_aug):
     return D + corr.W @ dlam
 
 
-def _impulses(sim, d, q, v, tau, v_next, state, blocks, dlam_p, npar) -> StepImpulses:
-    """The impulses and their Jacobians (the state/control columns by the reference path's ``dv_fixed``)."""
+def _impulses(sim, d, q, v, tau, v_next, state, blocks, dlam_p, npar, with_params) -> StepImpulses:
+    """The impulses and their Jacobians (the state/control columns by the reference path's ``dv_fixed``);
+    ``dlam_dp`` (m, npar) whenever ``params`` were given (an empty list too: m x 0), else None."""
     nv, dt, ndx, nu = sim.nv, sim.dt, sim.ndx, sim.nu
     cm = sim.contact_model
     rows = cm.rows if cm is not None else 0
     if state is None:
         z = np.zeros(0)
-        return StepImpulses(z, np.zeros((0, ndx)), np.zeros((0, nu)), np.zeros((0, npar)) if blocks else None, 0,
-                            rows)
+        return StepImpulses(z, np.zeros((0, ndx)), np.zeros((0, nu)), np.zeros((0, npar)) if with_params else None,
+                            0, rows)
     tau_total = tau + state.J.T @ state.lam / dt
     ddq_dq, ddq_dv, minv = pin.computeABADerivatives(sim._step_model, _workspace(sim).data, q, v, tau_total)
     dv_fixed = np.empty((nv, ndx + nu))
@@ -810,5 +813,7 @@ def _impulses(sim, d, q, v, tau, v_next, state, blocks, dlam_p, npar) -> StepImp
     lin, dc, dphi = cm._linearized(state, dv_fixed, v_next, dt)
     dlam = lambda_jacobian(lin, dc, dphi)
     nc = state.m_contact // rows if rows else 0
+    if dlam_p is None and with_params:
+        dlam_p = np.zeros((len(state.lam), npar))
     return StepImpulses(state.lam.copy(), dlam[:, :ndx].copy(), dlam[:, ndx:].copy(),
                         None if dlam_p is None else dlam_p.copy(), nc, rows)

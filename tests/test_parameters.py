@@ -368,3 +368,25 @@ def test_penalty_contact_is_not_covered_yet():
     sim = cube_simulator(contact="penalty")
     with pytest.raises(NotImplementedError, match="penalty"):
         sim.step_derivatives(cube_state(0.1 - 1e-5), NONE, params=["friction"])
+
+
+def test_empty_parameter_list_keeps_the_tuple():
+    """``params=[]`` is a list of no names: ``Fp`` (ndx, 0) in its slot, not a 3-tuple (callers unpack four; a
+    sensitivity with only start-state unknowns, ``parameter_sensitivity(sim, x0, us, (), initial=E)``, failed
+    with "not enough values to unpack") nor the StepImpulses in Fp's place with ``impulses=True``."""
+    from trajopt.sensitivity import parameter_sensitivity
+
+    sim = cube_simulator(contact="lcp")
+    for z in (0.5, 0.1 - 1e-5):  # in flight, and resting on the ground
+        x = cube_state(z, v=(1.0, 0.0, 0.0))
+        out = sim.step_derivatives(x, NONE, params=[])
+        assert len(out) == 4 and out[3].shape == (sim.ndx, 0)
+        out = sim.step_derivatives(x, NONE, params=[], impulses=True)
+        assert len(out) == 5 and out[3].shape == (sim.ndx, 0)
+        imp = out[4]
+        assert imp.dlam_dp.shape == (len(imp.lam), 0)
+        assert sim.step_derivatives(x, NONE, impulses=True)[3].dlam_dp is None  # no params: None, as documented
+    E = np.zeros((sim.ndx, sim.nv))
+    E[sim.nv:] = np.eye(sim.nv)
+    xs, S = parameter_sensitivity(sim, cube_state(0.5), np.zeros((3, 0)), (), initial=E)
+    assert S.shape == (4, sim.ndx, sim.nv)
