@@ -133,3 +133,25 @@ def test_bad_input():
         dyn.control_of(p0 + 1.0)
     with pytest.raises(ValueError, match=r"augmented state has shape \(4,\)"):
         dyn.step(np.zeros(4), np.zeros(2))
+
+
+def test_bounds_that_admit_invalid_physical_values():
+    """A design knot may set any value within the bounds, so bounds admitting a mass <= 0, a negative friction
+    or a restitution outside [0, 1] are refused at construction, naming the parameter (they were accepted, and
+    the solve failed at the first design knot that reached such a value: the step's with_parameters raised)."""
+    sim = arm_simulator("lcp")
+    p0 = sim.get_parameters(ARM)
+    lo, hi = p0 - 0.05, p0 + 0.05
+    for bad in (0.0, -1.0):
+        low = lo.copy()
+        low[0] = bad
+        with pytest.raises(ValueError, match=r"parameter 'mass:j2_body2' admit invalid values: a mass must be > 0"):
+            ParameterDynamics(sim, ARM, low, hi)
+    pend = pendulum_simulator()
+    ParameterDynamics(pend, ["com:hinge_body1"], -1.0, 1.0)  # a COM may be negative
+    assert ParameterDynamics(sim, ARM, lo, hi).np == 10
+    assert "friction" in sim.parameter_names()
+    with pytest.raises(ValueError, match="'friction' admit invalid values: a friction must be >= 0"):
+        ParameterDynamics(sim, ["friction"], -0.1, 1.0)
+    ParameterDynamics(sim, ["friction"], 0.0, 1.0)  # 0 is a valid friction
+

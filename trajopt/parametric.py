@@ -39,7 +39,10 @@ class ParameterDynamics:
     """``sim`` with the parameters ``names`` as decision variables within ``[lower, upper]`` (module docstring).
 
     ``lower``/``upper`` (np,) bound the flat parameter vector (``sim.parameter_size(names)`` entries, in the
-    order of ``names``), finite, ``lower < upper``; a placement's value is an increment (0 at ``sim``'s own).
+    order of ``names``), finite, ``lower < upper``, and within what the simulator accepts for a mass (> 0), a friction
+    (>= 0) and a restitution ([0, 1]), since a design knot may set any value between them (inertia boxes are not
+    checked: the simulator refuses an inertia that breaks the triangle inequality when a knot reaches one); a
+    placement's value is an increment (0 at ``sim``'s own).
     Plugin protocol of :mod:`trajopt`; ``nx = sim.nx + np + 1``, ``ndx = sim.ndx + np + 1``, ``nu = sim.nu``.
     """
 
@@ -62,6 +65,7 @@ class ParameterDynamics:
             bad = np.flatnonzero(~(lower < upper))
             raise ValueError(f"parameter bounds need lower < upper; entries {bad.tolist()} have "
                              f"{lower[bad].tolist()} >= {upper[bad].tolist()}")
+        _check_physical_bounds(sim, self.names, lower, upper)
         if sim.nu < 1:
             raise ValueError("ParameterDynamics needs a system with controls (nu >= 1): design knots set the "
                              "parameters through the controls; without controls fit parameters by least "
@@ -246,6 +250,28 @@ class ParameterDynamics:
             guess[L:] = np.clip(0.0, self.u_lower, self.u_upper)
         return OCP(dynamics=self, x0=self.augment(x0, p0), horizon=L + horizon, running_cost=costs,
                    terminal_cost=self.lift(terminal_cost), us_init=guess, name=name, **kwargs)
+
+
+#: the scalar parameter kinds and the values the simulator accepts (``Simulator.with_parameters``): (lowest,
+#: whether the lowest itself is valid, highest). A box of bounds holds only valid values iff its ends do.
+_SCALAR_RANGES = {"mass": (0.0, False, np.inf, "> 0 kg"), "friction": (0.0, True, np.inf, ">= 0"),
+                  "restitution": (0.0, True, 1.0, "in [0, 1]")}
+
+
+def _check_physical_bounds(sim, names, lower, upper):
+    """ValueError naming the parameter when the bounds of a mass, friction or restitution admit a value the
+    simulator rejects (mass <= 0, friction < 0, restitution outside [0, 1]): a design knot may set any value
+    within the bounds, and the step there would fail mid-solve."""
+    off = 0
+    for n in names:
+        kind = n.split(":", 1)[0]
+        rng = _SCALAR_RANGES.get(kind)
+        if rng is not None:
+            lo, closed, hi, want = rng
+            if not (lower[off] >= lo if closed else lower[off] > lo) or upper[off] > hi:
+                raise ValueError(f"bounds [{lower[off]:g}, {upper[off]:g}] of parameter {n!r} admit invalid values: "
+                                 f"a {kind} must be {want}")
+        off += int(sim.parameter_size(n))
 
 
 class _ZeroCost(Cost):
