@@ -155,3 +155,20 @@ def test_bounds_that_admit_invalid_physical_values():
         ParameterDynamics(sim, ["friction"], -0.1, 1.0)
     ParameterDynamics(sim, ["friction"], 0.0, 1.0)  # 0 is a valid friction
 
+
+def test_bad_controls_and_states_at_design_knots():
+    """A design knot's control sets the parameters: NaN or a wrong size is named there (NaN used to become the
+    parameters silently, and the next step raised on them), as is a non-finite parameter or knot counter in the
+    augmented state (was: 'cannot convert float NaN to integer')."""
+    dyn = arm_design()
+    x0 = dyn.augment(np.array([0.7, 0.0, 0.4, -0.3]))
+    with pytest.raises(ValueError, match="design knot 0: control u must be 2 finite numbers"):
+        dyn.step(x0, np.array([np.nan, 0.0]))
+    with pytest.raises(ValueError, match="design knot 0: control u must be 2 finite numbers"):
+        dyn.step_derivatives(x0, np.zeros(3))
+    x = x0.copy()
+    x[-1] = np.nan
+    with pytest.raises(ValueError, match=r"non-finite parameters or knot counter at indices \[14\]"):
+        dyn.step(x, np.zeros(2))
+    with pytest.raises(ValueError, match=r"parameters p have shape \(3,\), expected \(10,\)"):
+        dyn.augment(x0[:4], np.zeros(3))

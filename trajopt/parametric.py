@@ -138,6 +138,8 @@ class ParameterDynamics:
         if x.shape != (self.nsx,):
             raise ValueError(f"state x has shape {x.shape}, expected ({self.nsx},)")
         p = self.nominal if p is None else np.asarray(p, dtype=float)
+        if p.shape != (self.np,):
+            raise ValueError(f"parameters p have shape {p.shape}, expected ({self.np},) for {self.names}")
         return np.concatenate((x, p, [0.0]))
 
     # -- plugin protocol -------------------------------------------------------------------------------
@@ -146,10 +148,20 @@ class ParameterDynamics:
         if x.shape != (self.nx,):
             raise ValueError(f"augmented state has shape {x.shape}, expected ({self.nx},) = (sim.nx {self.nsx} + "
                              f"{self.np} parameters + 1 knot counter)")
+        tail = x[self.nsx:]
+        if not np.isfinite(tail).all():  # (the system's part: the simulator's own check names it)
+            bad = (np.flatnonzero(~np.isfinite(tail)) + self.nsx).tolist()
+            raise ValueError(f"augmented state: non-finite parameters or knot counter at indices {bad} "
+                             f"(parameters {self.names} at {self.nsx}..{self.nsx + self.np - 1}, counter at "
+                             f"{self.nx - 1})")
         return x[:self.nsx], x[self.nsx:self.nsx + self.np], int(round(x[-1]))
 
     def _design_knot(self, x, u, k):
         xs, p, _ = self._split(x)
+        u = np.asarray(u, dtype=float)
+        if u.shape != (self.nu,) or not np.isfinite(u).all():
+            raise ValueError(f"design knot {k}: control u must be {self.nu} finite numbers (it sets parameters of "
+                             f"{self.names}), got {u.tolist()}")
         sl, s, ds = self._scaled(u, k)
         p = p.copy()
         p[sl] = self.center[sl] + self.half[sl] * s
