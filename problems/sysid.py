@@ -356,7 +356,8 @@ def cube_sysid(*, steps: int = 300, every: int = 10, height: float = 0.05, dt: f
     :data:`CUBE_TILT`, its lowest corner ``height`` above the ground, thrown with a spinning twist: with the
     defaults it flies 85 ms, lands on a corner, tumbles onto a face, slides and stops (~220 ms), observed
     every ``every`` steps up to ``steps`` (1 ms each). Unknowns ``z = (friction, twist (6, local frame))``;
-    the start pose is known. Residual: the state error at every observed knot (module docstring).
+    the start pose is known. Residual: the state error at every observed knot (module docstring). ``ValueError``
+    when no observed knot has the cube near the ground (friction would not act on the residual).
 
     The corner impacts make that residual rough away from the answer: at the true twist its norm is 0 at
     friction 0.5, 1.7 at 0.49 and 3.0 at 0.48 (one knot 15 ms after the landing carries it: the second
@@ -463,6 +464,10 @@ def cube_sysid(*, steps: int = 300, every: int = 10, height: float = 0.05, dt: f
     guess = np.concatenate(([guess_friction], true_twist + guess_offset))
     lowest = np.array([lowest_point(sim0, o[:sim0.nq], axis=2) for o in observed])  # the ground is z = 0
     flight = int(np.argmax(lowest < CUBE_FLIGHT_CLEARANCE)) if (lowest < CUBE_FLIGHT_CLEARANCE).any() else len(knots)
+    if flight == len(knots):  # before any work: a residual that does not depend on friction at all
+        raise ValueError(f"the observed cube never comes within {CUBE_FLIGHT_CLEARANCE} m of the ground up to the last "
+                         f"knot (step {knots[-1]}; lowest point {lowest.min():.3g} m): friction does not act on the "
+                         "recording and cannot be identified; observe longer (steps) or drop it from lower (height)")
     t_start = time.perf_counter()
     z0 = guess.copy()
     if start == "staged":

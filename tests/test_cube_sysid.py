@@ -102,3 +102,14 @@ def test_cube_sysid_bad_input():
         problems.load("cube-sysid", guess_friction=0.0)
     with pytest.raises(ValueError, match="no flight to estimate the twist from"):
         problems.load("cube-sysid", every=100)
+
+
+def test_cube_sysid_refuses_a_recording_where_friction_does_not_act():
+    """With the defaults the cube lands near step 85: a recording that stops before (steps=50) has a residual
+    that does not depend on friction. It loaded, Gauss-Newton then said 'converged' at the guess (parameter_error
+    0.4), and with noise the error bars raised numpy's bare 'Singular matrix' after the solve. Now the factory
+    names it before any work."""
+    for options in ({"steps": 50}, {"steps": 50, "noise": 0.01}, {"steps": 50, "start": "raw"}):
+        with pytest.raises(ValueError, match="never comes within 0.01 m of the ground.*friction does not act"):
+            problems.load("cube-sysid", **options)
+    problems.load("cube-sysid", steps=90, start="raw")  # one knot after the landing: friction acts
