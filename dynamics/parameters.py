@@ -87,7 +87,7 @@ mu lambda_n^2 / D^2``). Penalty contact and placements with restitution are not 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -229,6 +229,10 @@ def resolve(sim, params) -> Blocks:
     or repeated name."""
     if isinstance(params, str):
         params = [params]
+    elif isinstance(params, (set, frozenset, Mapping)) or not isinstance(params, Iterable):
+        why = " (unordered: the values follow the names' order)" if isinstance(params, (set, frozenset)) else ""
+        raise TypeError(f"parameter names must be a name or a sequence of names (sim.parameter_names()), got "
+                        f"{type(params).__name__} {params!r}{why}")
     cache = sim.__dict__.setdefault("_parameter_blocks", {})
     try:
         key = tuple(params)
@@ -298,7 +302,13 @@ def with_values(sim, params, values):
     [0, 1], or an inertia that is not positive definite or breaks the triangle inequality."""
     blocks = resolve(sim, params)
     n = sum(b.size for b in blocks)
-    values = np.asarray(values, dtype=float)
+    try:
+        if values is None:
+            raise TypeError("None")
+        values = np.asarray(values, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"values must be {n} numbers for parameters {[(b.name, b.size) for b in blocks]}, got "
+                         f"{values!r} ({exc})") from None
     if values.ndim == 0 and n == 1:
         values = values.reshape(1)
     if values.shape != (n,):

@@ -390,3 +390,22 @@ def test_empty_parameter_list_keeps_the_tuple():
     E[sim.nv:] = np.eye(sim.nv)
     xs, S = parameter_sensitivity(sim, cube_state(0.5), np.zeros((3, 0)), (), initial=E)
     assert S.shape == (4, sim.ndx, sim.nv)
+
+
+def test_names_and_values_of_the_wrong_type():
+    """Names that are not a name or an ordered sequence of names, and values that are not numbers, are named
+    (were: "'NoneType' object is not iterable", "could not convert string to float: 'abc'" without the
+    parameter, None read as NaN; a set was taken in an arbitrary order)."""
+    sim = cube_simulator(contact="lcp")
+    for bad in (None, 3, {"friction"}, {"friction": 0.5}):
+        with pytest.raises(TypeError, match="parameter names must be a name or a sequence of names"):
+            sim.get_parameters(bad)
+    with pytest.raises(TypeError, match="unordered"):
+        sim.with_parameters({"friction", "mass:root_body1"}, [0.5, 1.0])
+    with pytest.raises(TypeError, match="parameter names must be"):
+        sim.step_derivatives(cube_state(0.5), NONE, params=3)
+    for bad in (None, "abc", [0.5, "x"]):
+        with pytest.raises(ValueError, match=r"values must be 1 numbers for parameters \[\('friction', 1\)\]"):
+            sim.with_parameters("friction", bad)
+    assert sim.get_parameters(("friction", "mass:root_body1")).tolist() == [0.5, 1.0]
+    assert sim.get_parameters(np.array(["friction"])).tolist() == [0.5]
