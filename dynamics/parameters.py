@@ -283,14 +283,17 @@ def get(sim, params) -> np.ndarray:
     return out
 
 
-def _check_inertia(name, Ic):
+def _check_inertia(name, Ic, mass):
+    """The checks of :func:`dynamics.simulator.validate_model` on one inertia, to its tolerances, naming the
+    parameter: positive semi-definite (a point mass's zero inertia is one the simulator takes: the model-level
+    test, a singular mass matrix, follows at construction) and the triangle inequality."""
     from .simulator import INERTIA_RTOL
 
     w = np.linalg.eigvalsh(Ic)
-    scale = max(float(np.abs(w).max()), 1e-300)
-    if w[0] <= 0.0:
+    scale = max(float(np.abs(w).max()), mass * 1e-6, 1e-300)
+    if w[0] < -INERTIA_RTOL * scale:
         raise ValueError(f"parameter {name!r}: the inertia {vec6(Ic).tolist()} (xx, xy, yy, xz, yz, zz) is not "
-                         f"positive definite (principal moments {w.tolist()} kg m^2)")
+                         f"positive semi-definite (principal moments {w.tolist()} kg m^2)")
     if w[2] > (w[0] + w[1]) * (1 + INERTIA_RTOL) + INERTIA_RTOL * scale:
         raise ValueError(f"parameter {name!r}: the principal moments {w.tolist()} (kg m^2) violate the triangle "
                          f"inequality ({w[2]:.6g} > {w[0]:.6g} + {w[1]:.6g}): no mass distribution has them")
@@ -299,7 +302,8 @@ def _check_inertia(name, Ic):
 def with_values(sim, params, values):
     """A new simulator with ``params`` set to ``values`` (the original unchanged); ValueError naming the
     parameter on a wrong size, a non-finite value, a mass <= 0, a negative friction, a restitution outside
-    [0, 1], or an inertia that is not positive definite or breaks the triangle inequality."""
+    [0, 1], or an inertia that is not positive semi-definite or breaks the triangle inequality (the checks and
+    tolerances of :func:`dynamics.simulator.validate_model`, which the new simulator then runs on the model)."""
     blocks = resolve(sim, params)
     n = sum(b.size for b in blocks)
     try:
@@ -345,7 +349,7 @@ def with_values(sim, params, values):
         c = np.array(kinds["com"]) if "com" in kinds else np.asarray(I.lever).copy()
         Ic = mat6(kinds["inertia"]) if "inertia" in kinds else np.asarray(I.inertia).copy()
         if "inertia" in kinds:
-            _check_inertia(f"inertia:{link_name(model, j)}", Ic)
+            _check_inertia(f"inertia:{link_name(model, j)}", Ic, m)
         model.inertias[j] = pin.Inertia(m, c, Ic)
     from .simulator import Simulator
 

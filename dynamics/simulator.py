@@ -1215,8 +1215,8 @@ class Simulator:
     def with_parameters(self, names, values) -> "Simulator":
         """The same system with the parameters ``names`` set to ``values`` (this simulator is unchanged).
         ValueError naming the parameter on an unknown name, a wrong size, a non-finite value, a mass <= 0,
-        a negative friction, or an inertia that is not positive definite or breaks the triangle
-        inequality."""
+        a negative friction, or an inertia that is not positive semi-definite or breaks the triangle
+        inequality (a point mass's zero inertia is valid, as in :func:`validate_model`)."""
         from . import parameters
 
         return parameters.with_values(self, names, values)
