@@ -10,7 +10,9 @@
 - ``"gn"``: single-shooting Gauss-Newton (Levenberg-Marquardt over all controls, :mod:`solvers.single_shooting_gn`);
 - ``"cem-ddp"``, ``"cem-gn"``, ``"cem-shooting"``: a short CEM search for the basin, then DDP,
   Gauss-Newton or IPOPT shooting, with fresh searches when the local method stalls
-  (:mod:`solvers.hybrid`); ``search="cem"`` on ``ddp``, ``gn`` or ``shooting`` is the same.
+  (:mod:`solvers.hybrid`); ``search="cem"`` on ``ddp``, ``gn`` or ``shooting`` is the same;
+- ``"design-search"``: co-design (a dynamics with a design knot): the fixed-design problem solved at a few
+  candidate designs, then the joint problem polished from the best (:mod:`solvers.design_search`).
 
 A problem may carry advice per method (``ocp.method_options``, from its registration):
 ``solve(ocp, "shooting")`` on the catapult starts from a CEM search and shoots once over the
@@ -31,6 +33,7 @@ from trajopt.solution import Solution, Status
 
 from ._common import check_options
 from .cem import solve_cem
+from .design_search import solve_design_search
 from .continuation import resolve_schedule, solve_continuation
 from .ddp import solve_ddp
 from .least_squares import gauss_newton
@@ -39,7 +42,8 @@ from .hybrid import LOCAL, solve_cem_ddp, solve_cem_gn, solve_cem_shooting
 from .shooting import solve_ipopt, solve_shooting
 
 METHODS = {"ddp": solve_ddp, "gn": solve_gn, "shooting": solve_shooting, "ipopt": solve_ipopt, "cem": solve_cem,
-           "cem-ddp": solve_cem_ddp, "cem-gn": solve_cem_gn, "cem-shooting": solve_cem_shooting}
+           "cem-ddp": solve_cem_ddp, "cem-gn": solve_cem_gn, "cem-shooting": solve_cem_shooting,
+           "design-search": solve_design_search}
 
 
 #: the methods a CEM search can start (``search="cem"``): ``m`` becomes ``"cem-" + m``

@@ -1,0 +1,131 @@
+"""Co-design by a search over designs: trajectory optimization at a few fixed designs, then a joint polish.
+
+A co-design OCP whose dynamics carries the design in a leading *design knot* (its control sets time-invariant
+design variables, e.g. :class:`problems.design.DesignDynamics`) can be descended jointly -- DDP moves the design
+and the controls together -- but a joint descent only moves the design locally, and on contact problems the
+local picture can be degenerate: a throw whose every control and design variable moves the end point along one
+line (``problems/design.py``, "a rank-one throw") is a stationary point for the fixed design and the co-design
+alike. Whether a *different* design reaches the target is then a question of that design's own trajectory
+optimization, which no derivative at the current design answers. :func:`solve_design_search` asks it:
+
+1. for each candidate design (``dynamics.design_candidates()``: the nominal design first), the fixed-design
+   problem (``dynamics.fixed_design_ocp(ocp, design)``: the same cost, the design frozen, no design knot) is
+   solved by the ``inner`` method (default ``cem-ddp``, the problem's advice for it applied) with an equal share
+   of the search's time; the search stops early once a candidate's metric ``stop_metric`` (one of the
+   fixed-design problem's metrics, e.g. ``distance_to_target``) is at most ``stop_below`` (None: try them all);
+2. the best candidate (lowest cost) becomes the co-design's start (its design in the design knot,
+   ``dynamics.control_of(design)``, then its controls) and ``polish`` (default ``ddp``) descends the joint
+   problem from there with the time left, so the answer is never worse than the best fixed design.
+
+The nominal candidate's result is the fixed design's best with the same method and budget:
+``Solution.info["candidates"]`` lists every candidate's design, cost, status and time, and
+``info["fixed_design_cost"]`` the nominal one's; the same list is kept on the problem, ``ocp.info["design_search"]``
+(each entry with the fixed-design problem's ``metrics``), so that the problem's metrics can report the fixed
+design's result (catapult-design: ``fixed_design_distance``). The cost of a start and of the polish are the joint OCP's
+(the design knot adds no cost term: problems/design.py), so they compare directly.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from trajopt.solution import Status
+
+from ._common import append_stage, finish, stage_callback
+
+#: the share of ``time_limit`` the candidates' solves may use together (the polish gets the rest, at least)
+SEARCH_SHARE = 0.8
+
+
+def check_design_dynamics(dynamics) -> None:
+    """A clear error when ``dynamics`` has no design knot protocol (before any solving)."""
+    missing = [m for m in ("design_candidates", "fixed_design_ocp", "control_of") if not hasattr(dynamics, m)]
+    if missing:
+        raise TypeError(f"method 'design-search' needs a co-design dynamics with a design knot "
+                        f"({', '.join(missing)} missing on {type(dynamics).__name__}); e.g. catapult-design")
+
+
+def solve_design_search(ocp, *, inner: str = "cem-ddp", polish: str = "ddp", time_limit: float | None = 120.0,
+                        stop_metric: str | None = None, stop_below: float = 0.0, seed: int = 0, verbose: bool = True, callback=None,
+                        us_init=None, **inner_options):
+    """Solve the co-design ``ocp`` by the search of the module docstring. ``inner_options`` go to every
+    candidate's ``inner`` solve (over the problem's advice for ``inner``); ``seed`` to each candidate's
+    search. ``us_init`` is not used (each candidate starts from its fixed-design problem's own guess)."""
+    from . import resolve, solve  # the dispatcher (a package-level import would be circular)
+
+    check_design_dynamics(ocp.dynamics)
+    if time_limit is not None and not time_limit > 0:
+        raise ValueError(f"time_limit must be > 0 s, got {time_limit!r}")
+    t0 = time.perf_counter()
+    dyn = ocp.dynamics
+    candidates = [np.asarray(d, dtype=float) for d in dyn.design_candidates()]
+    history: list[dict] = []
+    found: list[dict] = []
+    best = None  # (cost, design, solution)
+    interrupted = False
+
+    def now():
+        return time.perf_counter() - t0
+
+    for i, design in enumerate(candidates):
+        if time_limit is None:
+            budget = None
+        else:
+            left = SEARCH_SHARE * time_limit - now()
+            if left <= 0 and best is not None:
+                break
+            budget = max(left, 1.0) / (len(candidates) - i)
+        sub = dyn.fixed_design_ocp(ocp, design)
+        _, advice, _ = resolve(sub, inner, inner_options)
+        advice.update(verbose=False, callback=stage_callback(callback, history, now(), candidate=i))
+        if budget is not None:
+            advice["time_limit"] = budget
+        if "cem" in inner:
+            advice.setdefault("seed", seed)
+        if verbose:
+            print(f"[design-search] candidate {i + 1}/{len(candidates)}: design {np.round(design, 4).tolist()}, "
+                  f"{inner}" + (f", {budget:.0f} s" if budget is not None else ""), flush=True)
+        offset = now()
+        sol = solve(sub, inner, **advice)
+        append_stage(history, sol.history, offset, stage=f"candidate {i}")
+        us = np.vstack([dyn.control_of(design)[None], sol.us])
+        cost = ocp.cost(dyn.rollout(ocp.x0, us), us)
+        metrics = sub.metrics(sol.xs, sol.us) if sub.metrics is not None else {}
+        found.append({"design": design.tolist(), "cost": float(cost), "status": sol.status.value,
+                      "time": round(sol.wall_time, 2), "metrics": metrics})
+        ocp.info["design_search"] = found
+        if verbose:
+            shown = f", {stop_metric} {metrics[stop_metric]:.4g}" if stop_metric in metrics else ""
+            print(f"[design-search]   cost {cost:.6g}{shown} ({sol.status.value})", flush=True)
+        if best is None or cost < best[0]:
+            best = (float(cost), design, us)
+        if sol.status == Status.INTERRUPTED:
+            interrupted = True
+            break
+        if stop_metric is not None and metrics.get(stop_metric, np.inf) <= stop_below:
+            break
+    cost0, design, us = best
+    info = {"candidates": found, "fixed_design_cost": found[0]["cost"], "start_design": design.tolist()}
+    if interrupted:
+        return finish(ocp, method="design-search", xs=dyn.rollout(ocp.x0, us), us=us, cost=cost0, history=history,
+                      status=Status.INTERRUPTED, t0=t0, info=info)
+    remaining = None if time_limit is None else max(time_limit - now(), 1.0)
+    if verbose:
+        print(f"[design-search] polish: {polish} on the joint problem from design {np.round(design, 4).tolist()}",
+              flush=True)
+    offset = now()
+    sol = solve(ocp, polish, us_init=us, time_limit=remaining, verbose=verbose,
+                callback=stage_callback(callback, history, offset, stage="polish"))
+    append_stage(history, sol.history, offset, stage="polish")
+    info["polish"] = {"status": sol.status.value, "cost": float(sol.cost), "time": round(sol.wall_time, 2)}
+    if sol.cost <= cost0:
+        return finish(ocp, method="design-search", xs=sol.xs, us=sol.us, cost=sol.cost, history=history,
+                      status=sol.status, t0=t0, info={**sol.info, **info}, message=sol.info.get("message"),
+                      checked=True)
+    # the polish ended above its start (it only keeps lower costs: a failure): the start, not claimed converged
+    return finish(ocp, method="design-search", xs=dyn.rollout(ocp.x0, us), us=us, cost=cost0, history=history,
+                  status=Status.STALLED, t0=t0, info=info,
+                  message=f"the polish ({polish}) ended at {sol.cost:.6g} above its start {cost0:.6g}: the best "
+                          f"candidate's answer")
