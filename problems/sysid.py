@@ -135,8 +135,19 @@ class Identification:
 
 
 def error_bars(J: np.ndarray, sigma: float) -> tuple[np.ndarray, np.ndarray]:
-    """``(standard deviations, covariance)`` of a Gauss-Newton estimate: ``cov = (J'J)^-1 sigma^2``."""
-    cov = np.linalg.inv(J.T @ J) * sigma ** 2
+    """``(standard deviations, covariance)`` of a Gauss-Newton estimate: ``cov = (J'J)^-1 sigma^2``. Where
+    ``J`` is rank deficient (singular values below 1e-10 of the largest: directions the data do not see), the
+    parameters along those directions are unidentified: their standard deviations and covariance rows and
+    columns are ``inf`` (the rest from the pseudo-inverse), instead of a singular-matrix error after the solve."""
+    _, sv, Vt = np.linalg.svd(np.asarray(J, dtype=float), full_matrices=True)
+    s = np.zeros(Vt.shape[0])
+    s[:len(sv)] = sv
+    seen = s > 1e-10 * max(float(s.max()), 1e-300)
+    V = Vt.T
+    cov = (V[:, seen] / s[seen] ** 2) @ V[:, seen].T * sigma ** 2
+    blind = np.abs(V[:, ~seen]).max(axis=1) > 1e-8 if (~seen).any() else np.zeros(len(s), dtype=bool)
+    cov[blind, :] = np.inf
+    cov[:, blind] = np.inf
     return np.sqrt(np.diag(cov)), cov
 
 

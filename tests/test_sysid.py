@@ -112,3 +112,20 @@ def test_sysid_bad_input():
             problems.load(name, nois=1e-3)
     with pytest.raises(ValueError, match="window"):
         problems.load("ur5-sysid", window=0)
+
+
+def test_error_bars_are_the_inverse_gauss_newton_matrix_and_inf_where_the_data_are_blind():
+    """``error_bars``: sqrt(diag((J'J)^-1)) sigma on a full-rank J; with a direction J does not see (two columns
+    equal: only their sum is identified) those two parameters' bars are inf, the others' unchanged, no error."""
+    from problems.sysid import error_bars
+
+    rng = np.random.default_rng(0)
+    J = rng.normal(size=(30, 4))
+    std, cov = error_bars(J, 0.1)
+    np.testing.assert_allclose(cov, np.linalg.inv(J.T @ J) * 0.01, rtol=1e-10)
+    np.testing.assert_allclose(std, np.sqrt(np.diag(cov)), rtol=1e-12)
+    blind = np.column_stack([J[:, :3], J[:, 2]])
+    std_b, cov_b = error_bars(blind, 0.1)
+    assert np.isinf(std_b[2:]).all() and np.isfinite(std_b[:2]).all()
+    np.testing.assert_allclose(std_b[:2], error_bars(np.column_stack([J[:, :2], 2 * J[:, 2]]), 0.1)[0][:2],
+                               rtol=1e-8)
