@@ -361,8 +361,8 @@ def _load(name, **options):
         options.pop("contact", None)
     try:
         return problems.load(name, **options)
-    except TypeError as exc:
-        if "contact" in options and "contact" in str(exc):
+    except (TypeError, ValueError) as exc:
+        if "contact" in options and "unknown option 'contact'" in str(exc):
             raise CLIError(f"problem {name!r} has no contact to choose a model for (--contact)") from None
         raise
 

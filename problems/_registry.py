@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 
 _REGISTRY: dict[str, tuple[Callable, str]] = {}
@@ -70,6 +71,13 @@ def factory(name: str):
 def load(name: str, **options):
     """Build the problem ``name`` (an OCP); ``options`` go to its factory (e.g. ``horizon=``)."""
     factory, _ = _lookup(name)
+    params = inspect.signature(factory).parameters
+    if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        unknown = sorted(set(options) - set(params))
+        if unknown:
+            known = [k for k, p in params.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+            raise ValueError(f"unknown option{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} for "
+                             f"problem {name!r}; its options: {', '.join(known)}")
     problem = factory(**options)
     if name in _RECIPES and hasattr(problem, "default_method"):
         problem.default_method, opts = _RECIPES[name]

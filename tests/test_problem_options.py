@@ -77,3 +77,16 @@ def test_a_bad_target_on_the_command_line_names_the_option(text, shown, capsys, 
     assert main(["solve", "catapult", "--option", f"target={text}", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert f"target must be two finite numbers (x, y), got {shown}" in err, err
+
+
+@pytest.mark.parametrize("name", ["catapult", "ur5-sysid", "catapult-design"])
+def test_an_unknown_option_is_named_with_the_problems_options(name):
+    with pytest.raises(ValueError, match=rf"unknown option 'bogus' for problem '{name}'; its options: .*(horizon|steps)"):
+        problems.load(name, bogus=1)
+
+
+def test_contact_on_a_problem_without_contact_is_named_by_the_cli(capsys):
+    from app.cli import main
+
+    assert main(["solve", "cartpole", "--contact", "ncp", "--no-animation", "--no-scene"]) == 2
+    assert "has no contact to choose a model for (--contact)" in capsys.readouterr().err

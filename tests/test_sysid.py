@@ -108,7 +108,7 @@ def test_sysid_bad_input():
     for name in ("ur5-sysid", "cube-sysid"):  # more of cube-sysid's in tests/test_cube_sysid.py
         with pytest.raises(ValueError, match="noise must be"):
             problems.load(name, noise=-1.0)
-        with pytest.raises(TypeError, match="unexpected keyword"):
+        with pytest.raises(ValueError, match=rf"unknown option 'nois' for problem '{name}'; its options: .*noise"):
             problems.load(name, nois=1e-3)
     with pytest.raises(ValueError, match="window"):
         problems.load("ur5-sysid", window=0)
