@@ -193,3 +193,19 @@ def test_pendulum_period_against_length():
     dtheta_dcz = (1 - a) * S[k - 1, 0, 2] + a * S[k, 0, 2]  # the com's z entry: c = -c_z
     theta_dot = (xs[k, 0] - xs[k - 1, 0]) / dt
     np.testing.assert_allclose(-(-dtheta_dcz) / theta_dot, dtq_dc, rtol=1e-5)  # measured: 7e-8
+
+
+def test_sensitivity_input_errors_are_named():
+    """A start state of the wrong size, and a ``jac=`` made for other parameters, are refused naming them."""
+    from problems.cartpole import pendulum_simulator
+
+    sim = pendulum_simulator()
+    names = sim.parameter_names()[:1]
+    us = np.zeros((3, sim.nu))
+    with pytest.raises(ValueError, match=r"x0 has shape \(3,\), expected"):
+        parameter_trajectory_jacobians(sim, np.zeros(3), us, names)
+    jac = parameter_trajectory_jacobians(sim, np.zeros(sim.nx), us, names)
+    other = sim.parameter_names()[1:2]
+    with pytest.raises(ValueError, match="jac holds the Jacobians of parameters"):
+        parameter_sensitivity(sim, np.zeros(sim.nx), us, other, jac=jac)
+    assert parameter_sensitivity(sim, np.zeros(sim.nx), us, names, jac=jac)[1].shape == (4, sim.ndx, 1)

@@ -95,8 +95,11 @@ def parameter_trajectory_jacobians(dyn, x0, us, params) -> ParameterJacobians:
     if us.ndim != 2 or us.shape[1] != dyn.nu:
         raise ValueError(f"controls have shape {us.shape}, expected (T, {dyn.nu})")
     T = len(us)
+    x0 = np.asarray(x0, dtype=float)
+    if x0.shape != (dyn.nx,):
+        raise ValueError(f"x0 has shape {x0.shape}, expected ({dyn.nx},) (nq + nv)")
     xs = np.empty((T + 1, dyn.nx))
-    xs[0] = np.asarray(x0, dtype=float)
+    xs[0] = x0
     Fx = np.empty((T, dyn.ndx, dyn.ndx))
     Fu = np.empty((T, dyn.ndx, dyn.nu))
     Fp = np.empty((T, dyn.ndx, npar))
@@ -111,6 +114,7 @@ def parameter_sensitivity(dyn, x0, us, params, *, initial=None, jac: ParameterJa
     (ndx, k) in the tangent space (e.g. the velocity rows of an identity for an unknown initial
     velocity; None: k = 0). Forward mode, ``S_{t+1} = Fx_t S_t + [Fp_t, 0]`` (module docstring)."""
     jac = jac or parameter_trajectory_jacobians(dyn, x0, us, params)
+    _check_jac_params(jac, params)
     T, ndx, npar = jac.Fp.shape[0], dyn.ndx, jac.Fp.shape[2]
     initial = np.zeros((ndx, 0)) if initial is None else np.asarray(initial, dtype=float)
     if initial.ndim != 2 or initial.shape[0] != ndx:
@@ -129,7 +133,15 @@ def parameter_adjoint_gradient(ocp, us, params, *, x0=None, jac: ParameterJacobi
     us = ocp.check_controls(us)
     x0 = ocp.x0 if x0 is None else np.asarray(x0, dtype=float)
     jac = jac or parameter_trajectory_jacobians(ocp.dynamics, x0, us, params)
+    _check_jac_params(jac, params)
     return _adjoint_sweep(ocp, jac.xs, us, jac.Fx, jac.Fu, jac.Fp)
+
+
+def _check_jac_params(jac, params) -> None:
+    """A ``jac=`` computed for other parameters than ``params`` is refused (its columns would be misread)."""
+    params = (params,) if isinstance(params, str) else tuple(params)
+    if tuple(jac.params) != params:
+        raise ValueError(f"jac holds the Jacobians of parameters {list(jac.params)}, not of {list(params)}")
 
 
 def _adjoint_sweep(ocp, xs, us, Fx, Fu, Fp=None):
