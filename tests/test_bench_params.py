@@ -20,6 +20,9 @@ def test_bench_parameters_times_inertial_and_all_parameters():
         assert 0.5 < rec[key] < 100.0
     table = format_parameter_table([{"problem": "cube", **rec}])
     assert table.splitlines()[2].startswith("cube") and "1.5x" in table
+    # a problem whose dynamics has no parameters is named, not silently left out
+    table = format_parameter_table([{"problem": "cube", **rec}, {"problem": "catapult-design", "rollout_ms": 1.0}])
+    assert "no physical parameters, not in this table: catapult-design" in table
 
 
 def test_bench_parameters_skips_dynamics_without_parameters():

@@ -267,6 +267,9 @@ def format_parameter_table(records) -> str:
         lines.append(f"{r['problem']:<16}{r['state_jacobians_ms']:>10.3f}{cell('inertial', 'parameters', 10)}"
                      f"{cell('inertial', 'fresh_ratio', 7)}{cell('inertial', 'kept_ratio', 7)}"
                      f"{cell('all', 'parameters', 6)}{cell('all', 'fresh_ratio', 7)}{cell('all', 'kept_ratio', 7)}")
+    skipped = [r["problem"] for r in records if "state_jacobians_ms" not in r and "problem" in r]
+    if skipped:
+        lines.append(f"(no physical parameters, not in this table: {', '.join(skipped)})")
     lines.append("Parameter Jacobians: step_derivatives(x, u, params=names) time over step_derivatives(x, u), "
                  "inertial (masses, COMs, inertias; their count) and all parameters; fresh: a new workspace per call "
                  "(contact solve included), kept: the workspace keeps the solve of (x, u). Issue 14's target: <= 1.5x")
