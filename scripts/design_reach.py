@@ -16,6 +16,9 @@ final point (throws whose box jumps more than 5 mm in one step beyond ``dt v+``,
 
     python scripts/design_reach.py --design fixed --frontier 5000 --seeds 3
 
+``--motor-damping B`` (N m s, default 0: the undamped family these studies measured; the registered family
+since 2026-11-27 has 25) applies to every design, fixed or co.
+
 ``--continuation STEP``: target continuation along the ray of each target: the fixed design's ``cem-ddp``
 (``--time`` s) at the target, then ``ddp`` (``--step-time`` s) from the last answer at targets STEP m farther out,
 while each lands within 1 cm; ``--design fixed`` keeps the nominal design, ``co`` lets DDP move the lengths too
@@ -35,7 +38,7 @@ import numpy as np
 
 
 def run(design: str, target, seed: int, time_limit: float, method: str, contact: str, torque: float,
-        bounds=None, options=None) -> dict:
+        bounds=None, options=None, motor_damping: float = 0.0) -> dict:
     import problems
     from problems.design import DESIGN_TORQUE, fixed_design_ocp
     from solvers import solve
@@ -43,7 +46,8 @@ def run(design: str, target, seed: int, time_limit: float, method: str, contact:
     t0 = time.perf_counter()
     if design == "co":
         kw = {} if bounds is None else {"bounds": bounds}
-        ocp = problems.load("catapult-design", target=tuple(target), contact=contact, torque=torque, **kw)
+        ocp = problems.load("catapult-design", target=tuple(target), contact=contact, torque=torque,
+                            motor_damping=motor_damping, **kw)
         sol = solve(ocp, method, seed=seed, time_limit=time_limit, verbose=False, **(options or {}))
         n = ocp.dynamics.nsim
         lengths = sol.xs[-1, n:n + ocp.dynamics.k].tolist()
@@ -51,7 +55,7 @@ def run(design: str, target, seed: int, time_limit: float, method: str, contact:
     else:
         lengths = [0.25, 0.25] if design == "fixed" else [float(v) for v in design.split(",")]
         ocp = fixed_design_ocp(target=tuple(target), lengths=lengths, contact=contact,
-                               torque=torque if torque else DESIGN_TORQUE)
+                               torque=torque if torque else DESIGN_TORQUE, motor_damping=motor_damping)
         sol = solve(ocp, method, seed=seed, time_limit=time_limit, verbose=False, **(options or {}))
         extra = {}
     end = sol.xs[-1, :2]
@@ -62,12 +66,13 @@ def run(design: str, target, seed: int, time_limit: float, method: str, contact:
             **{k: v for k, v in extra.items() if k in ("release", "design_link_contacts")}}
 
 
-def random_frontier(lengths, n: int, seed: int, torque: float = 250.0) -> dict:
+def random_frontier(lengths, n: int, seed: int, torque: float = 250.0, motor_damping: float = 0.0) -> dict:
     """The farthest final box point per 15-degree direction over ``n`` random bang-bang throws (module docstring)."""
     from problems.design import START, box_jump, design_simulator
 
     rng = np.random.default_rng(seed)
-    sim = design_simulator(dict(zip(("arm1", "arm2"), lengths, strict=True)), torque=torque)
+    sim = design_simulator(dict(zip(("arm1", "arm2"), lengths, strict=True)), torque=torque,
+                           motor_damping=motor_damping)
     x0 = np.zeros(sim.nx)
     x0[:5] = START
     bins, jumps = {}, 0
@@ -99,7 +104,7 @@ def random_frontier(lengths, n: int, seed: int, torque: float = 250.0) -> dict:
 
 
 def continuation(design: str, target, seed: int, time_limit: float, step: float, step_time: float,
-                 contact: str = "lcp"):
+                 contact: str = "lcp", motor_damping: float = 0.0):
     """Target continuation along the ray of ``target`` (module docstring); yields one dict per stage."""
     import problems
     from problems.design import NOMINAL_LENGTH, fixed_design_ocp
@@ -107,19 +112,20 @@ def continuation(design: str, target, seed: int, time_limit: float, step: float,
 
     t0 = time.perf_counter()
     start = np.asarray(target, dtype=float)
-    sol = solve(fixed_design_ocp(target=tuple(start), contact=contact), seed=seed, time_limit=time_limit,
-                verbose=False)
+    sol = solve(fixed_design_ocp(target=tuple(start), contact=contact, motor_damping=motor_damping), seed=seed,
+                time_limit=time_limit, verbose=False)
     dist = float(np.linalg.norm(sol.xs[-1, :2] - start))
     yield {"stage": "fixed cem-ddp", "target": start.tolist(), "distance": dist, "time": round(time.perf_counter() - t0, 1)}
     us = sol.us
     if design == "co":
-        dyn = problems.load("catapult-design", target=tuple(start), contact=contact).dynamics
+        dyn = problems.load("catapult-design", target=tuple(start), contact=contact,
+                            motor_damping=motor_damping).dynamics
         us = np.vstack([dyn.control_of([NOMINAL_LENGTH] * dyn.k)[None], us])
     ray, k = start / np.linalg.norm(start), 1
     while dist <= 0.01:
         goal = start + ray * step * k
-        ocp = (problems.load("catapult-design", target=tuple(goal), contact=contact) if design == "co"
-               else fixed_design_ocp(target=tuple(goal), contact=contact))
+        ocp = (problems.load("catapult-design", target=tuple(goal), contact=contact, motor_damping=motor_damping)
+               if design == "co" else fixed_design_ocp(target=tuple(goal), contact=contact, motor_damping=motor_damping))
         sol = solve(ocp, "ddp", us_init=us, time_limit=step_time, verbose=False)
         dist = float(np.linalg.norm(sol.xs[-1, :2] - goal))
         out = {"stage": f"ddp {k}", "target": goal.round(4).tolist(), "range": round(float(np.linalg.norm(goal)), 3),
@@ -145,11 +151,13 @@ def main(argv=None):
     p.add_argument("--torque", type=float, default=250.0)
     p.add_argument("--bounds", default=None, help="lower,upper (m) for the co-design")
     p.add_argument("--options", default="{}", help="solver options as JSON, e.g. '{\"lead\": 1}'")
+    p.add_argument("--motor-damping", type=float, default=0.0,
+                   help="N m s on the arm joints (0: the undamped family these studies measured; 25: the registered one)")
     a = p.parse_args(argv)
     if a.frontier:
         lengths = [0.25, 0.25] if a.design == "fixed" else [float(v) for v in a.design.split(",")]
         for seed in a.seeds:
-            print(json.dumps(random_frontier(lengths, a.frontier, seed, a.torque)), flush=True)
+            print(json.dumps(random_frontier(lengths, a.frontier, seed, a.torque, a.motor_damping)), flush=True)
         return 0
     if not a.targets:
         p.error("--targets is required (or --frontier N)")
@@ -157,14 +165,15 @@ def main(argv=None):
         for t in a.targets:
             for seed in a.seeds:
                 for out in continuation(a.design, [float(v) for v in t.split(",")], seed, a.time, a.continuation,
-                                        a.step_time, a.contact):
+                                        a.step_time, a.contact, a.motor_damping):
                     print(json.dumps({"design": a.design, "seed": seed, **out}), flush=True)
         return 0
     bounds = None if a.bounds is None else tuple(float(v) for v in a.bounds.split(","))
     for t in a.targets:
         target = [float(v) for v in t.split(",")]
         for seed in a.seeds:
-            out = run(a.design, target, seed, a.time, a.method, a.contact, a.torque, bounds, json.loads(a.options))
+            out = run(a.design, target, seed, a.time, a.method, a.contact, a.torque, bounds, json.loads(a.options),
+                      a.motor_damping)
             print(json.dumps({**out, "options": a.options}), flush=True)
 
 
