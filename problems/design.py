@@ -556,11 +556,14 @@ def catapult_design(*, horizon: int = 500, dt: float = 1e-3, target=DESIGN_TARGE
                     motor_damping: float = DESIGN_MOTOR_DAMPING) -> OCP:
     """Module docstring. ``links``: the designed links (a subset of :data:`DESIGN_LINKS`); ``bounds``:
     ``(lower, upper)`` in m for every designed link, or one pair per link; ``horizon`` physical steps (the
-    OCP has one more knot, the design knot, first). ``baseline=True`` (the staged recipe: ``trajopt solve
-    catapult-design --option baseline=True``) solves the fixed design first (the catapult's ``cem-ddp``,
-    ``baseline_time`` s, ``baseline_seed``), reports ``fixed_design_distance`` and starts the co-design from its
-    answer (``us_init``: the nominal design, then the baseline's torques). ``baseline=False`` (default, so that
-    building the problem stays instant: the suite loads every problem): zero torques, no baseline.
+    OCP has one more knot, the design knot, first). The default method, ``design-search``, finds the fixed
+    design's best itself (its nominal candidate: ``fixed_design_distance``). ``baseline=True`` is the staged
+    recipe of ``--method cem-ddp`` (``trajopt solve catapult-design --method cem-ddp --option baseline=True``): it
+    solves the fixed design first, while building (the catapult's ``cem-ddp``, ``baseline_time`` s,
+    ``baseline_seed``), reports that as ``fixed_design_distance`` and starts the co-design from its answer
+    (``us_init``: the nominal design, then the baseline's torques; ``design-search`` does not use it).
+    ``baseline=False`` (default, so that building the problem stays instant: the suite loads every problem): zero
+    torques, no baseline.
     ``motor_damping`` (N m s): the arm motors' torque-speed line (:func:`design_simulator`), for the fixed design's
     baseline too; default :data:`DESIGN_MOTOR_DAMPING` (the registered family, "The registered family" in the
     module docstring); 0: the undamped family measured before it."""
