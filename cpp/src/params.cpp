@@ -64,46 +64,6 @@ void regressor_columns(const pinocchio::Model& M, pinocchio::Data& D, const Eige
   }
 }
 
-// out (c, m) = R^T S for R (n, c) whose columns are nonzero on a few rows (a body's support, a placement's subtree
-// and ancestors), in runs of columns of one pattern (a body's 10, a placement's 6): each run is one small dense
-// product on its rows, gathered (Rg (g, k), Sg (k, m)). The same sums as rt_times over the nonzero entries, in a
-// product that keeps its operands in registers (measured on a 38 x 529 R with 32% nonzeros: 61 us against 100).
-void rt_times_runs(const RowMat& R, const RowMat& S, RowMat& out, RowMat& Rg, RowMat& Sg, std::vector<int64_t>& nz,
-                   std::vector<char>& on) {
-  const int64_t n = S.rows(), c = R.cols(), m = S.cols();
-  if (3 * (R.array() != 0.0).count() > R.size()) {  // a third nonzero or more: one dense product is as fast
-    out.noalias() = R.transpose() * S;
-    return;
-  }
-  out.resize(c, m);
-  on.assign(n, 0);
-  int64_t j = 0;
-  while (j < c) {
-    nz.clear();
-    for (int64_t i = 0; i < n; ++i)
-      if (R(i, j) != 0.0) nz.push_back(i);
-    for (int64_t i : nz) on[i] = 1;
-    int64_t j2 = j + 1;
-    for (bool same = true; same && j2 < c; j2 += same) {  // R(:, j2) nonzero on nz's rows only
-      for (int64_t i = 0; i < n && same; ++i) same = on[i] || R(i, j2) == 0.0;
-    }
-    for (int64_t i : nz) on[i] = 0;
-    const int64_t g = j2 - j, k = nz.size();
-    if (k == 0) {
-      out.middleRows(j, g).setZero();
-    } else {
-      Rg.resize(g, k);
-      Sg.resize(k, m);
-      for (int64_t a = 0; a < k; ++a) {
-        for (int64_t b = 0; b < g; ++b) Rg(b, a) = R(nz[a], j + b);
-        Sg.row(a) = S.row(nz[a]);
-      }
-      out.middleRows(j, g).noalias() = Rg * Sg;
-    }
-    j = j2;
-  }
-}
-
 void check_chain(const pinocchio::Model& M, const IdxVec& body, const CRowRef& dpi, int64_t npar) {
   if (body.size() != npar || dpi.rows() != 10 || dpi.cols() != npar)
     throw std::invalid_argument("parameter_jacobian: body must have npar = " + std::to_string(npar) +
@@ -294,8 +254,8 @@ class ParameterPlan {
     // J_C M^-1 Rn + x = W^T Rn + x (W = MJt[:, C]; x: the explicit terms of a few columns), so with the solve's
     // map S (sym_apply, or lstsq when some row is bounded) and L = S(W^T):
     //   dz = -L Rn + S(-x),  dv = (M^-1 - Wd L) Rn + Wd S(-x) + MJt e   (Wd = MJt P when bounded, else W)
-    // the product with every column (columns_product: the inertial ones through their bodies' 6-dimensional
-    // families, the others by their nonzero rows), then the few columns with x.
+    // the product with every column (columns_product: on deep trees the inertial ones through their bodies'
+    // 6-dimensional families, the others formed), then the few columns with x.
     R_ *= -dt;
     RowMat dlam_mat(impulses ? m : 0, impulses ? npar : 0);  // (m, npar) only when asked: talos' is 135 kB
     auto& dlam = dlam_mat;
@@ -364,7 +324,9 @@ class ParameterPlan {
               const int64_t row = st->normal_rows[a];
               if (row >= mc || posC_[row] < 0) continue;
               const double s = st->bias_slope[a] / dt;
-              for (int64_t c = 0; c < nF_; ++c) x_(posC_[row], c) += s * fgeo_.J(row, c);
+              for (size_t b = 0; b < pj_.size(); ++b)
+                if (cb_[b] >= 0)
+                  for (int e = 0; e < 6; ++e) x_(posC_[row], 6 * b + e) += s * fgeo_.J(row, 6 * cb_[b] + e);
             }
           }
           if (any_e)
@@ -487,7 +449,7 @@ class ParameterPlan {
                        RowMat& outT) {
     if (!zinert_) {  // R_ holds every column
       PROF_SCOPE("p.cols.other");
-      rt_times_runs(R_, S, outT, Rg_, Sg_, nz_, on_);
+      outT.noalias() = R_.transpose() * S;
       return;
     }
     const int64_t nv = M.nv, ncol = S.cols(), npar = body_.size(), nn = ni_.size();
@@ -496,7 +458,7 @@ class ParameterPlan {
       PROF_SCOPE("p.cols.other");
       Rn_.resize(nv, nn);
       for (int64_t c = 0; c < nn; ++c) Rn_.col(c) = R_.col(ni_[c]);
-      rt_times_runs(Rn_, S, outN_, Rg_, Sg_, nz_, on_);
+      outN_.noalias() = Rn_.transpose() * S;
       for (int64_t c = 0; c < nn; ++c) outT.row(ni_[c]) = outN_.row(c);
     }
     if (!inertial_) return;
@@ -620,8 +582,6 @@ class ParameterPlan {
     nc_ = nc;
     using M3 = Eigen::Map<const RowMat>;
     const auto ba = idx(3), bb = idx(4);
-    fgeo_ = contact_geometry(JF_, supportF_, ba, bb, idx(5), idx(6), M3(points_, nc, 3), M3(dbl(1), nc, 3),
-                             Eigen::Map<const Eigen::VectorXd>(dbl(7), nc), M3(dbl(9), nc, 3), planar_);
     geo_ = st.geo;
     group_.resize(nc);
     for (int64_t k = 0; k < nc; ++k) {
@@ -646,6 +606,23 @@ class ParameterPlan {
     for (int64_t g = 0; g < nc; ++g)
       for (int64_t b = 0; b < np; ++b)
         if (on[g * np + b]) act_[g].push_back(b);
+    // fgeo_ holds the active placements' columns only (6 cb_[b] .. + 6; cb_[b] = -1: none, all its columns are 0):
+    // talos standing's feet are under 13 of its 33 placement joints
+    cb_.assign(np, -1);
+    int64_t na = 0;
+    for (int64_t b = 0; b < np; ++b)
+      for (int64_t g = 0; g < nc && cb_[b] < 0; ++g)
+        if (on[g * np + b]) cb_[b] = na++;
+    JFc_.resize(6, 6 * na);
+    supportFc_.resize(supportF_.rows(), 6 * na);
+    for (int64_t b = 0; b < np; ++b)
+      if (cb_[b] >= 0) {
+        JFc_.middleCols<6>(6 * cb_[b]) = JF_.middleCols<6>(6 * b);
+        supportFc_.middleCols(6 * cb_[b], 6) = supportF_.middleCols(6 * b, 6);
+      }
+    if (na > 0)  // else nothing reads it
+      fgeo_ = contact_geometry(JFc_, supportFc_, ba, bb, nb_, pb, M3(points_, nc, 3), M3(dbl(1), nc, 3),
+                               Eigen::Map<const Eigen::VectorXd>(dbl(7), nc), M3(dbl(9), nc, 3), planar_);
   }
   Eigen::Map<const RowMat> points() const { return Eigen::Map<const RowMat>(points_, nc_, 3); }
 
@@ -680,9 +657,9 @@ class ParameterPlan {
       const Eigen::Matrix3d sF = skew3(F), sp = skew3(p);
       for (int64_t b : act_[gi]) {  // the other placements' columns are 0
         dFc.setZero();
-        for (int64_t j = 0; j < r; ++j) dFc += lam[c * r + j] * fgeo_.dD.block((c * r + j) * 3, 6 * b, 3, 6);
+        for (int64_t j = 0; j < r; ++j) dFc += lam[c * r + j] * fgeo_.dD.block((c * r + j) * 3, 6 * cb_[b], 3, 6);
         dw.block<3, 6>(0, 6 * b) += dFc;
-        dw.block<3, 6>(3, 6 * b).noalias() -= sF * fgeo_.dp.block(c * 3, 6 * b, 3, 6);
+        dw.block<3, 6>(3, 6 * b).noalias() -= sF * fgeo_.dp.block(c * 3, 6 * cb_[b], 3, 6);
         dw.block<3, 6>(3, 6 * b).noalias() += sp * dFc;
       }
     }
@@ -706,8 +683,8 @@ class ParameterPlan {
         if (AB.col(i).cwiseAbs().maxCoeff() != 0.0) rows_.push_back(i);
       for (int64_t b : act_[gi]) {
         auto out = fd_.block(sub_iv_[b], 6 * b, sub_nv_[b], 6);
-        out.noalias() += PA.middleCols(sub_iv_[b], sub_nv_[b]).transpose().lazyProduct(AF.middleCols(6 * b, 6));
-        out.noalias() -= PB.middleCols(sub_iv_[b], sub_nv_[b]).transpose().lazyProduct(BF.middleCols(6 * b, 6));
+        out.noalias() += PA.middleCols(sub_iv_[b], sub_nv_[b]).transpose().lazyProduct(AF.middleCols(6 * cb_[b], 6));
+        out.noalias() -= PB.middleCols(sub_iv_[b], sub_nv_[b]).transpose().lazyProduct(BF.middleCols(6 * cb_[b], 6));
         const auto dwb = dwsum_[gi].middleCols<6>(6 * b);
         for (int64_t i : rows_) fd_.block<1, 6>(i, 6 * b).noalias() += AB.col(i).transpose() * dwb;
       }
@@ -734,9 +711,10 @@ class ParameterPlan {
           const Vector6 uB = B.middleCols(sub_iv_[b], sub_nv_[b]).lazyProduct(ws);
           for (int64_t k = 6 * b; k < 6 * int64_t(b) + 6; ++k) {
             double o[6];
-            cross6(AF(0, k), AF(1, k), AF(2, k), AF(3, k), AF(4, k), AF(5, k), uA, o);
+            const int64_t kc = 6 * cb_[b] + k - 6 * b;  // fgeo_'s column
+            cross6(AF(0, kc), AF(1, kc), AF(2, kc), AF(3, kc), AF(4, kc), AF(5, kc), uA, o);
             for (int rr = 0; rr < 6; ++rr) dR_(rr, k) = o[rr];
-            cross6(BF(0, k), BF(1, k), BF(2, k), BF(3, k), BF(4, k), BF(5, k), uB, o);
+            cross6(BF(0, kc), BF(1, kc), BF(2, kc), BF(3, kc), BF(4, kc), BF(5, kc), uB, o);
             for (int rr = 0; rr < 6; ++rr) dR_(rr, k) -= o[rr];
           }
         }
@@ -755,10 +733,11 @@ class ParameterPlan {
         const double* d2 = &fgeo_.dD((c * r + j) * 3 + 2, 0);
         double* out = &dJv_(c * r + j, 0);
         for (int64_t b : act_[group_[c]])
-          for (int64_t k = 6 * b; k < 6 * b + 6; ++k) {
+          for (int64_t k = 6 * b, kc = 6 * cb_[b]; k < 6 * b + 6; ++k, ++kc) {
             const double* R6 = dR_.col(k).data();
             out[k] = d[0] * R6[0] + d[1] * R6[1] + d[2] * R6[2] + pd[0] * R6[3] + pd[1] * R6[4] + pd[2] * R6[5] +
-                     vr[0] * d0[k] + vr[1] * d1[k] + vr[2] * d2[k] + qd[0] * dp0[k] + qd[1] * dp1[k] + qd[2] * dp2[k];
+                     vr[0] * d0[kc] + vr[1] * d1[kc] + vr[2] * d2[kc] + qd[0] * dp0[kc] + qd[1] * dp1[kc] +
+                     qd[2] * dp2[kc];
           }
       }
     }
@@ -801,8 +780,8 @@ class ParameterPlan {
       kinematic_pass(*M0_, *D0_);
       placement_rnea(*M0_, *D0_, geo ? 1.0 : 0.0, R_);
     }
-    rt_times_runs(R_, st.Minv, outT_, Rg_, Sg_, nz_, on_);  // Minv R = (R^T Minv)^T, Minv symmetric
-    Dc_ = -outT_.transpose();
+    Dc_.noalias() = st.Minv * R_;
+    Dc_ = -Dc_;
     rhs_.noalias() = Jd_ * Dc_;
     rhs_ = -rhs_;
     if (geo) {
@@ -811,7 +790,9 @@ class ParameterPlan {
         const int64_t row = st.deep_rows[a];
         if (row >= mc) continue;
         for (int64_t j = 0; j < nF_; ++j) rhs_(a, pk_[j]) -= dJv_(row, j);
-        for (int64_t j = 0; j < nF_; ++j) rhs_(a, pk_[j]) -= erp_ * fgeo_.J(row, j);
+        for (size_t b = 0; b < pj_.size(); ++b)
+          if (cb_[b] >= 0)
+            for (int e = 0; e < 6; ++e) rhs_(a, pk_[6 * b + e]) -= erp_ * fgeo_.J(row, 6 * cb_[b] + e);
       }
     }
     const RowMat dl = lstsq(c.A, rhs_, RANK_RTOL);
@@ -851,9 +832,8 @@ class ParameterPlan {
   RowMat Minv_own_, R_, dv_, dc_, rhs_, dz_, dqp_, fd_, dJv_, Jd_, Dc_, dqc_;
   RowMat outT_, W_, Wd_, WT_, LX_, L_, Sp_, x_, dzx_, dvx_;  // compute()'s solve map and columns
   Eigen::VectorXd e_;
-  std::vector<int64_t> cols_, posC_, nz_, xcols_;
-  std::vector<char> on_;
-  RowMat Rg_, Sg_, xk_, Rn_, outN_;
+  std::vector<int64_t> cols_, posC_, xcols_;
+  RowMat Rn_, outN_;
   std::vector<int64_t> ni_;  // the columns that are not inertial (placements, friction, others)
   std::vector<Eigen::Matrix<double, 6, Eigen::Dynamic>> ZT_;
   Eigen::Matrix<double, 10, Eigen::Dynamic, Eigen::RowMajor> GT_;  // rows read whole
@@ -864,7 +844,10 @@ class ParameterPlan {
   std::vector<std::vector<int64_t>> act_;  // per contact group: the placements whose subtree holds its bodies
   std::vector<int64_t> rows_;
   Eigen::MatrixXd J1_;
-  ContactGeometry fgeo_;
+  ContactGeometry fgeo_;  // the active placements' columns (cb_)
+  std::vector<int64_t> cb_;
+  Eigen::MatrixXd JFc_;
+  RowMat supportFc_;
   const double* points_ = nullptr;
   int64_t nc_ = 0;
 };
