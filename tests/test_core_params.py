@@ -60,6 +60,31 @@ def test_compiled_equals_reference_along_rollouts(name, steps, monkeypatch):
     assert kinds["fused"] > 0  # the compiled path ran on contact states
 
 
+def test_deep_tree_compiled_equals_reference(monkeypatch):
+    """A tree whose bodies have deep supports (talos: the inertial columns' products through each body's
+    6-dimensional family, params.cpp columns_product) against the reference: standing (contact) and raised (free
+    flight), every parameter."""
+    from problems import load
+    from trajopt.bench import bench_state
+
+    ocp = load("talos-standing")
+    sim = ocp.dynamics
+    x, u = bench_state(ocp)
+    up = x.copy()
+    up[2] += 0.3
+    names = sim.parameter_names()
+    seen = set()
+    for y in (x, up):
+        d = sim.create_data()
+        sim.step(y, u, data=d)
+        seen.add(type(d.contact).__name__)
+        new, ref = _both(sim, y, u, names, monkeypatch)
+        assert _rel(new[3], ref[3]) < 1e-12, _rel(new[3], ref[3])
+        if ref[4].dlam_dp is not None:
+            assert _rel(new[4].dlam_dp, ref[4].dlam_dp) < 1e-12
+    assert seen == {"NoneType", "FusedContactState"}, seen
+
+
 def test_compiled_without_contact_and_sliding_friction(monkeypatch):
     """A free step (no contact: M^-1 from computeMinverse) and cube-throw's sliding steps (friction's bounded
     rows: the explicit term e and A e)."""

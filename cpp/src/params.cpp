@@ -126,6 +126,8 @@ class ParameterPlan {
       throw std::invalid_argument("ParameterPlan: the models differ");
     if (friction_col >= npar) throw std::invalid_argument("ParameterPlan: friction_col out of range");
     for (int64_t k = 0; k < npar; ++k) inertial_ = inertial_ || body_[k] > 0;
+    for (int64_t k = 0; k < npar; ++k)
+      if (body_[k] <= 0) ni_.push_back(k);
     if (pjoint.size() != poffset.size())
       throw std::invalid_argument("ParameterPlan: pjoint and poffset differ in size (" +
                                   std::to_string(pjoint.size()) + " and " + std::to_string(poffset.size()) + ")");
@@ -176,6 +178,20 @@ class ParameterPlan {
         if (a > 0) anc.push_back(a);
       anc_.push_back(anc);
     }
+    supp_dofs_.assign(nj, {});
+    for (int64_t i = 1; i < nj; ++i)
+      for (auto a : M.supports[i])
+        if (a > 0)
+          for (int e = 0; e < M.joints[a].nv(); ++e) supp_dofs_[i].push_back(M.joints[a].idx_v() + e);
+    // the inertial columns through their bodies (columns_product) when their supports are deep: that costs about 12
+    // products per column against the support's size; measured (CPU us, all parameters, kept): talos standing
+    // (mean support 10.7 dofs) 107 -> 91, but go1-hold (7.8) 16 -> 16 and ur5-box (3.9) 5.3 -> 6.7
+    {
+      int64_t n = 0, sum = 0;
+      for (int64_t k = 0; k < npar; ++k)
+        if (body_[k] > 0) ++n, sum += supp_dofs_[body_[k]].size();
+      zinert_ = n > 0 && sum > 9 * n;
+    }
     Yc_.resize(nj);
     dYc_.resize(nj);
     fc_.resize(nj);
@@ -220,11 +236,13 @@ class ParameterPlan {
 
     // R = dRNEA/dp - d(J^T lambda / dt)/dp
     R_.setZero(nv, npar);
-    if (inertial_) { PROF_SCOPE("p.regressor"); regressor_columns(M, D, q, v, a_, body_, dpi_, R_); }
+    if (inertial_ || placements) { PROF_SCOPE("p.kin"); kinematics(M, D, q, v, a_); }
+    // the inertial columns: formed on deep trees only (zinert_: columns_product reads them off the kinematics)
+    if (inertial_ && !zinert_) { PROF_SCOPE("p.regressor"); regressor_world(M, D, R_); }
     const bool geo = placements && mc > 0;  // placements in contact: the contacts' F columns
     if (placements) {
       PROF_SCOPE("p.placements");
-      { PROF_SCOPE("p.pl.kin"); kinematic_pass(M, D, q, v, a_); }
+      { PROF_SCOPE("p.pl.kin"); kinematic_pass(M, D); }
       if (geo) {
         { PROF_SCOPE("p.pl.fgeo"); f_geometry(*st); }
         lam_c_ = st->solution.x.head(mc);
@@ -236,13 +254,14 @@ class ParameterPlan {
     // J_C M^-1 Rn + x = W^T Rn + x (W = MJt[:, C]; x: the explicit terms of a few columns), so with the solve's
     // map S (sym_apply, or lstsq when some row is bounded) and L = S(W^T):
     //   dz = -L Rn + S(-x),  dv = (M^-1 - Wd L) Rn + Wd S(-x) + MJt e   (Wd = MJt P when bounded, else W)
-    // one pass over Rn's nonzero entries for every column (rt_times), then the few columns with x.
+    // the product with every column (columns_product: on deep trees the inertial ones through their bodies'
+    // 6-dimensional families, the others formed), then the few columns with x.
     R_ *= -dt;
-    RowMat dlam_mat(m, npar);
+    RowMat dlam_mat(impulses ? m : 0, impulses ? npar : 0);  // (m, npar) only when asked: talos' is 135 kB
     auto& dlam = dlam_mat;
     if (!contact) {
       PROF_SCOPE("p.minvR");
-      rt_times(R_, Minv, outT_);
+      columns_product(M, D, Minv, dt, outT_);
       dv_ = outT_.transpose();
     } else {
       PROF_SCOPE("p.contact");
@@ -262,7 +281,7 @@ class ParameterPlan {
       const lcp::Reduced& red = st->factor.red;
       const int64_t k = red.C.size();
       if (k == 0) {
-        rt_times(R_, Minv, outT_);
+        columns_product(M, D, Minv, dt, outT_);
         dv_ = outT_.transpose();
       } else {
         const bool bounded = red.bounded;
@@ -281,34 +300,20 @@ class ParameterPlan {
             sym_apply(st->factor.sym, B, X);  // sym_lstsq(K, B): the state Jacobians' factor
           }
         };
-        {
-          PROF_SCOPE("p.c.map");
-          WT_ = W_.transpose();
-          solve(WT_, L_);
-          const int64_t kz = L_.rows();
-          Sp_.resize(nv, nv + (impulses ? kz : 0));  // dz (dlambda's columns) only when the impulses are asked
-          Sp_.leftCols(nv) = Minv;
-          Sp_.leftCols(nv).noalias() -= L_.transpose() * Wd->transpose();
-          if (impulses) Sp_.rightCols(kz) = -L_.transpose();
-        }
-        const int64_t kz = L_.rows();
-        {
-          PROF_SCOPE("p.c.columns");
-          outT_.noalias() = R_.transpose() * Sp_;
-          dv_ = outT_.leftCols(nv).transpose();
-          if (impulses) dz_ = outT_.rightCols(kz).transpose();
-        }
         // the columns with explicit terms x in dc[C]: the placements' (J's and the distances' derivatives, in
-        // contact) and friction's A e
+        // contact) and friction's A e; made first, so that S is applied once to W^T and x together (one lstsq of K
+        // when some row is bounded, not two)
         cols_.clear();
         if (geo)
           for (int64_t c = 0; c < nF_; ++c) cols_.push_back(pk_[c]);
         if (any_e) cols_.push_back(friction_);
-        if (!cols_.empty()) {
+        const int64_t nX = cols_.size();
+        xcols_.clear();
+        if (nX > 0) {
           PROF_SCOPE("p.c.explicit");
-          const int64_t nX = cols_.size();
           x_.setZero(k, nX);
           if (geo) {  // _add_placement_contact_terms
+            PROF_SCOPE("p.c.x.vel");
             velocity_(v_next);
             posC_.assign(m, -1);
             for (int64_t a = 0; a < k; ++a) posC_[red.C[a]] = a;
@@ -319,17 +324,46 @@ class ParameterPlan {
               const int64_t row = st->normal_rows[a];
               if (row >= mc || posC_[row] < 0) continue;
               const double s = st->bias_slope[a] / dt;
-              for (int64_t c = 0; c < nF_; ++c) x_(posC_[row], c) += s * fgeo_.J(row, c);
+              for (size_t b = 0; b < pj_.size(); ++b)
+                if (cb_[b] >= 0)
+                  for (int e = 0; e < 6; ++e) x_(posC_[row], 6 * b + e) += s * fgeo_.J(row, 6 * cb_[b] + e);
             }
           }
           if (any_e)
             for (int64_t a = 0; a < k; ++a) x_(a, nX - 1) += prob.A.row(red.C[a]).dot(e_);
-          x_ = -x_;
-          solve(x_, dzx_);
+          // only the columns with some x: a placement whose subtree holds none of the contacts' bodies has none
+          // (talos standing: 79 of 199)
+          for (int64_t c = 0; c < nX; ++c)
+            if (x_.col(c).cwiseAbs().maxCoeff() != 0.0) xcols_.push_back(c);
+        }
+        const int64_t nK = xcols_.size();
+        {
+          PROF_SCOPE("p.c.map");
+          WT_.resize(k, nv + nK);  // [W^T, -x[:, xcols]]
+          WT_.leftCols(nv) = W_.transpose();
+          for (int64_t c = 0; c < nK; ++c) WT_.col(nv + c) = -x_.col(xcols_[c]);
+          solve(WT_, LX_);
+          L_ = LX_.leftCols(nv);
+          dzx_ = LX_.rightCols(nK);
+          const int64_t kz = L_.rows();
+          Sp_.resize(nv, nv + (impulses ? kz : 0));  // dz (dlambda's columns) only when the impulses are asked
+          Sp_.leftCols(nv) = Minv;
+          Sp_.leftCols(nv).noalias() -= L_.transpose() * Wd->transpose();
+          if (impulses) Sp_.rightCols(kz) = -L_.transpose();
+        }
+        const int64_t kz = L_.rows();
+        {
+          PROF_SCOPE("p.c.columns");
+          columns_product(M, D, Sp_, dt, outT_);
+          dv_ = outT_.leftCols(nv).transpose();
+          if (impulses) dz_ = outT_.rightCols(kz).transpose();
+        }
+        if (nK > 0) {  // dz += S(-x), dv += Wd S(-x) on the columns with x
           dvx_.noalias() = *Wd * dzx_;
-          for (int64_t c = 0; c < nX; ++c) {
-            if (impulses) dz_.col(cols_[c]) += dzx_.col(c);
-            dv_.col(cols_[c]) += dvx_.col(c);
+          for (int64_t c = 0; c < nK; ++c) {
+            const int64_t col = cols_[xcols_[c]];
+            if (impulses) dz_.col(col) += dzx_.col(c);
+            dv_.col(col) += dvx_.col(c);
           }
         }
         if (impulses && bounded) {
@@ -339,7 +373,7 @@ class ParameterPlan {
         }
       }
       if (any_e) {
-        dlam.col(friction_) += e_;
+        if (impulses) dlam.col(friction_) += e_;
         dv_.col(friction_).noalias() += st->MJt * e_;
       }
     }
@@ -350,6 +384,7 @@ class ParameterPlan {
     dqp_ = dt * dv_;
     dq_ = v_next * dt;
     if (contact && st->correction) {
+      PROF_SCOPE("p.i.correction");
       correction_derivative(*st, q, geo);
       dqp_ += dqc_;
       dq_ += st->correction->dq;
@@ -361,7 +396,10 @@ class ParameterPlan {
       pinocchio::dIntegrate(*Mint_, q, dq_, J1_, pinocchio::ARG1);
       for (int64_t i = 1; i < Mint_->njoints; ++i) {  // J1 is block diagonal: each joint's own block
         const int iv = Mint_->joints[i].idx_v(), n = Mint_->joints[i].nv();
-        F.middleRows(iv, n).noalias() = J1_.block(iv, iv, n, n) * dqp_.middleRows(iv, n);
+        if (n == 1)  // a scalar (no product call; measured: no change in p.integrate, whose cost is writing F)
+          F.row(iv) = J1_(iv, iv) * dqp_.row(iv);
+        else
+          F.middleRows(iv, n).noalias() = J1_.block(iv, iv, n, n).lazyProduct(dqp_.middleRows(iv, n));
       }
     }
     auto Fp = to_numpy(std::move(F), {size_t(2 * nv), size_t(npar)});
@@ -370,12 +408,96 @@ class ParameterPlan {
   }
 
  private:
-  // The world quantities of the header comment at (q, v, a) on ``M`` (the step's model or its gravity-free
-  // copy), their subtree composites, data.J, and J_F of every placement (JF_, 6 x nF).
-  void kinematic_pass(const pinocchio::Model& M, pinocchio::Data& D, const Eigen::VectorXd& q,
-                      const Eigen::VectorXd& v, const Eigen::VectorXd& a) {
-    pinocchio::computeJointJacobians(M, D, q);   // data.J (world columns), oMi
-    pinocchio::forwardKinematics(M, D, q, v, a);  // the local v and a (as RNEA's forward pass)
+  // The kinematics the regressor and the placements read at (q, v, a) on ``M`` (the step's model or its
+  // gravity-free copy): data.J (world columns), oMi, the local v and a (as RNEA's forward pass).
+  static void kinematics(const pinocchio::Model& M, pinocchio::Data& D, const Eigen::VectorXd& q,
+                         const Eigen::VectorXd& v, const Eigen::VectorXd& a) {
+    pinocchio::computeJointJacobians(M, D, q);
+    pinocchio::forwardKinematics(M, D, q, v, a);
+  }
+
+  // R's inertial columns (body_[k] > 0) after kinematics(): Pinocchio's joint torque regressor times dpi, in the
+  // world frame and on the columns' own rows. Column k of body i is J_d^T oMi.act(Y_i(v_i, a_i - g_i) dpi[:, k])
+  // on the dofs d of i's support (Y_i: pinocchio::bodyRegressor, 6 x 10, at i's local velocity and acceleration
+  // with gravity, as computeJointTorqueRegressor's forward pass has them), 0 elsewhere (R is zeroed before):
+  // one 6 x 10 regressor and one 6-vector per column, no regressor of every joint propagated to its ancestors.
+  void regressor_world(const pinocchio::Model& M, const pinocchio::Data& D, RowMat& R) {
+    const int64_t npar = body_.size();
+    Eigen::Matrix<double, 6, 10> Yw;
+    int64_t prev = -1;
+    for (int64_t k = 0; k < npar; ++k) {
+      const int64_t i = body_[k];
+      if (i <= 0) continue;
+      if (i != prev) {  // the columns of one body are consecutive (a block): its regressor once
+        const pinocchio::Motion agf = D.a[i] - D.oMi[i].actInv(M.gravity);
+        Yw.noalias() = D.oMi[i].toDualActionMatrix() * pinocchio::bodyRegressor(D.v[i], agf);
+        prev = i;
+      }
+      Vector6 f = Vector6::Zero();
+      for (int e = 0; e < 10; ++e)
+        if (dpi_(e, k) != 0.0) f += dpi_(e, k) * Yw.col(e);
+      for (int64_t d : supp_dofs_[i]) R(d, k) = D.J.col(d).dot(f);
+    }
+  }
+
+  // outT (npar, S.cols()) = Rn^T S, Rn = -dt R: the other columns from R_ (already scaled), the inertial ones
+  // without forming them. Body i's columns are J_s^T Yw_i dpi[:, k] over the dofs s of i's support (regressor_world),
+  // a 6-dimensional family: their rows of R^T S are dpi[:, k]^T Yw_i^T Z_i with Z_i = sum_s J_s S[s, :] (6 x
+  // S.cols()), accumulated from the root down (Z_i = Z_parent + J_i S[dofs of i, :]). Per body one 10 x 6 x cols
+  // product instead of 10 columns times the support's rows (talos standing: 330 columns on 38 dofs).
+  void columns_product(const pinocchio::Model& M, const pinocchio::Data& D, const RowMat& S, double dt,
+                       RowMat& outT) {
+    if (!zinert_) {  // R_ holds every column
+      PROF_SCOPE("p.cols.other");
+      outT.noalias() = R_.transpose() * S;
+      return;
+    }
+    const int64_t nv = M.nv, ncol = S.cols(), npar = body_.size(), nn = ni_.size();
+    outT.resize(npar, ncol);
+    if (nn > 0) {
+      PROF_SCOPE("p.cols.other");
+      Rn_.resize(nv, nn);
+      for (int64_t c = 0; c < nn; ++c) Rn_.col(c) = R_.col(ni_[c]);
+      outN_.noalias() = Rn_.transpose() * S;
+      for (int64_t c = 0; c < nn; ++c) outT.row(ni_[c]) = outN_.row(c);
+    }
+    if (!inertial_) return;
+    const int nj = M.njoints;
+    PROF_SCOPE("p.cols.inertial");
+    ZT_.resize(nj);
+    for (int i = 1; i < nj; ++i) {  // parents come before their children
+      const int p = M.parents[i], iv = M.joints[i].idx_v(), n = M.joints[i].nv();
+      if (p > 0)
+        ZT_[i] = ZT_[p];
+      else
+        ZT_[i].setZero(6, ncol);
+      for (int e = 0; e < n; ++e) {  // a rank-one update per dof, written out (no product call)
+        const double* s = S.row(iv + e).data();
+        for (int64_t c = 0; c < ncol; ++c)
+          for (int r = 0; r < 6; ++r) ZT_[i](r, c) += D.J(r, iv + e) * s[c];
+      }
+    }
+    Eigen::Matrix<double, 6, 10> Yw;
+    int64_t prev = -1;
+    for (int64_t k = 0; k < npar; ++k) {
+      const int64_t i = body_[k];
+      if (i <= 0) continue;
+      if (i != prev) {  // regressor_world's Yw_i, then its 10 rows of R^T S
+        const pinocchio::Motion agf = D.a[i] - D.oMi[i].actInv(M.gravity);
+        Yw.noalias() = D.oMi[i].toDualActionMatrix() * pinocchio::bodyRegressor(D.v[i], agf);
+        GT_.noalias() = Yw.transpose() * ZT_[i];
+        prev = i;
+      }
+      auto row = outT.row(k);
+      row.setZero();
+      for (int e = 0; e < 10; ++e)
+        if (dpi_(e, k) != 0.0) row.noalias() += (-dt * dpi_(e, k)) * GT_.row(e);
+    }
+  }
+
+  // The world quantities of the header comment after kinematics() on ``M``, their subtree composites, and J_F
+  // of every placement (JF_, 6 x nF).
+  void kinematic_pass(const pinocchio::Model& M, const pinocchio::Data& D) {
     const int nj = M.njoints;
     for (int i = 1; i < nj; ++i) {
       ov_[i] = D.oMi[i].act(D.v[i]);
@@ -460,8 +582,6 @@ class ParameterPlan {
     nc_ = nc;
     using M3 = Eigen::Map<const RowMat>;
     const auto ba = idx(3), bb = idx(4);
-    fgeo_ = contact_geometry(JF_, supportF_, ba, bb, idx(5), idx(6), M3(points_, nc, 3), M3(dbl(1), nc, 3),
-                             Eigen::Map<const Eigen::VectorXd>(dbl(7), nc), M3(dbl(9), nc, 3), planar_);
     geo_ = st.geo;
     group_.resize(nc);
     for (int64_t k = 0; k < nc; ++k) {
@@ -486,6 +606,23 @@ class ParameterPlan {
     for (int64_t g = 0; g < nc; ++g)
       for (int64_t b = 0; b < np; ++b)
         if (on[g * np + b]) act_[g].push_back(b);
+    // fgeo_ holds the active placements' columns only (6 cb_[b] .. + 6; cb_[b] = -1: none, all its columns are 0):
+    // talos standing's feet are under 13 of its 33 placement joints
+    cb_.assign(np, -1);
+    int64_t na = 0;
+    for (int64_t b = 0; b < np; ++b)
+      for (int64_t g = 0; g < nc && cb_[b] < 0; ++g)
+        if (on[g * np + b]) cb_[b] = na++;
+    JFc_.resize(6, 6 * na);
+    supportFc_.resize(supportF_.rows(), 6 * na);
+    for (int64_t b = 0; b < np; ++b)
+      if (cb_[b] >= 0) {
+        JFc_.middleCols<6>(6 * cb_[b]) = JF_.middleCols<6>(6 * b);
+        supportFc_.middleCols(6 * cb_[b], 6) = supportF_.middleCols(6 * b, 6);
+      }
+    if (na > 0)  // else nothing reads it
+      fgeo_ = contact_geometry(JFc_, supportFc_, ba, bb, nb_, pb, M3(points_, nc, 3), M3(dbl(1), nc, 3),
+                               Eigen::Map<const Eigen::VectorXd>(dbl(7), nc), M3(dbl(9), nc, 3), planar_);
   }
   Eigen::Map<const RowMat> points() const { return Eigen::Map<const RowMat>(points_, nc_, 3); }
 
@@ -520,9 +657,9 @@ class ParameterPlan {
       const Eigen::Matrix3d sF = skew3(F), sp = skew3(p);
       for (int64_t b : act_[gi]) {  // the other placements' columns are 0
         dFc.setZero();
-        for (int64_t j = 0; j < r; ++j) dFc += lam[c * r + j] * fgeo_.dD.block((c * r + j) * 3, 6 * b, 3, 6);
+        for (int64_t j = 0; j < r; ++j) dFc += lam[c * r + j] * fgeo_.dD.block((c * r + j) * 3, 6 * cb_[b], 3, 6);
         dw.block<3, 6>(0, 6 * b) += dFc;
-        dw.block<3, 6>(3, 6 * b).noalias() -= sF * fgeo_.dp.block(c * 3, 6 * b, 3, 6);
+        dw.block<3, 6>(3, 6 * b).noalias() -= sF * fgeo_.dp.block(c * 3, 6 * cb_[b], 3, 6);
         dw.block<3, 6>(3, 6 * b).noalias() += sp * dFc;
       }
     }
@@ -546,8 +683,8 @@ class ParameterPlan {
         if (AB.col(i).cwiseAbs().maxCoeff() != 0.0) rows_.push_back(i);
       for (int64_t b : act_[gi]) {
         auto out = fd_.block(sub_iv_[b], 6 * b, sub_nv_[b], 6);
-        out.noalias() += PA.middleCols(sub_iv_[b], sub_nv_[b]).transpose().lazyProduct(AF.middleCols(6 * b, 6));
-        out.noalias() -= PB.middleCols(sub_iv_[b], sub_nv_[b]).transpose().lazyProduct(BF.middleCols(6 * b, 6));
+        out.noalias() += PA.middleCols(sub_iv_[b], sub_nv_[b]).transpose().lazyProduct(AF.middleCols(6 * cb_[b], 6));
+        out.noalias() -= PB.middleCols(sub_iv_[b], sub_nv_[b]).transpose().lazyProduct(BF.middleCols(6 * cb_[b], 6));
         const auto dwb = dwsum_[gi].middleCols<6>(6 * b);
         for (int64_t i : rows_) fd_.block<1, 6>(i, 6 * b).noalias() += AB.col(i).transpose() * dwb;
       }
@@ -574,9 +711,10 @@ class ParameterPlan {
           const Vector6 uB = B.middleCols(sub_iv_[b], sub_nv_[b]).lazyProduct(ws);
           for (int64_t k = 6 * b; k < 6 * int64_t(b) + 6; ++k) {
             double o[6];
-            cross6(AF(0, k), AF(1, k), AF(2, k), AF(3, k), AF(4, k), AF(5, k), uA, o);
+            const int64_t kc = 6 * cb_[b] + k - 6 * b;  // fgeo_'s column
+            cross6(AF(0, kc), AF(1, kc), AF(2, kc), AF(3, kc), AF(4, kc), AF(5, kc), uA, o);
             for (int rr = 0; rr < 6; ++rr) dR_(rr, k) = o[rr];
-            cross6(BF(0, k), BF(1, k), BF(2, k), BF(3, k), BF(4, k), BF(5, k), uB, o);
+            cross6(BF(0, kc), BF(1, kc), BF(2, kc), BF(3, kc), BF(4, kc), BF(5, kc), uB, o);
             for (int rr = 0; rr < 6; ++rr) dR_(rr, k) -= o[rr];
           }
         }
@@ -595,10 +733,11 @@ class ParameterPlan {
         const double* d2 = &fgeo_.dD((c * r + j) * 3 + 2, 0);
         double* out = &dJv_(c * r + j, 0);
         for (int64_t b : act_[group_[c]])
-          for (int64_t k = 6 * b; k < 6 * b + 6; ++k) {
+          for (int64_t k = 6 * b, kc = 6 * cb_[b]; k < 6 * b + 6; ++k, ++kc) {
             const double* R6 = dR_.col(k).data();
             out[k] = d[0] * R6[0] + d[1] * R6[1] + d[2] * R6[2] + pd[0] * R6[3] + pd[1] * R6[4] + pd[2] * R6[5] +
-                     vr[0] * d0[k] + vr[1] * d1[k] + vr[2] * d2[k] + qd[0] * dp0[k] + qd[1] * dp1[k] + qd[2] * dp2[k];
+                     vr[0] * d0[kc] + vr[1] * d1[kc] + vr[2] * d2[kc] + qd[0] * dp0[kc] + qd[1] * dp1[kc] +
+                     qd[2] * dp2[kc];
           }
       }
     }
@@ -629,7 +768,8 @@ class ParameterPlan {
     for (int64_t a = 0; a < k; ++a) Jd_.row(a) = st.J.row(st.deep_rows[a]);
     R_.setZero(nv, npar);
     zero_ = Eigen::VectorXd::Zero(nv);
-    if (inertial_) regressor_columns(*M0_, *D0_, q, zero_, c.dq, body_, dpi_, R_);
+    if (inertial_ || nF_ > 0) kinematics(*M0_, *D0_, q, zero_, c.dq);
+    if (inertial_) regressor_world(*M0_, *D0_, R_);
     if (nF_ > 0) {
       if (geo) {
         lam_c_ = Eigen::VectorXd::Zero(mc);
@@ -637,7 +777,7 @@ class ParameterPlan {
           if (st.deep_rows[a] < mc) lam_c_[st.deep_rows[a]] = c.lam[a];
         force_(lam_c_);
       }
-      kinematic_pass(*M0_, *D0_, q, zero_, c.dq);
+      kinematic_pass(*M0_, *D0_);
       placement_rnea(*M0_, *D0_, geo ? 1.0 : 0.0, R_);
     }
     Dc_.noalias() = st.Minv * R_;
@@ -650,7 +790,9 @@ class ParameterPlan {
         const int64_t row = st.deep_rows[a];
         if (row >= mc) continue;
         for (int64_t j = 0; j < nF_; ++j) rhs_(a, pk_[j]) -= dJv_(row, j);
-        for (int64_t j = 0; j < nF_; ++j) rhs_(a, pk_[j]) -= erp_ * fgeo_.J(row, j);
+        for (size_t b = 0; b < pj_.size(); ++b)
+          if (cb_[b] >= 0)
+            for (int e = 0; e < 6; ++e) rhs_(a, pk_[6 * b + e]) -= erp_ * fgeo_.J(row, 6 * cb_[b] + e);
       }
     }
     const RowMat dl = lstsq(c.A, rhs_, RANK_RTOL);
@@ -671,6 +813,7 @@ class ParameterPlan {
   double erp_;
   bool planar_;
   bool inertial_ = false;
+  bool zinert_ = false;  // columns_product's inertial rows without forming R's inertial columns
   // the placements: joints, Fp column of each F column (6 per joint), subtree masks
   int64_t nF_ = 0;
   std::vector<int64_t> pj_, pk_;
@@ -678,6 +821,7 @@ class ParameterPlan {
   RowMat supportF_;
   std::vector<int64_t> sub_iv_, sub_nv_;   // each placement's subtree dofs: idx_v(j) .. + nvSubtree(j)
   std::vector<std::vector<int64_t>> anc_;  // and its ancestor joints (the support of j's parent, 0 left out)
+  std::vector<std::vector<int64_t>> supp_dofs_;  // per joint: the dofs of its support (the regressor's rows)
   // per call
   std::vector<pinocchio::Inertia> Yc_;
   std::vector<Matrix6> dYc_;
@@ -686,9 +830,13 @@ class ParameterPlan {
   Eigen::MatrixXd JF_;
   Eigen::VectorXd tau_total_, a_, lam_c_, zero_, dq_;
   RowMat Minv_own_, R_, dv_, dc_, rhs_, dz_, dqp_, fd_, dJv_, Jd_, Dc_, dqc_;
-  RowMat outT_, W_, Wd_, WT_, L_, Sp_, x_, dzx_, dvx_;  // compute()'s solve map and columns
+  RowMat outT_, W_, Wd_, WT_, LX_, L_, Sp_, x_, dzx_, dvx_;  // compute()'s solve map and columns
   Eigen::VectorXd e_;
-  std::vector<int64_t> cols_, posC_;
+  std::vector<int64_t> cols_, posC_, xcols_;
+  RowMat Rn_, outN_;
+  std::vector<int64_t> ni_;  // the columns that are not inertial (placements, friction, others)
+  std::vector<Eigen::Matrix<double, 6, Eigen::Dynamic>> ZT_;
+  Eigen::Matrix<double, 10, Eigen::Dynamic, Eigen::RowMajor> GT_;  // rows read whole
   Eigen::Matrix<double, 6, Eigen::Dynamic> YJ_, dYJ_, wsum_, dR_;
   std::vector<Eigen::Matrix<double, 6, Eigen::Dynamic>> dwsum_;
   const ContactGeometry* geo_ = nullptr;
@@ -696,7 +844,10 @@ class ParameterPlan {
   std::vector<std::vector<int64_t>> act_;  // per contact group: the placements whose subtree holds its bodies
   std::vector<int64_t> rows_;
   Eigen::MatrixXd J1_;
-  ContactGeometry fgeo_;
+  ContactGeometry fgeo_;  // the active placements' columns (cb_)
+  std::vector<int64_t> cb_;
+  Eigen::MatrixXd JFc_;
+  RowMat supportFc_;
   const double* points_ = nullptr;
   int64_t nc_ = 0;
 };
