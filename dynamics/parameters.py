@@ -107,6 +107,9 @@ _core = core.module if core.available() and hasattr(core.module, "ParameterPlan"
 
 #: Pinocchio's order of the 6 entries of a symmetric 3x3 inertia: xx, xy, yy, xz, yz, zz.
 SYM = ((0, 0), (0, 1), (1, 1), (0, 2), (1, 2), (2, 2))
+#: a tangential velocity below this (times max(1, |b|)) is no slip: at mu = 0 the friction column's sign
+#: (LCP) or direction (NCP) is round-off there, and friction acts at second order only
+SLIP_TOL = 1e-10
 KINDS = {"friction": 1, "restitution": 1, "mass": 1, "com": 3, "inertia": 6, "placement": 6}
 #: the contact coefficients among :data:`KINDS`: one number for all pairs, or one per collision pair
 COEFFICIENTS = ("friction", "restitution")
@@ -608,6 +611,18 @@ def _friction_terms(sim, state, blocks, npar):
         k = col[bounded // r]
         on = k >= 0
         e[bounded[on], k[on]] = lam[bounded[on]] / mu[bounded[on]]
+        # frictionless contacts (mu = 0): their friction rows sit at 0 (the box [-mu lam_n, mu lam_n] closed);
+        # from mu = 0+ a slipping row's impulse is -sign(slip) mu lam_n: e = -sign(c_i) lam_n; a slip within
+        # round-off of 0 (SLIP_TOL) is none: no friction acts at first order
+        tie = np.asarray(prob.normal_of)
+        frictionless = np.flatnonzero((mu == 0) & (tie >= 0))  # friction rows (limits' rows have no tie)
+        frictionless = frictionless[frictionless // r < len(col)]
+        frictionless = frictionless[col[frictionless // r] >= 0]
+        if len(frictionless):
+            c = (prob.A @ lam + prob.b)[frictionless]
+            slip = np.abs(c) > SLIP_TOL * max(1.0, float(np.abs(prob.b).max()))
+            ln = np.maximum(lam[tie[frictionless]], 0.0)
+            e[frictionless, col[frictionless // r]] = np.where(slip, -np.sign(c) * ln, 0.0)
     elif name == "ncp":
         c = prob.A @ lam + prob.b
         for g, (s, n) in enumerate(zip(prob.start, prob.size)):
@@ -618,7 +633,9 @@ def _friction_terms(sim, state, blocks, npar):
             ln = lam[s]
             if md == 2:
                 ct = c[s + 1:s + n]
-                nrm = max(float(np.linalg.norm(ct)), 1e-300)
+                nrm = float(np.linalg.norm(ct))
+                if nrm <= SLIP_TOL * max(1.0, float(np.abs(prob.b).max())):
+                    continue  # "sliding" without slip (mu = 0 puts every contact there): no direction, no term
                 dF[s + 1:s + n, k] = ln * ct / nrm
             else:
                 dF[s + 1:s + n, k] = -ln * sol.dirs[g, :n - 1]

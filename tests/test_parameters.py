@@ -433,3 +433,29 @@ def test_a_point_mass_inertia_round_trips():
     cube = cube_simulator(contact="lcp")
     with pytest.raises(ModelError, match="singular"):
         cube.with_parameters("inertia:root_body1", np.zeros(6))
+
+
+@pytest.mark.parametrize("path", ["compiled", "reference"])
+@pytest.mark.parametrize("contact", ["lcp", "ncp"])
+def test_friction_column_at_zero_friction_is_the_one_sided_derivative(contact, path, monkeypatch):
+    """A frictionless cube sliding on the ground (1 m/s along x, 0.5 along y): from mu = 0+ friction slows it, so
+    the friction column equals a forward difference (the boxed LCP closes its friction rows' box at mu = 0 and
+    used to drop the column: 0 against -0.11). A cube resting without slip: no friction acts at first order, 0."""
+    from dynamics import parameters as P
+
+    from .test_contact import cube_sim
+
+    if path == "reference":
+        monkeypatch.setattr(P, "_core", None)
+    sim = cube_sim(mu=0.0, contact=contact)
+    u = np.zeros(sim.nu)
+    for slip in ((1.0, 0.5), (0.0, 0.0)):
+        x = sim.neutral_state()
+        x[2] = 0.1 - 1e-4
+        x[sim.nq:sim.nq + 2] = slip
+        xn, _, _, Fp = sim.step_derivatives(x, u, params=["friction"])
+        h = 1e-7
+        fd = sim.state_difference(xn, sim.with_parameters("friction", [h]).step(x, u)) / h
+        np.testing.assert_allclose(Fp[:, 0], fd, rtol=1e-5, atol=1e-7, err_msg=f"{contact} slip {slip}")
+        if slip[0]:
+            assert np.abs(Fp[:, 0]).max() > 1e-2

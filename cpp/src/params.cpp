@@ -272,11 +272,17 @@ class ParameterPlan {
       e_.setZero(m);
       bool any_e = false;
       if (friction_ >= 0) {
-        for (int64_t i = 0; i < m; ++i)
+        // frictionless contacts (mu = 0): from mu = 0+ a slipping friction row's impulse is -sign(slip) mu
+        // lambda_n, e = -sign(w_i) lambda_n; a slip within SLIP_TOL (dynamics/parameters.py) of 0 is none
+        const double slip_tol = 1e-10 * std::max(1.0, prob.b.size() ? prob.b.cwiseAbs().maxCoeff() : 0.0);
+        for (int64_t i = 0; i < m; ++i) {
           if (sol.modes[i] == 3 && prob.mu[i] > 0) {
             e_[i] = sol.x[i] / prob.mu[i];
-            any_e = any_e || e_[i] != 0.0;
+          } else if (prob.mu[i] == 0 && prob.normal_of[i] >= 0 && std::abs(sol.w[i]) > slip_tol) {
+            e_[i] = (sol.w[i] > 0 ? -1.0 : 1.0) * std::max(sol.x[prob.normal_of[i]], 0.0);
           }
+          any_e = any_e || e_[i] != 0.0;
+        }
       }
       const lcp::Reduced& red = st->factor.red;
       const int64_t k = red.C.size();
