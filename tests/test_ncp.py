@@ -186,3 +186,22 @@ def test_a_flat_cube_sliding_with_spin_gets_one_answer_and_its_jacobian():
     _, Fx, _ = sim.step_derivatives(xs[-2], u)
     fd = step_jacobians_fd(sim, xs[-2], u, h=1e-6)
     assert max_relative_error(Fx, fd.Fx) < 1e-6
+
+
+def test_a_problem_without_a_solution_is_inexact_not_solved():
+    """One dof seen by one 3-D contact (A = j j', rank 1), mu = 1, whose friction, while it slides, always drives
+    the normal velocity down: no impulse obeys the law (a Painleve configuration; breaking leaves c_n = -1). The
+    solver used to accept Newton's answer with a normal impulse of -1.88 as "solved" (the law's tolerance taken on
+    Gauss-Seidel's drifting iterate, ~1e10): now "inexact", with that nearest answer (not the drifting iterate),
+    in the Python solver and the compiled one alike."""
+    j = np.array([0.446, -1.4987, -0.9479])
+    A, b = np.outer(j, j), np.array([-0.9997, 0.9124, -1.3713])
+    start, size, mu = np.array([0]), np.array([3]), np.array([1.0])
+    sol = solve_ncp(A, b, start, size, mu)
+    assert sol.status == "inexact" and sol.residual > 1.0
+    assert np.abs(sol.lam).max() < 10.0  # the nearest Newton answer, not Gauss-Seidel's drift (9e9)
+    from contact import core
+
+    if core.module is not None and hasattr(core.module, "ncp_solve"):
+        lam, c, modes, ok, res, hit, its, dirs = core.module.ncp_solve(A, b, start, size, mu, None, None, None)
+        assert not ok and np.allclose(lam, sol.lam, rtol=1e-9) and its == sol.iterations

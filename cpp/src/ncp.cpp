@@ -613,6 +613,10 @@ Solution solve_raw(const Problem& p, const VectorXl* gm, const VectorXd* gl, con
     for (Eigen::Index i = 0; i < m; ++i)
       if (std::isfinite(trial[i])) lam[i] = trial[i];
   }
+  // the Newton answer nearest a solution (contact/ncp.py), for an inexact end
+  double closest_r = std::numeric_limits<double>::infinity();
+  VectorXd closest_lam;
+  VectorXl closest_modes;
   for (int sweeps : {50, 500, max_sweeps}) {
     total += pgs(p, lam, sweeps, tol);
     const double tol_l = 1e-9 * (1.0 + amax(lam));
@@ -620,11 +624,19 @@ Solution solve_raw(const Problem& p, const VectorXl* gm, const VectorXd* gl, con
     VectorXd trial = lam;
     auto [its, ok] = newton(p, modes, dirs, trial, 50, tol);
     total += its;
-    if (accept(p, modes, dirs, trial, ok, tol_c, tol_l)) return result(p, trial, modes, dirs, true, false, total);
+    // the law's tolerance on the answer's own scale (contact/ncp.py: the iterate's can be far larger)
+    if (accept(p, modes, dirs, trial, ok, tol_c, 1e-9 * (1.0 + amax(trial))))
+      return result(p, trial, modes, dirs, true, false, total);
+    if (all_finite(trial)) {
+      const double r = residual_of(p, trial);
+      if (r < closest_r) { closest_r = r; closest_lam = trial; closest_modes = modes; }
+    }
     auto sol = repaired(p, modes, dirs, trial, tol, tol_c, REPAIRS);
     if (sol) return result(p, sol->lam, sol->modes, sol->dirs, true, false, total + sol->its);
   }
   modes = modes_of(p, lam, tol_c, 1e-9 * (1.0 + amax(lam)));
+  if (closest_lam.size() && closest_r < residual_of(p, lam))
+    return result(p, closest_lam, closest_modes, dirs, false, false, total);
   return result(p, lam, modes, dirs, false, false, total);
 }
 
