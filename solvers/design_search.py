@@ -48,27 +48,67 @@ def check_design_dynamics(dynamics) -> None:
 
 
 def solve_design_search(ocp, *, inner: str = "cem-ddp", polish: str = "ddp", time_limit: float | None = 120.0,
-                        stop_metric: str | None = None, stop_below: float = 0.0, seed: int = 0, verbose: bool = True, callback=None,
-                        us_init=None, **inner_options):
+                        stop_metric: str | None = None, stop_below: float = 0.0, seed: int = 0, verbose: bool = True,
+                        callback=None, us_init=None, **inner_options):
     """Solve the co-design ``ocp`` by the search of the module docstring. ``inner_options`` go to every
     candidate's ``inner`` solve (over the problem's advice for ``inner``); ``seed`` to each candidate's
-    search. ``us_init`` is not used (each candidate starts from its fixed-design problem's own guess)."""
-    from . import resolve, solve  # the dispatcher (a package-level import would be circular)
+    search. ``us_init`` is not used (each candidate starts from its fixed-design problem's own guess). Unknown
+    ``inner``/``polish`` methods and a ``stop_metric`` the fixed-design problem does not report raise
+    ValueError before any solving; Ctrl-C keeps the best candidate so far (INTERRUPTED)."""
+    from . import METHODS, resolve, solve  # the dispatcher (a package-level import would be circular)
 
     check_design_dynamics(ocp.dynamics)
     if time_limit is not None and not time_limit > 0:
         raise ValueError(f"time_limit must be > 0 s, got {time_limit!r}")
+    for role, name in (("inner", inner), ("polish", polish)):
+        if name not in METHODS or name == "design-search":
+            choices = ", ".join(sorted(m for m in METHODS if m != "design-search"))
+            raise ValueError(f"design-search's {role} method must be one of {choices}, got {name!r}")
     t0 = time.perf_counter()
     dyn = ocp.dynamics
     candidates = [np.asarray(d, dtype=float) for d in dyn.design_candidates()]
+    if stop_metric is not None:  # named before any solving: a misspelt metric would never stop the search
+        sub = dyn.fixed_design_ocp(ocp, candidates[0])
+        xs0 = sub.dynamics.rollout(sub.x0, sub.us_init)
+        known = sorted(sub.metrics(xs0, sub.us_init)) if sub.metrics is not None else []
+        if stop_metric not in known:
+            raise ValueError(f"stop_metric {stop_metric!r} is not a metric of the fixed-design problem; its metrics: "
+                             f"{', '.join(known) or 'none'}")
     history: list[dict] = []
-    found: list[dict] = []
-    best = None  # (cost, design, solution)
-    interrupted = False
+    found: list[dict] = []  # per candidate: design, cost (the joint problem's), status, time, metrics, controls
 
     def now():
         return time.perf_counter() - t0
 
+    try:
+        best, interrupted = _search(ocp, dyn, candidates, inner, inner_options, time_limit, stop_metric, stop_below,
+                                    seed, verbose, callback, history, found, now, resolve, solve)
+    except KeyboardInterrupt:  # between two candidates' solves (no solver was there to catch it)
+        if not found:
+            raise
+        best, interrupted = _best_found(found), True
+    cost0, design, us = best
+    info = {"candidates": [{k: v for k, v in c.items() if k != "us"} for c in found],
+            "fixed_design_cost": found[0]["cost"], "start_design": design.tolist()}
+    ocp.info["design_search"] = info["candidates"]
+    if interrupted:
+        return finish(ocp, method="design-search", xs=dyn.rollout(ocp.x0, us), us=us, cost=cost0, history=history,
+                      status=Status.INTERRUPTED, t0=t0, info=info)
+    return _polish(ocp, dyn, polish, cost0, design, us, info, time_limit, verbose, callback, history, now, t0, solve)
+
+
+def _best_found(found):
+    """``(cost, design, controls)`` of the lowest-cost candidate so far."""
+    c = min(found, key=lambda c: c["cost"])
+    return c["cost"], np.asarray(c["design"]), c["us"]
+
+
+def _search(ocp, dyn, candidates, inner, inner_options, time_limit, stop_metric, stop_below, seed, verbose,
+            callback, history, found, now, resolve, solve):
+    """The candidates' fixed-design solves (module docstring, 1.); appends to ``found``. Returns
+    ``(best, interrupted)``."""
+    best = None
+    interrupted = False
     for i, design in enumerate(candidates):
         if time_limit is None:
             budget = None
@@ -94,8 +134,8 @@ def solve_design_search(ocp, *, inner: str = "cem-ddp", polish: str = "ddp", tim
         cost = ocp.cost(dyn.rollout(ocp.x0, us), us)
         metrics = sub.metrics(sol.xs, sol.us) if sub.metrics is not None else {}
         found.append({"design": design.tolist(), "cost": float(cost), "status": sol.status.value,
-                      "time": round(sol.wall_time, 2), "metrics": metrics})
-        ocp.info["design_search"] = found
+                      "time": round(sol.wall_time, 2), "metrics": metrics, "us": us})
+        ocp.info["design_search"] = [{k: v for k, v in c.items() if k != "us"} for c in found]
         if verbose:
             shown = f", {stop_metric} {metrics[stop_metric]:.4g}" if stop_metric in metrics else ""
             print(f"[design-search]   cost {cost:.6g}{shown} ({sol.status.value})", flush=True)
@@ -106,11 +146,11 @@ def solve_design_search(ocp, *, inner: str = "cem-ddp", polish: str = "ddp", tim
             break
         if stop_metric is not None and metrics.get(stop_metric, np.inf) <= stop_below:
             break
-    cost0, design, us = best
-    info = {"candidates": found, "fixed_design_cost": found[0]["cost"], "start_design": design.tolist()}
-    if interrupted:
-        return finish(ocp, method="design-search", xs=dyn.rollout(ocp.x0, us), us=us, cost=cost0, history=history,
-                      status=Status.INTERRUPTED, t0=t0, info=info)
+    return best, interrupted
+
+
+def _polish(ocp, dyn, polish, cost0, design, us, info, time_limit, verbose, callback, history, now, t0, solve):
+    """The joint descent from the best candidate (module docstring, 2.)."""
     remaining = None if time_limit is None else max(time_limit - now(), 1.0)
     if verbose:
         print(f"[design-search] polish: {polish} on the joint problem from design {np.round(design, 4).tolist()}",

@@ -303,3 +303,40 @@ def test_box_jump_metric_along_the_throw_that_squeezed_the_box():
     _, us_push = _pushed()
     xs = dyn.rollout(ocp.x0, us_push[:301])
     assert ocp.metrics(xs, us_push[:301])["box_jump"] < 1e-9
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"inner": "nope"}, "design-search's inner method must be one of"),
+    ({"polish": "design-search"}, "design-search's polish method must be one of"),
+    ({"stop_metric": "distance"}, "stop_metric 'distance' is not a metric of the fixed-design problem; its metrics: "
+                                  ".*distance_to_target"),
+    ({"time_limit": 0}, "time_limit must be a number of seconds > 0"),
+])
+def test_design_search_bad_options_are_named_before_any_solving(options, message):
+    from solvers import solve
+
+    with pytest.raises(ValueError, match=message):
+        solve(problems.load("catapult-design", horizon=20), "design-search", verbose=False, **options)
+
+
+def test_design_search_interrupted_between_candidates_keeps_the_best(monkeypatch):
+    """Ctrl-C after two candidates (outside any solver): the answer is the better of the two, INTERRUPTED."""
+    import solvers
+    from solvers import solve
+
+    calls = {"n": 0}
+    real = solvers.solve
+
+    def solve_then_interrupt(ocp, method=None, **kw):
+        if method == "ddp" and ocp.name == "catapult-fixed-design":
+            calls["n"] += 1
+            if calls["n"] == 3:
+                raise KeyboardInterrupt
+        return real(ocp, method, **kw)
+
+    monkeypatch.setattr(solvers, "solve", solve_then_interrupt)
+    ocp = problems.load("catapult-design", horizon=60, target=(0.6, 0.6))
+    sol = solve(ocp, "design-search", inner="ddp", max_iter=2, time_limit=None, verbose=False)
+    found = sol.info["candidates"]
+    assert sol.status.value == "interrupted" and len(found) == 2
+    assert np.isclose(sol.cost, min(c["cost"] for c in found))
