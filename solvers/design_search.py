@@ -80,77 +80,54 @@ def solve_design_search(ocp, *, inner: str = "cem-ddp", polish: str = "ddp", tim
     def now():
         return time.perf_counter() - t0
 
+    interrupted = False
     try:
-        best, interrupted = _search(ocp, dyn, candidates, inner, inner_options, time_limit, stop_metric, stop_below,
-                                    seed, verbose, callback, history, found, now, resolve, solve)
+        for i, design in enumerate(candidates):
+            budget = None
+            if time_limit is not None:
+                left = SEARCH_SHARE * time_limit - now()
+                if left <= 0 and found:
+                    break
+                budget = max(left, 1.0) / (len(candidates) - i)
+            sub = dyn.fixed_design_ocp(ocp, design)
+            _, advice, _ = resolve(sub, inner, inner_options)
+            advice.update(verbose=False, callback=stage_callback(callback, history, now(), candidate=i))
+            if budget is not None:
+                advice["time_limit"] = budget
+            if "cem" in inner:
+                advice.setdefault("seed", seed)
+            if verbose:
+                print(f"[design-search] candidate {i + 1}/{len(candidates)}: design {np.round(design, 4).tolist()}, "
+                      f"{inner}" + (f", {budget:.0f} s" if budget is not None else ""), flush=True)
+            offset = now()
+            sol = solve(sub, inner, **advice)
+            append_stage(history, sol.history, offset, stage=f"candidate {i}")
+            us = np.vstack([dyn.control_of(design)[None], sol.us])
+            metrics = sub.metrics(sol.xs, sol.us) if sub.metrics is not None else {}
+            found.append({"design": design.tolist(), "cost": float(ocp.cost(dyn.rollout(ocp.x0, us), us)),
+                          "status": sol.status.value, "time": round(sol.wall_time, 2), "metrics": metrics, "us": us})
+            if verbose:
+                shown = f", {stop_metric} {metrics[stop_metric]:.4g}" if stop_metric in metrics else ""
+                print(f"[design-search]   cost {found[-1]['cost']:.6g}{shown} ({sol.status.value})", flush=True)
+            if sol.status == Status.INTERRUPTED:
+                interrupted = True
+                break
+            if stop_metric is not None and metrics[stop_metric] <= stop_below:
+                break
     except KeyboardInterrupt:  # between two candidates' solves (no solver was there to catch it)
         if not found:
             raise
-        best, interrupted = _best_found(found), True
-    cost0, design, us = best
+        interrupted = True
+    best = min(found, key=lambda c: c["cost"])
+    cost0, design, us = best["cost"], np.asarray(best["design"]), best["us"]
     info = {"candidates": [{k: v for k, v in c.items() if k != "us"} for c in found],
-            "fixed_design_cost": found[0]["cost"], "start_design": design.tolist()}
+            "fixed_design_cost": found[0]["cost"], "start_design": best["design"]}
     ocp.info["design_search"] = info["candidates"]
     if interrupted:
         return finish(ocp, method="design-search", xs=dyn.rollout(ocp.x0, us), us=us, cost=cost0, history=history,
                       status=Status.INTERRUPTED, t0=t0, info=info)
-    return _polish(ocp, dyn, polish, cost0, design, us, info, time_limit, verbose, callback, history, now, t0, solve)
 
-
-def _best_found(found):
-    """``(cost, design, controls)`` of the lowest-cost candidate so far."""
-    c = min(found, key=lambda c: c["cost"])
-    return c["cost"], np.asarray(c["design"]), c["us"]
-
-
-def _search(ocp, dyn, candidates, inner, inner_options, time_limit, stop_metric, stop_below, seed, verbose,
-            callback, history, found, now, resolve, solve):
-    """The candidates' fixed-design solves (module docstring, 1.); appends to ``found``. Returns
-    ``(best, interrupted)``."""
-    best = None
-    interrupted = False
-    for i, design in enumerate(candidates):
-        if time_limit is None:
-            budget = None
-        else:
-            left = SEARCH_SHARE * time_limit - now()
-            if left <= 0 and best is not None:
-                break
-            budget = max(left, 1.0) / (len(candidates) - i)
-        sub = dyn.fixed_design_ocp(ocp, design)
-        _, advice, _ = resolve(sub, inner, inner_options)
-        advice.update(verbose=False, callback=stage_callback(callback, history, now(), candidate=i))
-        if budget is not None:
-            advice["time_limit"] = budget
-        if "cem" in inner:
-            advice.setdefault("seed", seed)
-        if verbose:
-            print(f"[design-search] candidate {i + 1}/{len(candidates)}: design {np.round(design, 4).tolist()}, "
-                  f"{inner}" + (f", {budget:.0f} s" if budget is not None else ""), flush=True)
-        offset = now()
-        sol = solve(sub, inner, **advice)
-        append_stage(history, sol.history, offset, stage=f"candidate {i}")
-        us = np.vstack([dyn.control_of(design)[None], sol.us])
-        cost = ocp.cost(dyn.rollout(ocp.x0, us), us)
-        metrics = sub.metrics(sol.xs, sol.us) if sub.metrics is not None else {}
-        found.append({"design": design.tolist(), "cost": float(cost), "status": sol.status.value,
-                      "time": round(sol.wall_time, 2), "metrics": metrics, "us": us})
-        ocp.info["design_search"] = [{k: v for k, v in c.items() if k != "us"} for c in found]
-        if verbose:
-            shown = f", {stop_metric} {metrics[stop_metric]:.4g}" if stop_metric in metrics else ""
-            print(f"[design-search]   cost {cost:.6g}{shown} ({sol.status.value})", flush=True)
-        if best is None or cost < best[0]:
-            best = (float(cost), design, us)
-        if sol.status == Status.INTERRUPTED:
-            interrupted = True
-            break
-        if stop_metric is not None and metrics.get(stop_metric, np.inf) <= stop_below:
-            break
-    return best, interrupted
-
-
-def _polish(ocp, dyn, polish, cost0, design, us, info, time_limit, verbose, callback, history, now, t0, solve):
-    """The joint descent from the best candidate (module docstring, 2.)."""
+    # the joint descent from the best candidate (module docstring, 2.)
     remaining = None if time_limit is None else max(time_limit - now(), 1.0)
     if verbose:
         print(f"[design-search] polish: {polish} on the joint problem from design {np.round(design, 4).tolist()}",
