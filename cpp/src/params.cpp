@@ -422,6 +422,14 @@ class ParameterPlan {
     pinocchio::forwardKinematics(M, D, q, v, a);
   }
 
+  // Body i's regressor in the world frame after kinematics(): oMi's dual action times pinocchio::bodyRegressor at
+  // i's local velocity and acceleration with gravity (6 x 10; regressor_world and columns_product).
+  static void world_body_regressor(const pinocchio::Model& M, const pinocchio::Data& D, int64_t i,
+                                   Eigen::Matrix<double, 6, 10>& Yw) {
+    const pinocchio::Motion agf = D.a[i] - D.oMi[i].actInv(M.gravity);
+    Yw.noalias() = D.oMi[i].toDualActionMatrix() * pinocchio::bodyRegressor(D.v[i], agf);
+  }
+
   // R's inertial columns (body_[k] > 0) after kinematics(): Pinocchio's joint torque regressor times dpi, in the
   // world frame and on the columns' own rows. Column k of body i is J_d^T oMi.act(Y_i(v_i, a_i - g_i) dpi[:, k])
   // on the dofs d of i's support (Y_i: pinocchio::bodyRegressor, 6 x 10, at i's local velocity and acceleration
@@ -435,8 +443,7 @@ class ParameterPlan {
       const int64_t i = body_[k];
       if (i <= 0) continue;
       if (i != prev) {  // the columns of one body are consecutive (a block): its regressor once
-        const pinocchio::Motion agf = D.a[i] - D.oMi[i].actInv(M.gravity);
-        Yw.noalias() = D.oMi[i].toDualActionMatrix() * pinocchio::bodyRegressor(D.v[i], agf);
+        world_body_regressor(M, D, i, Yw);
         prev = i;
       }
       Vector6 f = Vector6::Zero();
@@ -489,8 +496,7 @@ class ParameterPlan {
       const int64_t i = body_[k];
       if (i <= 0) continue;
       if (i != prev) {  // regressor_world's Yw_i, then its 10 rows of R^T S
-        const pinocchio::Motion agf = D.a[i] - D.oMi[i].actInv(M.gravity);
-        Yw.noalias() = D.oMi[i].toDualActionMatrix() * pinocchio::bodyRegressor(D.v[i], agf);
+        world_body_regressor(M, D, i, Yw);
         GT_.noalias() = Yw.transpose() * ZT_[i];
         prev = i;
       }
