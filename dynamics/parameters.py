@@ -114,7 +114,6 @@ KINDS = {"friction": 1, "restitution": 1, "mass": 1, "com": 3, "inertia": 6, "pl
 #: the contact coefficients among :data:`KINDS`: one number for all pairs, or one per collision pair
 COEFFICIENTS = ("friction", "restitution")
 
-
 @dataclass(frozen=True)
 class Block:
     """One named parameter: ``kind`` (a key of :data:`KINDS`), the joint id it belongs to (0 for the contact
@@ -605,6 +604,7 @@ def _friction_terms(sim, state, blocks, npar):
     sol, prob = state.solution, state.problem
     name = getattr(state.adapter, "name", "")
     lam = state.lam
+    slip_tol = SLIP_TOL * max(1.0, float(np.abs(prob.b).max()))  # a tangential velocity below it is no slip
     if name == "lcp":
         mu = prob.mu
         bounded = np.flatnonzero((np.asarray(sol.modes) == 3) & (mu > 0))  # friction rows: contact rows only
@@ -620,7 +620,7 @@ def _friction_terms(sim, state, blocks, npar):
         frictionless = frictionless[col[frictionless // r] >= 0]
         if len(frictionless):
             c = (prob.A @ lam + prob.b)[frictionless]
-            slip = np.abs(c) > SLIP_TOL * max(1.0, float(np.abs(prob.b).max()))
+            slip = np.abs(c) > slip_tol
             ln = np.maximum(lam[tie[frictionless]], 0.0)
             e[frictionless, col[frictionless // r]] = np.where(slip, -np.sign(c) * ln, 0.0)
     elif name == "ncp":
@@ -634,7 +634,7 @@ def _friction_terms(sim, state, blocks, npar):
             if md == 2:
                 ct = c[s + 1:s + n]
                 nrm = float(np.linalg.norm(ct))
-                if nrm <= SLIP_TOL * max(1.0, float(np.abs(prob.b).max())):
+                if nrm <= slip_tol:
                     continue  # "sliding" without slip (mu = 0 puts every contact there): no direction, no term
                 dF[s + 1:s + n, k] = ln * ct / nrm
             else:
