@@ -139,7 +139,9 @@ def error_bars(J: np.ndarray, sigma: float) -> tuple[np.ndarray, np.ndarray]:
     ``J`` is rank deficient (singular values below 1e-10 of the largest: directions the data do not see), the
     parameters along those directions are unidentified: their standard deviations and covariance rows and
     columns are ``inf`` (the rest from the pseudo-inverse), instead of a singular-matrix error after the solve."""
-    _, sv, Vt = np.linalg.svd(np.asarray(J, dtype=float), full_matrices=True)
+    J = np.asarray(J, dtype=float)
+    # V only (n x n): the thin decomposition where J has at least as many rows as columns (no m x m U)
+    _, sv, Vt = np.linalg.svd(J, full_matrices=J.shape[0] < J.shape[1])
     s = np.zeros(Vt.shape[0])
     s[:len(sv)] = sv
     seen = s > 1e-10 * max(float(s.max()), 1e-300)
