@@ -262,13 +262,15 @@ def velocity_derivative(J6A, J6B, D, dD, dp, points, v, mask, out):
 
 
 @njit(cache=True)
-def snap_to_vertices(R, t, local_vertices, pts, n, toward, tol):
+def snap_to_vertices(R, t, local_vertices, pts, n, toward, tol, planar=False):
     """Replace each patch point (rows of ``pts``, world frame) by the shape vertex under it.
 
     The shape has rotation ``R``, translation ``t`` and vertices ``local_vertices``
     (k, 3) in its own frame. Among the vertices within ``tol`` of a point in the
     plane normal to ``n``, the one furthest along ``toward * n`` is taken; points
-    with none stay as they are.
+    with none stay as they are. ``planar`` (a scene moving in the xy plane, ``n_z = 0``): the
+    out-of-plane offset does not count (a face patch clipped in z by a narrower body has its
+    corners off the vertices in z only; they stand for the vertex all the same).
     """
     out = pts.copy()
     nvtx = local_vertices.shape[0]
@@ -285,6 +287,8 @@ def snap_to_vertices(R, t, local_vertices, pts, n, toward, tol):
             d0, d1, d2 = V[k, 0] - pts[j, 0], V[k, 1] - pts[j, 1], V[k, 2] - pts[j, 2]
             along = d0 * n[0] + d1 * n[1] + d2 * n[2]
             g0, g1, g2 = d0 - along * n[0], d1 - along * n[1], d2 - along * n[2]
+            if planar:
+                g2 = 0.0
             if g0 * g0 + g1 * g1 + g2 * g2 <= tol2 and toward * along > best_along:
                 best_along = toward * along
                 best = k

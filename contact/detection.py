@@ -304,7 +304,7 @@ class CollisionScene:
                 # A's vertices facing B are the lowest along n; B's the highest.
                 M_P = gdata.oMg[iP]
                 P = _kernels.snap_to_vertices(M_P.rotation, M_P.translation, vertices, P, n,
-                                              -1.0 if on_A else 1.0, SNAP_TOLERANCE)
+                                              -1.0 if on_A else 1.0, SNAP_TOLERANCE, bool(self.planar))
             if self.planar:
                 P = _merge_planar(P)
             # Each point's own signed distance to the carrier's face plane (coal

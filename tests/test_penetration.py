@@ -164,6 +164,44 @@ def test_a_squeezed_box_is_not_teleported_by_the_position_correction(contact):
     assert np.all(c.lam >= 0.0)
     unexplained = xn[:sim.nq] - x[:sim.nq] - sim.dt * xn[sim.nq:]
     assert np.abs(unexplained).max() < 1e-2, unexplained  # measured 7.0e-3 (the bat, rad)
-    # (the step's Jacobians here are not checked: this over-constrained squeeze -- 12 rows on 5 coordinates --
-    # has dv+/dq off by 0.17 against differences in the columns of joints 1 and 2, with or without this rule;
-    # known, in the closing note)
+
+
+@pytest.mark.parametrize("contact", ["lcp", "ncp"])
+def test_the_squeezed_box_jacobians_match_central_differences(contact):
+    """At the squeeze the step is smooth (central differences agree to 1e-9 from h = 1e-4 to 1e-8; no mode
+    changes) and the Jacobians must match them. They were 0.17 off in the columns of joints 1 and 2 (the
+    bat, rad/rad): link 2 (5 cm deep) lies on the box (10 cm), so coal's face patch has its corners at
+    z = +-2.5 cm, not at the box's vertices (+-5 cm); the planar scene's snapping measured the out-of-plane
+    offset, left one corner unsnapped, and its point moved with link 2 while counted fixed on the box (its
+    distance too: 0.64 mm deeper than the corner's own)."""
+    from problems.design import design_simulator
+
+    x, u = SQUEEZED
+    sim = design_simulator({"arm1": 0.33, "arm2": 0.33}, contact=contact)
+    _, Fx, Fu = sim.step_derivatives(x, u)
+    # h = 1e-6: the corner now snapped is 3 um short of the deep threshold (phi = -97 um, slop 100 um), so
+    # h >= 1e-5 crosses that kink; entries reach 1.3e4 (1/s), hence absolute errors (measured 8e-7)
+    ref = step_jacobians_fd(sim, x, u, method="central", h=1e-6)
+    assert np.abs(Fx - ref.Fx).max() < 1e-4
+    assert np.abs(Fu - ref.Fu).max() < 1e-4
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_a_planar_patch_point_is_the_box_vertex_it_stands_for(compiled):
+    """Each of the squeeze's patch points on the box is one of the box's vertices (in the plane): its
+    position does not move when link 2 (the face's carrier) turns."""
+    from problems.design import design_simulator
+
+    x, _ = SQUEEZED
+    sim = design_simulator({"arm1": 0.33, "arm2": 0.33})
+    scene = sim.contact_model.scene
+    model = sim.model
+    data, gdata = model.createData(), scene.create_data()
+    detect = scene.detect if compiled else scene._detect_reference
+    q = x[:sim.nq]
+    c = detect(model, data, gdata, q)
+    box = np.asarray(data.oMi[1].translation)[:2]
+    on_box = np.flatnonzero(c.point_body == 1)
+    assert len(on_box) == 5
+    for i in on_box:  # a corner of the 10 cm box: |offset| = 5 cm in x and in y
+        assert np.allclose(np.abs(c.points[i, :2] - box), 0.05, atol=1e-9), (i, c.points[i], box)

@@ -436,7 +436,8 @@ class Detector {
       for (Eigen::Index k = 0; k < nv; ++k) {
         const double d0 = V(k, 0) - pts(j, 0), d1 = V(k, 1) - pts(j, 1), d2 = V(k, 2) - pts(j, 2);
         const double along = d0 * n[0] + d1 * n[1] + d2 * n[2];
-        const double g0 = d0 - along * n[0], g1 = d1 - along * n[1], g2 = d2 - along * n[2];
+        const double g0 = d0 - along * n[0], g1 = d1 - along * n[1];
+        const double g2 = planar_ ? 0.0 : d2 - along * n[2];  // planar: the out-of-plane offset does not count
         if (g0 * g0 + g1 * g1 + g2 * g2 <= tol2 && toward * along > best_along) {
           best_along = toward * along;
           best = k;
