@@ -229,6 +229,11 @@ class Blocks(list):
 def resolve(sim, params) -> Blocks:
     """The blocks of ``params`` (a name or a sequence of names), in the order given; ValueError on an unknown
     or repeated name."""
+    if type(params) is list or type(params) is tuple:  # the usual call: its blocks are cached (the checks passed)
+        hit = sim.__dict__.get("_parameter_blocks", {}).get(tuple(params)) if all(
+            type(n) is str for n in params) else None
+        if hit is not None:
+            return hit
     if isinstance(params, str):
         params = [params]
     elif isinstance(params, (set, frozenset, Mapping)) or not isinstance(params, Iterable):

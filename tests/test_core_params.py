@@ -167,7 +167,18 @@ def _mixed(names):
     return [pl[-1]] + rest[:3] + [pl[0]] + rest[3:5] + [pl[len(pl) // 2]]
 
 
-@pytest.mark.parametrize("select", ["placements", "mixed"])
+def _few(names):
+    """Few columns (params.cpp's direct path on contact states: the columns solved on themselves, no map of every
+    dof): a leaf's placement, friction and a mass."""
+    pl = [n for n in names if n.startswith("placement:")]
+    return [pl[-1], "friction", next(n for n in names if n.startswith("mass:"))]
+
+
+_SELECT = {"placements": lambda names: [n for n in names if n.startswith("placement:")], "mixed": _mixed,
+           "few": _few, "friction": lambda names: ["friction"]}
+
+
+@pytest.mark.parametrize("select", list(_SELECT))
 @pytest.mark.parametrize("name, steps, expect", [
     ("catapult", 40, {"free", "limit", "sliding"}),
     ("ur5-box", 16, {"free", "sticking", "correction"}),
@@ -179,7 +190,7 @@ def test_placements_compiled_equal_reference(name, steps, expect, select, monkey
     derivative) under LCP: rollout states, the same states raised off the ground (free flight where the base is
     free) and pushed into it (deep contacts: the correction). ``select``: every placement, or a leaf's, the root's
     and a middle joint's out of order among inertial and friction blocks (the columns' offsets, the subtrees of
-    a joint on the world, inside the tree and at a leaf)."""
+    a joint on the world, inside the tree and at a leaf); few columns (``few``, ``friction``: the direct path)."""
     from problems import load
     from trajopt.bench import bench_state
 
@@ -187,7 +198,7 @@ def test_placements_compiled_equal_reference(name, steps, expect, select, monkey
     x_b, u_b = bench_state(load(name))  # in contact (the benchmark's state)
     states = [(x_b, u_b)] + states
     names = sim.parameter_names()
-    names = [n for n in names if n.startswith("placement:")] if select == "placements" else _mixed(names)
+    names = _SELECT[select](names)
     seen, worst = set(), 0.0
     free_base = sim.model.joints[1].nq == 7
     for i, (x, u) in enumerate(states):

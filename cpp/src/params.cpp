@@ -222,23 +222,37 @@ class ParameterPlan {
     // the acceleration at tau + J^T lambda / dt
     tau_total_ = tau;
     if (contact) tau_total_.noalias() += st->J.transpose() * st->solution.x / dt;
-    if (!contact) {
+    // R's columns are 0 unless inertial or a placement's (friction acts through the explicit term e only): without
+    // them no acceleration, kinematics or M^-1 R is needed (and without contact Fp is 0)
+    const bool rterms = inertial_ || placements;
+    if (!contact && rterms) {
       pinocchio::computeMinverse(M, D, q);
       Minv_own_ = D.Minv;
       Minv_own_.triangularView<Eigen::StrictlyLower>() = Minv_own_.transpose().triangularView<Eigen::StrictlyLower>();
     }
     const RowMat& Minv = contact ? st->Minv : Minv_own_;
-    {  // ABA's acceleration from the M^-1 at hand: M^-1 (tau_total - nle), half of aba's cost
+    if (rterms) {  // ABA's acceleration from the M^-1 at hand: M^-1 (tau_total - nle), half of aba's cost
       PROF_SCOPE("p.aba");
       pinocchio::nonLinearEffects(M, D, q, v);
       a_.noalias() = Minv * (tau_total_ - D.nle);
     }
 
+    // Few columns in contact: solve on them directly, dz = -S(W^T Rn + x), dv = M^-1 Rn + Wd dz (per column nv^2 +
+    // 2 nv k + k^2), rather than through the map of every dof (S on the nv + nX columns, then Sp = M^-1 - L^T Wd^T:
+    // k^2 (nv + nX) + nv^2 k before the columns' own nv^2 each); nX: the columns with explicit terms, at most
+    bool direct = false;
+    if (contact && st->factor.red.C.size() > 0) {
+      const double fn = double(nv), fk = double(st->factor.red.C.size()), fp = double(npar);
+      const double nX = double(mc > 0 ? nF_ : 0) + (friction_ >= 0 ? 1.0 : 0.0);
+      direct = fp * (2 * fn * fk + fk * fk) < fk * fk * (fn + nX) + fn * fn * fk;
+    }
+
     // R = dRNEA/dp - d(J^T lambda / dt)/dp
     R_.setZero(nv, npar);
-    if (inertial_ || placements) { PROF_SCOPE("p.kin"); kinematics(M, D, q, v, a_); }
-    // the inertial columns: formed on deep trees only (zinert_: columns_product reads them off the kinematics)
-    if (inertial_ && !zinert_) { PROF_SCOPE("p.regressor"); regressor_world(M, D, R_); }
+    if (rterms) { PROF_SCOPE("p.kin"); kinematics(M, D, q, v, a_); }
+    // the inertial columns: formed on deep trees only (zinert_: columns_product reads them off the kinematics) unless
+    // the direct path takes them
+    if (inertial_ && (!zinert_ || direct)) { PROF_SCOPE("p.regressor"); regressor_world(M, D, R_); }
     const bool geo = placements && mc > 0;  // placements in contact: the contacts' F columns
     if (placements) {
       PROF_SCOPE("p.placements");
@@ -259,7 +273,9 @@ class ParameterPlan {
     R_ *= -dt;
     RowMat dlam_mat(impulses ? m : 0, impulses ? npar : 0);  // (m, npar) only when asked: talos' is 135 kB
     auto& dlam = dlam_mat;
-    if (!contact) {
+    if (!contact && !rterms) {
+      dv_.setZero(nv, npar);
+    } else if (!contact) {
       PROF_SCOPE("p.minvR");
       columns_product(M, D, Minv, dt, outT_);
       dv_ = outT_.transpose();
@@ -343,6 +359,21 @@ class ParameterPlan {
             if (x_.col(c).cwiseAbs().maxCoeff() != 0.0) xcols_.push_back(c);
         }
         const int64_t nK = xcols_.size();
+        if (direct) {
+          PROF_SCOPE("p.c.direct");
+          Gd_.noalias() = Minv * R_;  // R_ holds Rn = -dt R here (every column: formed for the direct path)
+          Bd_.noalias() = W_.transpose() * R_;
+          for (int64_t c = 0; c < nK; ++c) Bd_.col(cols_[xcols_[c]]) += x_.col(xcols_[c]);
+          Bd_ = -Bd_;
+          solve(Bd_, dz_);
+          dv_ = Gd_;
+          dv_.noalias() += *Wd * dz_;
+          if (impulses && bounded) {
+            dlam.noalias() += red.P * dz_;
+          } else if (impulses) {
+            for (int64_t i = 0; i < k; ++i) dlam.row(red.C[i]) += dz_.row(i);
+          }
+        } else {
         {
           PROF_SCOPE("p.c.map");
           WT_.resize(k, nv + nK);  // [W^T, -x[:, xcols]]
@@ -377,6 +408,7 @@ class ParameterPlan {
         } else if (impulses) {
           for (int64_t i = 0; i < k; ++i) dlam.row(red.C[i]) += dz_.row(i);
         }
+        }  // the map
       }
       if (any_e) {
         if (impulses) dlam.col(friction_) += e_;
@@ -843,6 +875,7 @@ class ParameterPlan {
   Eigen::VectorXd tau_total_, a_, lam_c_, zero_, dq_;
   RowMat Minv_own_, R_, dv_, dc_, rhs_, dz_, dqp_, fd_, dJv_, Jd_, Dc_, dqc_;
   RowMat outT_, W_, Wd_, WT_, LX_, L_, Sp_, x_, dzx_, dvx_;  // compute()'s solve map and columns
+  RowMat Gd_, Bd_;  // the direct path's M^-1 Rn and right-hand sides
   Eigen::VectorXd e_;
   std::vector<int64_t> cols_, posC_, xcols_;
   RowMat Rn_, outN_;
