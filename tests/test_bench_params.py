@@ -16,8 +16,13 @@ def test_bench_parameters_times_inertial_and_all_parameters():
     x[2] = 0.099  # resting on the ground: a contact solve in every call
     rec = bench_parameters(sim, x, np.zeros(0), min_time=0.01)
     assert rec["inertial_parameters"] == 10 and rec["all_parameters"] == sim.parameter_size(sim.parameter_names())
-    for key in ("inertial_fresh_ratio", "inertial_kept_ratio", "all_fresh_ratio", "all_kept_ratio"):
+    assert rec["friction_parameters"] == 1
+    for key in ("friction_fresh_ratio", "friction_kept_ratio", "inertial_fresh_ratio", "inertial_kept_ratio",
+                "all_fresh_ratio", "all_kept_ratio"):
         assert 0.5 < rec[key] < 100.0
+    # per column: the added time per parameter column over the state Jacobians' per column
+    added = (rec["all_kept_ratio"] - 1.0) * rec["state_jacobians_kept_ms"] / rec["all_parameters"]
+    assert rec["all_kept_per_column"] == pytest.approx(added / (rec["state_jacobians_kept_ms"] / (sim.ndx + sim.nu)))
     table = format_parameter_table([{"problem": "cube", **rec}])
     assert table.splitlines()[2].startswith("cube") and "1.5x" in table
     # a problem whose dynamics has no parameters is named, not silently left out

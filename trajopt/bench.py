@@ -219,7 +219,7 @@ def format_ddp_table(records) -> str:
     return "\n".join(lines)
 
 
-PARAMETER_KINDS = {"inertial": ("mass", "com", "inertia"), "all": None}
+PARAMETER_KINDS = {"friction": ("friction",), "inertial": ("mass", "com", "inertia"), "all": None}
 
 
 def bench_parameters(dyn, x, u, *, min_time: float = 0.1) -> dict:
@@ -228,7 +228,9 @@ def bench_parameters(dyn, x, u, *, min_time: float = 0.1) -> dict:
     the inertial parameters (masses, COMs, inertias) and for all of ``dyn.parameter_names()``, twice each:
     on a fresh workspace per call (``fresh``: the contact solve included, what one step with its Jacobians
     costs) and on one workspace that keeps the solve of ``x, u`` (``kept``: a solver's backward pass after
-    its rollout). Ratios are ``params`` over state-only time in the same setting. Returns ``{}`` for dynamics
+    its rollout). Ratios are ``params`` over state-only time in the same setting. Also ``friction`` alone (one
+    column: the fixed cost of asking for ``Fp``) and ``all_kept_per_column``: the added time per parameter
+    column over the state Jacobians' time per column (``ndx + nu`` of them), kept. Returns ``{}`` for dynamics
     without parameters (``parameter_names``)."""
     if not hasattr(dyn, "parameter_names"):
         return {}
@@ -251,28 +253,36 @@ def bench_parameters(dyn, x, u, *, min_time: float = 0.1) -> dict:
             else:
                 t = time_call(lambda: dyn.step_derivatives(x, u, data=kept, params=names), min_time=min_time)
             out[f"{label}_{setting}_ratio"] = t / t0
+    if "all_kept_ratio" in out and out["all_parameters"] > 0:
+        per_state_column = base["kept"] / (dyn.ndx + dyn.nu)
+        out["all_kept_per_column"] = (out["all_kept_ratio"] - 1.0) * base["kept"] / out["all_parameters"] \
+            / per_state_column
     return out
 
 
 def format_parameter_table(records) -> str:
     """The parameter-Jacobian columns of ``records`` (those that have them) as a table."""
     rows = [r for r in records if "state_jacobians_ms" in r]
-    head = (f"{'problem':<16}{'Jac [ms]':>10}{'inertial':>10}{'fresh':>8}{'kept':>8}{'all':>6}{'fresh':>8}"
-            f"{'kept':>8}")
+    head = (f"{'problem':<16}{'Jac [ms]':>10}{'friction':>10}{'kept':>7}{'inertial':>10}{'fresh':>8}{'kept':>8}"
+            f"{'all':>6}{'fresh':>8}{'kept':>8}{'per col':>9}")
     lines = [head, "-" * len(head)]
     for r in rows:
         def cell(label, key, width):
             v = r.get(f"{label}_{key}")
             return f"{'-':>{width}}" if v is None else (f"{v:>{width}d}" if isinstance(v, int) else f"{v:>{width}.2f}x")
-        lines.append(f"{r['problem']:<16}{r['state_jacobians_ms']:>10.3f}{cell('inertial', 'parameters', 10)}"
+        lines.append(f"{r['problem']:<16}{r['state_jacobians_ms']:>10.3f}{cell('friction', 'fresh_ratio', 9)}"
+                     f"{cell('friction', 'kept_ratio', 6)}{cell('inertial', 'parameters', 10)}"
                      f"{cell('inertial', 'fresh_ratio', 7)}{cell('inertial', 'kept_ratio', 7)}"
-                     f"{cell('all', 'parameters', 6)}{cell('all', 'fresh_ratio', 7)}{cell('all', 'kept_ratio', 7)}")
+                     f"{cell('all', 'parameters', 6)}{cell('all', 'fresh_ratio', 7)}{cell('all', 'kept_ratio', 7)}"
+                     f"{cell('all', 'kept_per_column', 8)}")
     skipped = [r["problem"] for r in records if "state_jacobians_ms" not in r and "problem" in r]
     if skipped:
         lines.append(f"(no physical parameters, not in this table: {', '.join(skipped)})")
     lines.append("Parameter Jacobians: step_derivatives(x, u, params=names) time over step_derivatives(x, u), "
-                 "inertial (masses, COMs, inertias; their count) and all parameters; fresh: a new workspace per call "
-                 "(contact solve included), kept: the workspace keeps the solve of (x, u). Issue 14's target: <= 1.5x")
+                 "friction alone (one column: the fixed cost), inertial (masses, COMs, inertias; their count) and all "
+                 "parameters; fresh: a new workspace per call (contact solve included), kept: the workspace keeps "
+                 "the solve of (x, u); per col: the time added per parameter column over the state Jacobians' time "
+                 "per column (ndx + nu), kept. Issue 14's target: <= 1.5x")
     return "\n".join(lines)
 
 
