@@ -230,8 +230,10 @@ def resolve(sim, params) -> Blocks:
     """The blocks of ``params`` (a name or a sequence of names), in the order given; ValueError on an unknown
     or repeated name."""
     if type(params) is list or type(params) is tuple:  # the usual call: its blocks are cached (the checks passed)
-        hit = sim.__dict__.get("_parameter_blocks", {}).get(tuple(params)) if all(
-            type(n) is str for n in params) else None
+        try:
+            hit = sim.__dict__.get("_parameter_blocks", {}).get(tuple(params))
+        except TypeError:  # unhashable entries: the checks below name them
+            hit = None
         if hit is not None:
             return hit
     if isinstance(params, str):
@@ -707,14 +709,15 @@ def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
                                   "implemented (LCP, NCP and relaxed are)")
     q, v = x[:nq], x[nq:]
     v_next = out[nq:]
-    tau = np.array(sim._tau(u, d, q, v), dtype=float)
+    tau = sim._tau(u, d, q, v)  # float64 (u or the workspace's tau): the compiled call copies it
     ws = _workspace(sim)
 
     Fp = dlam_p = None
     if blocks and _core is not None and (state is None or type(state) is FusedContactState) and blocks.compiled:
         Fp, dlam_p = ws.plan(sim, blocks).compute(None if state is None else state.core, q, v, tau, v_next, sim.dt,
-                                                  impulses=bool(impulses))
+                                                  bool(impulses))
     elif blocks:
+        tau = np.array(tau, dtype=float)
         aug = ws.aug(sim, blocks.placements) if blocks.placements else None
         geo_aug = None
         if state is not None and aug is not None and state.m_contact:
