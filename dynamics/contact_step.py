@@ -428,8 +428,8 @@ class FusedContactState:
 class FusedNCPState(FusedContactState):
     """A :class:`FusedContactState` of NCP contact (``contact="ncp"``: the fused step's ``StepState`` holds the
     Coulomb-cone NCP of ``cpp/src/ncp.cpp``): its ``problem`` and ``solution`` are :class:`contact.ncp.NCPProblem`
-    and :class:`contact.ncp.NCPSolution`, made only when asked. Not a ``FusedContactState`` by ``type``: the
-    compiled parameter Jacobians (LCP only) leave it to the Python path."""
+    and :class:`contact.ncp.NCPSolution`, made only when asked. Not a ``FusedContactState`` by ``type`` (code that
+    reads the LCP's fields checks ``type``); the compiled parameter Jacobians take it too."""
 
     __slots__ = ()
 

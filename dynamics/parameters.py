@@ -99,7 +99,7 @@ from contact.detection import Contacts
 from contact.kinematics import ContactKinematics
 from contact.relaxed import friction_blocks
 
-from .contact_step import FusedContactState
+from .contact_step import FusedContactState, FusedNCPState
 
 #: The compiled core's parameter Jacobian (``cpp/src/params.cpp``), or None (the Python path: no core, or a build
 #: that predates it).
@@ -687,6 +687,11 @@ def _implicit(lin, dc, e, dF, A, dphi=None):
     return e + lambda_jacobian(replace(lin, Fphi=sel), rhs_dc, full)
 
 
+#: The contact states whose parameter Jacobians the compiled core computes (cpp/src/params.cpp): the fused LCP's and
+#: the fused NCP's (relaxed contact and the Python path's states take the reference)
+_COMPILED_STATES = (FusedContactState, FusedNCPState)
+
+
 def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
     """``Simulator.step_derivatives`` with ``params`` and/or ``impulses`` (module docstring)."""
     blocks = Blocks([]) if params is None else resolve(sim, params)
@@ -713,7 +718,7 @@ def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
     ws = _workspace(sim)
 
     Fp = dlam_p = None
-    if blocks and _core is not None and (state is None or type(state) is FusedContactState) and blocks.compiled:
+    if blocks and _core is not None and (state is None or type(state) in _COMPILED_STATES) and blocks.compiled:
         Fp, dlam_p = ws.plan(sim, blocks).compute(None if state is None else state.core, q, v, tau, v_next, sim.dt,
                                                   bool(impulses))
     elif blocks:

@@ -9,6 +9,8 @@ import pytest
 
 from dynamics import parameters as P
 
+_REFERENCE = P._reference_jacobian
+
 pytestmark = pytest.mark.skipif(P._core is None, reason="the compiled core (with parameter_jacobian) is not loaded")
 
 
@@ -24,10 +26,15 @@ def _rollout_states(name, steps, seed=0):
     return sim, list(zip(xs[:-1], us))
 
 
+def _no_reference(*args, **kwargs):
+    raise AssertionError("the Python reference ran where the compiled parameter Jacobian should")
+
+
 def _both(sim, x, u, names, monkeypatch):
     new = sim.step_derivatives(x, u, params=names, impulses=True, data=sim.create_data())
     with monkeypatch.context() as m:
         m.setattr(P, "_core", None)
+        m.setattr(P, "_reference_jacobian", _REFERENCE)
         ref = sim.step_derivatives(x, u, params=names, impulses=True, data=sim.create_data())
     return new, ref
 
@@ -222,3 +229,74 @@ def test_placements_compiled_equal_reference(name, steps, expect, select, monkey
                 assert _rel(new[4].dlam_dp, ref[4].dlam_dp) < 1e-12
     print(f"{name} {select}: worst relative difference {worst:.2e}")
     assert expect <= seen, (name, seen)  # free: no contact row at all
+
+
+@pytest.mark.parametrize("name, steps, expect", [
+    ("cube", 300, {"free", "sliding", "sticking"}),
+    ("catapult", 40, {"free", "limit", "sliding"}),
+    ("ur5-box", 16, {"free", "sticking", "correction"}),
+    ("go1-hold", 10, {"free", "sticking", "correction"}),
+])
+@pytest.mark.parametrize("select", ["all", "few", "friction"])
+def test_ncp_states_compiled_equal_reference(name, steps, expect, select, monkeypatch):
+    """NCP contact (the fused step's Coulomb-cone NCP): the compiled Fp and dlambda/dp (params.cpp ncp_columns:
+    the mode equations of ncp::linearization, friction's explicit residual term on sliding and saturated groups,
+    the placements' contact terms, the position correction) against the Python reference, along rollouts and at
+    the benchmark's state; the same states raised and pushed into the ground where the base is free."""
+    from problems import load
+    from problems.inverse import cube_simulator
+    from problems.sysid import CUBE_TRUE_TWIST, cube_sysid_start
+    from trajopt.bench import bench_state
+
+    if name == "cube":  # cube-sysid's throw: flight, a corner's landing, tumbling and sliding, rest
+        sim = cube_simulator(contact="ncp")
+        us = np.zeros((steps, 0))
+        states = list(zip(sim.rollout(cube_sysid_start(sim, CUBE_TRUE_TWIST), us)[:-1], us))
+    else:
+        ocp = load(name, contact="ncp")
+        sim = ocp.dynamics
+        rng = np.random.default_rng(0)
+        scale = np.where(np.isfinite(ocp.u_upper), 0.3 * ocp.u_upper, 1.0)
+        us = np.clip(rng.uniform(-1, 1, (steps, sim.nu)) * scale, ocp.u_lower, ocp.u_upper)
+        xs = sim.rollout(ocp.x0, us)
+        states = [bench_state(ocp)] + list(zip(xs[:-1], us))
+    names = sim.parameter_names()
+    names = {"all": names, "few": _few(names) if any(n.startswith("placement:") for n in names) else names[:3],
+             "friction": ["friction"]}[select]
+    seen, worst, ncp_states = set(), 0.0, 0
+    free_base = sim.model.joints[1].nq == 7
+    for i, (x, u) in enumerate(states):
+        cases = [x]
+        if free_base and i % 3 == 0:
+            for dz in (0.3, -0.01):
+                y = np.array(x, dtype=float)
+                y[2] += dz
+                cases.append(y)
+        for y in cases:
+            d = sim.create_data()
+            sim.step(y, u, data=d)
+            if d.contact is not None:
+                if type(d.contact).__name__ != "FusedNCPState":
+                    continue
+                ncp_states += 1
+                core = d.contact.core
+                seen |= {"limit"} if core.nlim else set()
+                if core.nc:
+                    modes = np.asarray(core.ncp_solution[2])[:core.nc]
+                    seen.add("sliding" if (modes >= 2).any() else "sticking")
+                if core.has_correction:
+                    seen.add("correction")
+            else:
+                seen.add("free")
+            with monkeypatch.context() as m:  # the compiled path, not the reference, answers NCP states now
+                m.setattr(P, "_reference_jacobian", _no_reference)
+                new, ref = _both(sim, y, u, names, monkeypatch)
+            for k in range(3):
+                assert np.array_equal(new[k], ref[k])
+            err = _rel(new[3], ref[3])
+            worst = max(worst, err)
+            assert err < 1e-11, (name, i, err)
+            if ref[4].dlam_dp is not None:
+                assert _rel(new[4].dlam_dp, ref[4].dlam_dp) < 1e-11, (name, i)
+    print(f"{name} ncp {select}: {ncp_states} NCP states, worst relative difference {worst:.2e}")
+    assert ncp_states > 0 and expect <= seen, (name, seen)

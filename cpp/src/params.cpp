@@ -1,7 +1,8 @@
 // The parameter Jacobian Fp = dx+/dp of one step (dynamics/parameters.py step_derivatives, whose module
-// docstring has the mathematics) in one call, for a step without contact or with the fused LCP's contact
-// state (a StepState): the same operations in the same order as the Python path, which stays the reference
-// (and serves the other contact states: NCP, the Python LCP's).
+// docstring has the mathematics) in one call, for a step without contact or with the fused step's LCP or NCP
+// contact state (a StepState): the same operations in the same order as the Python path, which stays the
+// reference (and serves the other contact states: relaxed, the Python path's). The LCP's solve is below; the
+// NCP's (its mode equations by ncp::linearization) is ParameterPlan::ncp_columns.
 //
 //   tau_total = tau + J^T lambda / dt,  a = M^-1 (tau_total - nle(q, v))  (the step's model: pin.aba's a)
 //   R = Y(q, v, a) dpi/dp (+ R_extra)                                       (regressor, one 10-block per column)
@@ -20,6 +21,7 @@
 #include "profile.hpp"
 #include "kinematics.hpp"
 #include "lcp.hpp"
+#include "ncp.hpp"
 #include "linalg.hpp"
 #include "step.hpp"
 #include <nanobind/eigen/dense.h>
@@ -221,7 +223,9 @@ class ParameterPlan {
 
     // the acceleration at tau + J^T lambda / dt
     tau_total_ = tau;
-    if (contact) tau_total_.noalias() += st->J.transpose() * st->solution.x / dt;
+    // the impulses: the LCP's solution, or the NCP's
+    const Eigen::VectorXd* lam_all = !contact ? nullptr : st->ncp ? &st->ncp->solution.lam : &st->solution.x;
+    if (contact) tau_total_.noalias() += st->J.transpose() * *lam_all / dt;
     // R's columns are 0 unless inertial or a placement's (friction acts through the explicit term e only): without
     // them no acceleration, kinematics or M^-1 R is needed (and without contact Fp is 0)
     const bool rterms = inertial_ || placements;
@@ -241,7 +245,7 @@ class ParameterPlan {
     // 2 nv k + k^2), rather than through the map of every dof (S on the nv + nX columns, then Sp = M^-1 - L^T Wd^T:
     // k^2 (nv + nX) + nv^2 k before the columns' own nv^2 each); nX: the columns with explicit terms, at most
     bool direct = false;
-    if (contact && st->factor.red.C.size() > 0) {
+    if (contact && !st->ncp && st->factor.red.C.size() > 0) {
       const double fn = double(nv), fk = double(st->factor.red.C.size()), fp = double(npar);
       const double nX = double(mc > 0 ? nF_ : 0) + (friction_ >= 0 ? 1.0 : 0.0);
       direct = fp * (2 * fn * fk + fk * fk) < fk * fk * (fn + nX) + fn * fn * fk;
@@ -259,7 +263,7 @@ class ParameterPlan {
       { PROF_SCOPE("p.pl.kin"); kinematic_pass(M, D); }
       if (geo) {
         { PROF_SCOPE("p.pl.fgeo"); f_geometry(*st); }
-        lam_c_ = st->solution.x.head(mc);
+        lam_c_ = lam_all->head(mc);
         { PROF_SCOPE("p.pl.force"); force_(lam_c_); }
       }
       { PROF_SCOPE("p.pl.rnea"); placement_rnea(M, D, geo ? 1.0 / dt : 0.0, R_); }
@@ -279,6 +283,9 @@ class ParameterPlan {
       PROF_SCOPE("p.minvR");
       columns_product(M, D, Minv, dt, outT_);
       dv_ = outT_.transpose();
+    } else if (st->ncp) {
+      PROF_SCOPE("p.ncp");
+      ncp_columns(M, D, *st, Minv, v_next, dt, geo, impulses, dlam);
     } else {
       PROF_SCOPE("p.contact");
       const lcp::Problem& prob = st->problem;
@@ -537,6 +544,74 @@ class ParameterPlan {
       for (int e = 0; e < 10; ++e)
         if (dpi_(e, k) != 0.0) row.noalias() += (-dt * dpi_(e, k)) * GT_.row(e);
     }
+  }
+
+  // An NCP state's columns (dynamics/parameters.py _reference_jacobian with NCPAdapter.linearize): G = M^-1 Rn,
+  // dc = J G plus the placements' fixed-impulse terms on the contact rows (_add_placement_contact_terms), friction's
+  // explicit residual derivative dF on the sliding and saturated groups (_friction_terms), then the mode equations
+  // E dz = -(Fc dc + dF[act]) (ncp::linearization at the solution, least squares), dv = G + MJt[:, act] dz
+  // (implicit_velocity: the state Jacobians' compiled piece) and, when asked, dlambda[act] = dz.
+  void ncp_columns(const pinocchio::Model& M, pinocchio::Data& D, const StepStateView& st, const RowMat& Minv,
+                   const Eigen::VectorXd& v_next, double dt, bool geo, bool impulses, RowMat& dlam) {
+    const int64_t npar = body_.size(), m = st.J.rows(), mc = st.m_contact;
+    const ncp::Problem& prob = st.ncp->problem;
+    const ncp::Solution& sol = st.ncp->solution;
+    if (impulses) dlam.setZero();
+    columns_product(M, D, Minv, dt, outT_);
+    Gd_ = outT_.transpose();
+    Bd_.noalias() = st.J * Gd_;  // dc
+    if (geo) {
+      velocity_(v_next);
+      for (int64_t row = 0; row < mc; ++row)
+        for (int64_t c = 0; c < nF_; ++c) Bd_(row, pk_[c]) += dJv_(row, c);
+      for (int64_t a = 0; a < st.normal_rows.size(); ++a) {
+        const int64_t row = st.normal_rows[a];
+        if (row >= mc) continue;
+        const double s = st.bias_slope[a] / dt;
+        for (size_t b = 0; b < pj_.size(); ++b)
+          if (cb_[b] >= 0)
+            for (int e = 0; e < 6; ++e) Bd_(row, pk_[6 * b + e]) += s * fgeo_.J(row, 6 * cb_[b] + e);
+      }
+    }
+    // friction (one coefficient: the plan's column): a sliding group's tangential residual moves by lambda_n c_t /
+    // |c_t| per unit mu (none when it does not slip: within the slip tolerance of _friction_terms), a saturated
+    // one's by -lambda_n dir
+    RowMat dF;
+    bool any_f = false;
+    if (friction_ >= 0) {
+      dF.setZero(m, npar);
+      const Eigen::VectorXd c = prob.A * sol.lam + prob.b;
+      const double slip_tol = 1e-10 * std::max(1.0, prob.b.size() ? prob.b.cwiseAbs().maxCoeff() : 0.0);
+      for (int64_t g = 0; g < prob.start.size(); ++g) {
+        const int64_t s0 = prob.start[g], n = prob.size[g], md = sol.modes[g];
+        if (n < 2 || (md != ncp::SLIDING && md != ncp::SATURATED) || s0 >= mc) continue;
+        const double ln = sol.lam[s0];
+        if (md == ncp::SLIDING) {
+          const double nrm = c.segment(s0 + 1, n - 1).norm();
+          if (nrm <= slip_tol) continue;
+          for (int64_t i = 1; i < n; ++i) dF(s0 + i, friction_) = ln * c[s0 + i] / nrm;
+        } else {
+          for (int64_t i = 1; i < n; ++i) dF(s0 + i, friction_) = -ln * sol.dirs(g, i - 1);
+        }
+        any_f = true;
+      }
+    }
+    RowMat E, Fc;
+    IdxVec act;
+    ncp::linearization(prob, sol.modes, sol.dirs, sol.lam, E, Fc, act);
+    if (E.rows() == 0) {
+      dv_ = Gd_;
+      return;
+    }
+    const int64_t na = act.size();
+    RowMat Fphi(0, m), dphi(0, npar);
+    if (any_f) {  // dF[act] rides on the distance slot with Fphi the selection of the active rows (as _implicit)
+      Fphi.setZero(na, m);
+      for (int64_t i = 0; i < na; ++i) Fphi(i, act[i]) = 1.0;
+      dphi = std::move(dF);
+    }
+    dv_ = implicit_velocity(E, Fc, Fphi, Bd_, dphi, false, RowMat(0, 0), act, st.MJt, Gd_, false);
+    if (impulses) dlam += lambda_jacobian(E, Fc, Fphi, Bd_, dphi, false, RowMat(0, 0), act, false);
   }
 
   // The world quantities of the header comment after kinematics() on ``M``, their subtree composites, and J_F

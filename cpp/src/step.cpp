@@ -687,13 +687,14 @@ bool is_step_state(nb::handle state) { return nb::isinstance<StepState>(state); 
 
 StepStateView step_state_view(nb::handle state) {
   const StepState& st = nb::cast<const StepState&>(state);
-  if (st.ncp || st.relaxed) throw std::invalid_argument("a StepState of NCP or relaxed contact has no LCP view (parameter Jacobians: the Python path)");
+  if (st.relaxed) throw std::invalid_argument("a StepState of relaxed contact has no view (parameter Jacobians: the Python path)");
+  static const ReducedFactor none;  // an NCP state's: it has no LCP
   return {st.J,         st.Minv,        st.MJt,
           st.problem,   st.solution,    st.m_contact(),
-          reduced_factor(st), st.contacts, st.nc,
+          st.ncp ? none : reduced_factor(st), st.contacts, st.nc,
           st.r,         st.normal_rows, st.bias_slope,
           st.has_correction ? &st.correction : nullptr, st.deep_rows,
-          st.nc ? &st.geo : nullptr};
+          st.nc ? &st.geo : nullptr, st.ncp.get()};
 }
 
 const Eigen::VectorXd* step_state_correction(nb::handle state) {

@@ -10,6 +10,7 @@
 #include "kinematics.hpp"
 #include "lcp.hpp"
 #include "linalg.hpp"
+#include "ncp.hpp"
 
 namespace contactraj {
 
@@ -55,8 +56,12 @@ struct StepStateView {
   const Correction* correction;
   const lcp::VectorXl& deep_rows;
   const ContactGeometry* geo;  // the contacts' kinematics at q on the system's model (nullptr without contacts)
+  // NCP contact (the Coulomb-cone NCP of ncp.cpp, FusedLCP ncp=True): its problem and solution; problem,
+  // solution and factor above are then empty (an NCP state has no LCP)
+  const ncp::State* ncp = nullptr;
 };
-// The view of ``state`` (a StepState; throws nanobind's cast error otherwise).
+// The view of ``state`` (a StepState of LCP or NCP contact; throws nanobind's cast error otherwise, and
+// std::invalid_argument for relaxed contact).
 StepStateView step_state_view(nb::handle state);
 
 // FusedLCP.jacobian's body (Simulator._contact_velocity_jacobian without adjoint) for the StepState ``state``.
