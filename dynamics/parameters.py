@@ -99,7 +99,7 @@ from contact.detection import Contacts
 from contact.kinematics import ContactKinematics
 from contact.relaxed import friction_blocks
 
-from .contact_step import FusedContactState, FusedNCPState
+from .contact_step import FusedContactState, FusedNCPState, FusedRelaxedState
 
 #: The compiled core's parameter Jacobian (``cpp/src/params.cpp``), or None (the Python path: no core, or a build
 #: that predates it).
@@ -687,9 +687,9 @@ def _implicit(lin, dc, e, dF, A, dphi=None):
     return e + lambda_jacobian(replace(lin, Fphi=sel), rhs_dc, full)
 
 
-#: The contact states whose parameter Jacobians the compiled core computes (cpp/src/params.cpp): the fused LCP's and
-#: the fused NCP's (relaxed contact and the Python path's states take the reference)
-_COMPILED_STATES = (FusedContactState, FusedNCPState)
+#: The contact states whose parameter Jacobians the compiled core computes (cpp/src/params.cpp): the fused step's LCP,
+#: NCP and relaxed states (the Python path's states take the reference)
+_COMPILED_STATES = (FusedContactState, FusedNCPState, FusedRelaxedState)
 
 
 def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):

@@ -238,23 +238,31 @@ def test_placements_compiled_equal_reference(name, steps, expect, select, monkey
     ("go1-hold", 10, {"free", "sticking", "correction"}),
 ])
 @pytest.mark.parametrize("select", ["all", "few", "friction"])
-def test_ncp_states_compiled_equal_reference(name, steps, expect, select, monkeypatch):
-    """NCP contact (the fused step's Coulomb-cone NCP): the compiled Fp and dlambda/dp (params.cpp ncp_columns:
-    the mode equations of ncp::linearization, friction's explicit residual term on sliding and saturated groups,
-    the placements' contact terms, the position correction) against the Python reference, along rollouts and at
-    the benchmark's state; the same states raised and pushed into the ground where the base is free."""
+@pytest.mark.parametrize("model", ["ncp", "relaxed"])
+def test_ncp_and_relaxed_states_compiled_equal_reference(name, steps, expect, select, model, monkeypatch):
+    """NCP contact (the fused step's Coulomb-cone NCP) and relaxed contact (its central path, kappa > 0): the
+    compiled Fp and dlambda/dp (params.cpp ncp_columns: the mode equations of ncp::linearization, friction's
+    explicit residual term on sliding and saturated groups; relaxed_columns: E = K, the distances' term of the
+    placements, friction's barrier term; both: the placements' contact terms, the position correction) against the
+    Python reference, along rollouts and at the benchmark's state; the same states raised and pushed into the
+    ground where the base is free."""
     from problems import load
     from problems.inverse import cube_simulator
     from problems.sysid import CUBE_TRUE_TWIST, cube_sysid_start
     from trajopt.bench import bench_state
 
+    contact = "ncp" if model == "ncp" else "lcp"
     if name == "cube":  # cube-sysid's throw: flight, a corner's landing, tumbling and sliding, rest
-        sim = cube_simulator(contact="ncp")
+        sim = cube_simulator(contact=contact)
+        if model == "relaxed":
+            sim = sim.with_smoothing(1e-4)
         us = np.zeros((steps, 0))
         states = list(zip(sim.rollout(cube_sysid_start(sim, CUBE_TRUE_TWIST), us)[:-1], us))
     else:
-        ocp = load(name, contact="ncp")
+        ocp = load(name, contact=contact)
         sim = ocp.dynamics
+        if model == "relaxed":
+            sim = sim.with_smoothing(1e-3)
         rng = np.random.default_rng(0)
         scale = np.where(np.isfinite(ocp.u_upper), 0.3 * ocp.u_upper, 1.0)
         us = np.clip(rng.uniform(-1, 1, (steps, sim.nu)) * scale, ocp.u_lower, ocp.u_upper)
@@ -276,14 +284,16 @@ def test_ncp_states_compiled_equal_reference(name, steps, expect, select, monkey
             d = sim.create_data()
             sim.step(y, u, data=d)
             if d.contact is not None:
-                if type(d.contact).__name__ != "FusedNCPState":
+                if type(d.contact).__name__ != ("FusedNCPState" if model == "ncp" else "FusedRelaxedState"):
                     continue
                 ncp_states += 1
                 core = d.contact.core
                 seen |= {"limit"} if core.nlim else set()
-                if core.nc:
+                if core.nc and model == "ncp":
                     modes = np.asarray(core.ncp_solution[2])[:core.nc]
                     seen.add("sliding" if (modes >= 2).any() else "sticking")
+                elif core.nc:  # relaxed: no modes; every contact acts (at a distance too)
+                    seen |= {"sliding", "sticking"}
                 if core.has_correction:
                     seen.add("correction")
             else:
@@ -298,5 +308,5 @@ def test_ncp_states_compiled_equal_reference(name, steps, expect, select, monkey
             assert err < 1e-11, (name, i, err)
             if ref[4].dlam_dp is not None:
                 assert _rel(new[4].dlam_dp, ref[4].dlam_dp) < 1e-11, (name, i)
-    print(f"{name} ncp {select}: {ncp_states} NCP states, worst relative difference {worst:.2e}")
+    print(f"{name} {model} {select}: {ncp_states} states, worst relative difference {worst:.2e}")
     assert ncp_states > 0 and expect <= seen, (name, seen)

@@ -224,7 +224,10 @@ class ParameterPlan {
     // the acceleration at tau + J^T lambda / dt
     tau_total_ = tau;
     // the impulses: the LCP's solution, or the NCP's
-    const Eigen::VectorXd* lam_all = !contact ? nullptr : st->ncp ? &st->ncp->solution.lam : &st->solution.x;
+    const Eigen::VectorXd* lam_all = !contact      ? nullptr
+                                     : st->ncp     ? &st->ncp->solution.lam
+                                     : st->relaxed ? &st->relaxed->solution.lam
+                                                   : &st->solution.x;
     if (contact) tau_total_.noalias() += st->J.transpose() * *lam_all / dt;
     // R's columns are 0 unless inertial or a placement's (friction acts through the explicit term e only): without
     // them no acceleration, kinematics or M^-1 R is needed (and without contact Fp is 0)
@@ -245,7 +248,7 @@ class ParameterPlan {
     // 2 nv k + k^2), rather than through the map of every dof (S on the nv + nX columns, then Sp = M^-1 - L^T Wd^T:
     // k^2 (nv + nX) + nv^2 k before the columns' own nv^2 each); nX: the columns with explicit terms, at most
     bool direct = false;
-    if (contact && !st->ncp && st->factor.red.C.size() > 0) {
+    if (contact && !st->ncp && !st->relaxed && st->factor.red.C.size() > 0) {
       const double fn = double(nv), fk = double(st->factor.red.C.size()), fp = double(npar);
       const double nX = double(mc > 0 ? nF_ : 0) + (friction_ >= 0 ? 1.0 : 0.0);
       direct = fp * (2 * fn * fk + fk * fk) < fk * fk * (fn + nX) + fn * fn * fk;
@@ -286,6 +289,9 @@ class ParameterPlan {
     } else if (st->ncp) {
       PROF_SCOPE("p.ncp");
       ncp_columns(M, D, *st, Minv, v_next, dt, geo, impulses, dlam);
+    } else if (st->relaxed) {
+      PROF_SCOPE("p.relaxed");
+      relaxed_columns(M, D, *st, Minv, v_next, dt, geo, impulses, dlam);
     } else {
       PROF_SCOPE("p.contact");
       const lcp::Problem& prob = st->problem;
@@ -546,6 +552,89 @@ class ParameterPlan {
     }
   }
 
+  // Gd_ = G = M^-1 Rn (the free velocity's columns) and Bd_ = dc = J G plus the placements' fixed-impulse terms on
+  // the contact rows (_add_placement_contact_terms): what the NCP's and the relaxed model's solves take.
+  void free_columns(const pinocchio::Model& M, pinocchio::Data& D, const StepStateView& st, const RowMat& Minv,
+                    const Eigen::VectorXd& v_next, double dt, bool geo) {
+    const int64_t mc = st.m_contact;
+    columns_product(M, D, Minv, dt, outT_);
+    Gd_ = outT_.transpose();
+    Bd_.noalias() = st.J * Gd_;
+    if (!geo) return;
+    velocity_(v_next);
+    for (int64_t row = 0; row < mc; ++row)
+      for (int64_t c = 0; c < nF_; ++c) Bd_(row, pk_[c]) += dJv_(row, c);
+    for (int64_t a = 0; a < st.normal_rows.size(); ++a) {
+      const int64_t row = st.normal_rows[a];
+      if (row >= mc) continue;
+      const double s = st.bias_slope[a] / dt;
+      for (size_t b = 0; b < pj_.size(); ++b)
+        if (cb_[b] >= 0)
+          for (int e = 0; e < 6; ++e) Bd_(row, pk_[6 * b + e]) += s * fgeo_.J(row, 6 * cb_[b] + e);
+    }
+  }
+
+  // A relaxed state's columns (_reference_jacobian with RelaxedAdapter.linearize: E = K, regular, unknowns = keep):
+  // dc as for the NCP; the residual reads the distances, so the placements move it through F_phi dphi (dphi/ddelta =
+  // the F columns of J's contact normal rows); friction through its blocks' barrier, dR_i/dmu = -4 kappa lam_i s
+  // lam_n / D^2 (s = mu lam_n, D = s^2 - |lam_T|^2; _friction_terms). E dz = -(Fc dc + F_phi dphi + dF[keep]).
+  void relaxed_columns(const pinocchio::Model& M, pinocchio::Data& D, const StepStateView& st, const RowMat& Minv,
+                       const Eigen::VectorXd& v_next, double dt, bool geo, bool impulses, RowMat& dlam) {
+    const int64_t npar = body_.size(), m = st.J.rows(), mc = st.m_contact;
+    const relaxed::Problem& prob = st.relaxed->problem;
+    const relaxed::Solution& sol = st.relaxed->solution;
+    if (impulses) dlam.setZero();
+    free_columns(M, D, st, Minv, v_next, dt, geo);
+    const int64_t k = sol.keep.size();
+    if (k == 0) {
+      dv_ = Gd_;
+      return;
+    }
+    RowMat E, Fc, Fphi;
+    relaxed::linearization(prob, sol, E, Fc, Fphi);
+    RowMat explicit_ = RowMat::Zero(k, npar);  // F_phi dphi + dF[keep]
+    bool any = false;
+    if (geo) {
+      RowMat dphi = RowMat::Zero(m, npar);
+      for (int64_t a = 0; a < st.normal_rows.size(); ++a) {
+        const int64_t row = st.normal_rows[a];
+        if (row >= mc) continue;
+        for (size_t b = 0; b < pj_.size(); ++b)
+          if (cb_[b] >= 0)
+            for (int e = 0; e < 6; ++e) dphi(row, pk_[6 * b + e]) = fgeo_.J(row, 6 * cb_[b] + e);
+      }
+      explicit_.noalias() += Fphi * dphi;
+      any = true;
+    }
+    if (friction_ >= 0) {
+      Eigen::VectorXd dF = Eigen::VectorXd::Zero(m);
+      const int64_t nrows = prob.b.size();
+      for (int64_t i = 0; i < nrows; ++i) {  // friction_blocks: a block's first row, with friction
+        if (prob.kind[i] != relaxed::FRICTION || prob.block_start[i] != i || !(prob.mu[i] > 0)) continue;
+        const int64_t s0 = prob.block_start[i], sz = prob.block_size[i], n = prob.normal_of[i];
+        if (n >= mc || !(sol.lam[n] > 0.0)) continue;
+        const double s = prob.mu[i] * sol.lam[n];
+        const double D2 = s * s - sol.lam.segment(s0, sz).squaredNorm();
+        for (int64_t j = 0; j < sz; ++j) dF[s0 + j] = -4.0 * prob.kappa * sol.lam[s0 + j] * s * sol.lam[n] / (D2 * D2);
+      }
+      for (int64_t a = 0; a < k; ++a) explicit_(a, friction_) += dF[sol.keep[a]];
+      any = true;
+    }
+    // the explicit terms ride on the distance slot as in _implicit: F_phi' the selection of the rows keep, dphi'
+    // (m, npar) holding them on those rows
+    RowMat sel(any ? k : 0, m), full(any ? m : 0, npar);
+    if (any) {
+      sel.setZero();
+      full.setZero();
+      for (int64_t a = 0; a < k; ++a) {
+        sel(a, sol.keep[a]) = 1.0;
+        full.row(sol.keep[a]) = explicit_.row(a);
+      }
+    }
+    dv_ = implicit_velocity(E, Fc, sel, Bd_, full, true, RowMat(0, 0), sol.keep, st.MJt, Gd_, false);
+    if (impulses) dlam += lambda_jacobian(E, Fc, sel, Bd_, full, true, RowMat(0, 0), sol.keep, false);
+  }
+
   // An NCP state's columns (dynamics/parameters.py _reference_jacobian with NCPAdapter.linearize): G = M^-1 Rn,
   // dc = J G plus the placements' fixed-impulse terms on the contact rows (_add_placement_contact_terms), friction's
   // explicit residual derivative dF on the sliding and saturated groups (_friction_terms), then the mode equations
@@ -557,22 +646,7 @@ class ParameterPlan {
     const ncp::Problem& prob = st.ncp->problem;
     const ncp::Solution& sol = st.ncp->solution;
     if (impulses) dlam.setZero();
-    columns_product(M, D, Minv, dt, outT_);
-    Gd_ = outT_.transpose();
-    Bd_.noalias() = st.J * Gd_;  // dc
-    if (geo) {
-      velocity_(v_next);
-      for (int64_t row = 0; row < mc; ++row)
-        for (int64_t c = 0; c < nF_; ++c) Bd_(row, pk_[c]) += dJv_(row, c);
-      for (int64_t a = 0; a < st.normal_rows.size(); ++a) {
-        const int64_t row = st.normal_rows[a];
-        if (row >= mc) continue;
-        const double s = st.bias_slope[a] / dt;
-        for (size_t b = 0; b < pj_.size(); ++b)
-          if (cb_[b] >= 0)
-            for (int e = 0; e < 6; ++e) Bd_(row, pk_[6 * b + e]) += s * fgeo_.J(row, 6 * cb_[b] + e);
-      }
-    }
+    free_columns(M, D, st, Minv, v_next, dt, geo);
     // friction (one coefficient: the plan's column): a sliding group's tangential residual moves by lambda_n c_t /
     // |c_t| per unit mu (none when it does not slip: within the slip tolerance of _friction_terms), a saturated
     // one's by -lambda_n dir

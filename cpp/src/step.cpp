@@ -687,14 +687,13 @@ bool is_step_state(nb::handle state) { return nb::isinstance<StepState>(state); 
 
 StepStateView step_state_view(nb::handle state) {
   const StepState& st = nb::cast<const StepState&>(state);
-  if (st.relaxed) throw std::invalid_argument("a StepState of relaxed contact has no view (parameter Jacobians: the Python path)");
-  static const ReducedFactor none;  // an NCP state's: it has no LCP
+  static const ReducedFactor none;  // an NCP or relaxed state's: it has no LCP
   return {st.J,         st.Minv,        st.MJt,
           st.problem,   st.solution,    st.m_contact(),
-          st.ncp ? none : reduced_factor(st), st.contacts, st.nc,
+          st.ncp || st.relaxed ? none : reduced_factor(st), st.contacts, st.nc,
           st.r,         st.normal_rows, st.bias_slope,
           st.has_correction ? &st.correction : nullptr, st.deep_rows,
-          st.nc ? &st.geo : nullptr, st.ncp.get()};
+          st.nc ? &st.geo : nullptr, st.ncp.get(), st.relaxed.get()};
 }
 
 const Eigen::VectorXd* step_state_correction(nb::handle state) {

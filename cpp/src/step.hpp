@@ -11,6 +11,7 @@
 #include "lcp.hpp"
 #include "linalg.hpp"
 #include "ncp.hpp"
+#include "relaxed.hpp"
 
 namespace contactraj {
 
@@ -59,9 +60,11 @@ struct StepStateView {
   // NCP contact (the Coulomb-cone NCP of ncp.cpp, FusedLCP ncp=True): its problem and solution; problem,
   // solution and factor above are then empty (an NCP state has no LCP)
   const ncp::State* ncp = nullptr;
+  // relaxed contact (relaxed.cpp's central path, FusedLCP kappa > 0): its problem and solution (then, too, problem,
+  // solution and factor above are empty)
+  const relaxed::State* relaxed = nullptr;
 };
-// The view of ``state`` (a StepState of LCP or NCP contact; throws nanobind's cast error otherwise, and
-// std::invalid_argument for relaxed contact).
+// The view of ``state`` (a StepState of LCP, NCP or relaxed contact; throws nanobind's cast error otherwise).
 StepStateView step_state_view(nb::handle state);
 
 // FusedLCP.jacobian's body (Simulator._contact_velocity_jacobian without adjoint) for the StepState ``state``.
