@@ -1111,7 +1111,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "problems); default: catapult and go1-hold only, over 5 iterations (0: skip)")
     s.add_argument("--params", action="store_true",
                    help="also time the parameter Jacobians (step_derivatives(..., params=)) against the state "
-                        "Jacobians: inertial and all parameters (issue 14's target: <= 1.5x)")
+                        "Jacobians: friction alone, inertial and all parameters, and per column (issue 14's target: <= 1.5x)")
     s.set_defaults(func=cmd_bench)
     return p
 
