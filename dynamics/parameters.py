@@ -76,8 +76,10 @@ The step's derivative ``Fp = d x+ / d p`` (ndx, sum of sizes), chained as the st
 4. ``q+ = q (+) (dt v+ + dq_c)``: ``dq+/dp = dIntegrate_ARG1 (dt dv+/dp + d dq_c/dp)``.
 
 Paths: ``x+``, ``Fx`` and ``Fu`` are those of ``step_derivatives`` without ``params`` (the fused C++ core
-where it runs, bit for bit); ``Fp`` and the impulse Jacobians are computed in Python from the step's contact
-state (the reference path's objects, made from the core's state when the core solved).
+where it runs, bit for bit); ``Fp`` and the impulse Jacobians by the compiled core (``cpp/src/params.cpp``,
+``ParameterPlan``) for a step without contact and for the fused step's LCP, NCP and relaxed states, else by
+:func:`_reference_jacobian` in Python (per-pair coefficients, restitution, the Python path's contact states),
+which stays the reference the compiled one is tested against (``tests/test_core_params.py``, to 1e-11).
 
 Relaxed contact (``with_smoothing``): the same chain on its residual (:mod:`contact.relaxed`), which also reads
 the distances (``F_phi``: placements move them, ``dphi/ddelta = J_n``) and the friction coefficient (a friction
