@@ -286,12 +286,14 @@ class ParameterPlan {
       PROF_SCOPE("p.minvR");
       columns_product(M, D, Minv, dt, outT_);
       dv_ = outT_.transpose();
-    } else if (st->ncp) {
-      PROF_SCOPE("p.ncp");
-      ncp_columns(M, D, *st, Minv, v_next, dt, geo, impulses, dlam);
-    } else if (st->relaxed) {
-      PROF_SCOPE("p.relaxed");
-      relaxed_columns(M, D, *st, Minv, v_next, dt, geo, impulses, dlam);
+    } else if (st->ncp || st->relaxed) {
+      PROF_SCOPE("p.ncp_relaxed");
+      if (impulses) dlam.setZero();
+      free_columns(M, D, *st, Minv, v_next, dt, geo);
+      if (st->ncp)
+        ncp_columns(*st, impulses, dlam);
+      else
+        relaxed_columns(*st, geo, impulses, dlam);
     } else {
       PROF_SCOPE("p.contact");
       const lcp::Problem& prob = st->problem;
@@ -578,13 +580,11 @@ class ParameterPlan {
   // dc as for the NCP; the residual reads the distances, so the placements move it through F_phi dphi (dphi/ddelta =
   // the F columns of J's contact normal rows); friction through its blocks' barrier, dR_i/dmu = -4 kappa lam_i s
   // lam_n / D^2 (s = mu lam_n, D = s^2 - |lam_T|^2; _friction_terms). E dz = -(Fc dc + F_phi dphi + dF[keep]).
-  void relaxed_columns(const pinocchio::Model& M, pinocchio::Data& D, const StepStateView& st, const RowMat& Minv,
-                       const Eigen::VectorXd& v_next, double dt, bool geo, bool impulses, RowMat& dlam) {
+  // After free_columns (Gd_, Bd_); dlam zeroed when asked.
+  void relaxed_columns(const StepStateView& st, bool geo, bool impulses, RowMat& dlam) {
     const int64_t npar = body_.size(), m = st.J.rows(), mc = st.m_contact;
     const relaxed::Problem& prob = st.relaxed->problem;
     const relaxed::Solution& sol = st.relaxed->solution;
-    if (impulses) dlam.setZero();
-    free_columns(M, D, st, Minv, v_next, dt, geo);
     const int64_t k = sol.keep.size();
     if (k == 0) {
       dv_ = Gd_;
@@ -640,13 +640,11 @@ class ParameterPlan {
   // explicit residual derivative dF on the sliding and saturated groups (_friction_terms), then the mode equations
   // E dz = -(Fc dc + dF[act]) (ncp::linearization at the solution, least squares), dv = G + MJt[:, act] dz
   // (implicit_velocity: the state Jacobians' compiled piece) and, when asked, dlambda[act] = dz.
-  void ncp_columns(const pinocchio::Model& M, pinocchio::Data& D, const StepStateView& st, const RowMat& Minv,
-                   const Eigen::VectorXd& v_next, double dt, bool geo, bool impulses, RowMat& dlam) {
+  // After free_columns (Gd_, Bd_); dlam zeroed when asked.
+  void ncp_columns(const StepStateView& st, bool impulses, RowMat& dlam) {
     const int64_t npar = body_.size(), m = st.J.rows(), mc = st.m_contact;
     const ncp::Problem& prob = st.ncp->problem;
     const ncp::Solution& sol = st.ncp->solution;
-    if (impulses) dlam.setZero();
-    free_columns(M, D, st, Minv, v_next, dt, geo);
     // friction (one coefficient: the plan's column): a sliding group's tangential residual moves by lambda_n c_t /
     // |c_t| per unit mu (none when it does not slip: within the slip tolerance of _friction_terms), a saturated
     // one's by -lambda_n dir
