@@ -244,6 +244,7 @@ def resolve(sim, params) -> Blocks:
         why = " (unordered: the values follow the names' order)" if isinstance(params, (set, frozenset)) else ""
         raise TypeError(f"parameter names must be a name or a sequence of names (sim.parameter_names()), got "
                         f"{type(params).__name__} {params!r}{why}")
+    params = list(params)  # once: an iterator is used up by the key (its names were cached as none)
     cache = sim.__dict__.setdefault("_parameter_blocks", {})
     try:
         key = tuple(params)
@@ -690,8 +691,18 @@ def _implicit(lin, dc, e, dF, A, dphi=None):
 
 
 #: The contact states whose parameter Jacobians the compiled core computes (cpp/src/params.cpp): the fused step's LCP,
-#: NCP and relaxed states (the Python path's states take the reference)
-_COMPILED_STATES = (FusedContactState, FusedNCPState, FusedRelaxedState)
+#: NCP and relaxed states (the Python path's states take the reference); a core built before the NCP's and the
+#: relaxed model's were compiled (no ``parameter_plan_states``) takes the LCP's only
+def _compiled_states(module) -> tuple:
+    """The contact-state types whose ``Fp`` the compiled ``module`` computes (none without one)."""
+    if module is None:
+        return ()
+    took = getattr(module, "parameter_plan_states", ("lcp",))
+    kinds = {"lcp": FusedContactState, "ncp": FusedNCPState, "relaxed": FusedRelaxedState}
+    return tuple(kinds[k] for k in took if k in kinds)
+
+
+_COMPILED_STATES = _compiled_states(_core)
 
 
 def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
@@ -766,7 +777,7 @@ def _add_placement_contact_terms(dc, blocks, aug, geo_aug, state, v_next, dt):
 
 def _reference_jacobian(sim, ws, blocks, npar, q, v, tau, v_next, state, aug, geo_aug):
     """``(Fp, dlambda/dp)`` (dlambda None without contact) in Python: the reference, and the path of the contact
-    states the compiled core does not hold (NCP, the Python LCP's)."""
+    states the compiled core does not take (the Python path's states; per-pair coefficients, restitution)."""
     nv, ndx, dt = sim.nv, sim.ndx, sim.dt
     model, pdata = sim._step_model, ws.data
     dlam_p = None

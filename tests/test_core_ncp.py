@@ -229,9 +229,9 @@ def test_python_previous_state_warm_starts_the_fused_step():
     assert type(d.contact) is FusedNCPState
 
 
-def test_parameter_jacobians_of_a_fused_ncp_state_run_the_reference():
-    """The compiled parameter Jacobians are the LCP's: with a fused NCP state they run in Python (same numbers as
-    with the fused step off)."""
+def test_parameter_jacobians_of_a_fused_ncp_state_equal_the_python_paths():
+    """A fused NCP state's parameter Jacobians (compiled: params.cpp ncp_columns) equal those of the Python path's
+    step (the fused step off: its own NCP solve, the Python reference's Fp)."""
     sim = cube_sim(contact="ncp")
     ref = _reference(sim)
     x, u = cube_state(z=0.1, v=(0.5, 0.0, 0.0)), np.zeros(0)

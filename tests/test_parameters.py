@@ -459,3 +459,16 @@ def test_friction_column_at_zero_friction_is_the_one_sided_derivative(contact, p
         np.testing.assert_allclose(Fp[:, 0], fd, rtol=1e-5, atol=1e-7, err_msg=f"{contact} slip {slip}")
         if slip[0]:
             assert np.abs(Fp[:, 0]).max() > 1e-2
+
+
+def test_names_from_an_iterator_give_the_same_columns_as_a_list():
+    """An iterator of names is read once: it used to be used up by the cache key, caching an empty list of blocks
+    under its names, which later list calls then got (Fp with no columns)."""
+    from problems.inverse import cube_simulator
+
+    sim = cube_simulator()
+    x = sim.neutral_state()
+    x[2] = 0.3
+    a = sim.step_derivatives(x, np.zeros(0), params=iter(["friction", "mass:root_body1"]))
+    b = sim.step_derivatives(x, np.zeros(0), params=["friction", "mass:root_body1"])
+    assert a[3].shape == b[3].shape == (sim.ndx, 2)

@@ -1,8 +1,9 @@
 // The parameter Jacobian Fp = dx+/dp of one step (dynamics/parameters.py step_derivatives, whose module
-// docstring has the mathematics) in one call, for a step without contact or with the fused step's LCP or NCP
-// contact state (a StepState): the same operations in the same order as the Python path, which stays the
-// reference (and serves the other contact states: relaxed, the Python path's). The LCP's solve is below; the
-// NCP's (its mode equations by ncp::linearization) is ParameterPlan::ncp_columns.
+// docstring has the mathematics) in one call, for a step without contact or with the fused step's LCP, NCP or
+// relaxed contact state (a StepState): the same operations in the same order as the Python path, which stays the
+// reference (and serves the other contact states: the Python path's, per-pair coefficients, restitution). The LCP's
+// solve is below; the NCP's (its mode equations by ncp::linearization) is ParameterPlan::ncp_columns, the relaxed
+// model's (E = K) ParameterPlan::relaxed_columns.
 //
 //   tau_total = tau + J^T lambda / dt,  a = M^-1 (tau_total - nle(q, v))  (the step's model: pin.aba's a)
 //   R = Y(q, v, a) dpi/dp (+ R_extra)                                       (regressor, one 10-block per column)
@@ -109,7 +110,8 @@ void check_chain(const pinocchio::Model& M, const IdxVec& body, const CRowRef& d
 
 // One parameter list's compiled Jacobian (ParameterPlan in Python): what does not change between calls
 // (the models, the chain of the inertial columns, the placements' joints and subtree masks) is kept; compute()
-// is dynamics/parameters.py _reference_jacobian for a step without contact or with a fused LCP StepState.
+// is dynamics/parameters.py _reference_jacobian for a step without contact or with a fused LCP, NCP or relaxed
+// StepState.
 class ParameterPlan {
  public:
   using Matrix6 = Eigen::Matrix<double, 6, 6>;
@@ -223,7 +225,7 @@ class ParameterPlan {
 
     // the acceleration at tau + J^T lambda / dt
     tau_total_ = tau;
-    // the impulses: the LCP's solution, or the NCP's
+    // the impulses: the LCP's solution, the NCP's or the relaxed model's
     const Eigen::VectorXd* lam_all = !contact      ? nullptr
                                      : st->ncp     ? &st->ncp->solution.lam
                                      : st->relaxed ? &st->relaxed->solution.lam
@@ -1060,6 +1062,9 @@ RowMat parameter_regressor(nb::handle model, nb::handle data, const Eigen::Vecto
 }  // namespace
 
 void bind_params(nb::module_& m) {
+  // the contact states ParameterPlan.compute takes (dynamics/parameters.py reads it: a core built before NCP and
+  // relaxed states were compiled has no such attribute and gets the fused LCP's only)
+  m.attr("parameter_plan_states") = nb::make_tuple("lcp", "ncp", "relaxed");
   nb::class_<ParameterPlan>(m, "ParameterPlan",
                             "One parameter list's compiled Jacobian (dynamics/parameters.py): models, chain and "
                             "the placements' joints kept; compute() per step")
@@ -1071,8 +1076,8 @@ void bind_params(nb::module_& m) {
       .def("compute", &ParameterPlan::compute, nb::arg("state").none(), nb::arg("q"), nb::arg("v"), nb::arg("tau"),
            nb::arg("v_next"), nb::arg("dt"), nb::arg("impulses") = true,
            "(Fp (ndx, npar), dlambda (m, npar) or None without contact or with impulses=False): "
-           "dynamics/parameters.py step_derivatives for a step without contact (state None) or with a fused LCP "
-           "StepState");
+           "dynamics/parameters.py step_derivatives for a step without contact (state None) or with a fused LCP, "
+           "NCP or relaxed StepState");
   m.def("parameter_regressor", &parameter_regressor, nb::arg("model"), nb::arg("data"), nb::arg("q"), nb::arg("v"),
         nb::arg("a"), nb::arg("body"), nb::arg("dpi"),
         "Y(q, v, a) dpi/dp (nv, npar): the inertial columns of dRNEA/dp (zero where body[k] = 0)");

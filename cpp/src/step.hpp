@@ -57,11 +57,12 @@ struct StepStateView {
   const Correction* correction;
   const lcp::VectorXl& deep_rows;
   const ContactGeometry* geo;  // the contacts' kinematics at q on the system's model (nullptr without contacts)
-  // NCP contact (the Coulomb-cone NCP of ncp.cpp, FusedLCP ncp=True): its problem and solution; problem,
-  // solution and factor above are then empty (an NCP state has no LCP)
+  // NCP contact (the Coulomb-cone NCP of ncp.cpp, FusedLCP ncp=True): its problem and solution. Then problem and
+  // factor above are empty and solution is not an LCP's (its x and w are the impulses and velocities, but its
+  // modes are the NCP's group modes): read the NCP's own
   const ncp::State* ncp = nullptr;
-  // relaxed contact (relaxed.cpp's central path, FusedLCP kappa > 0): its problem and solution (then, too, problem,
-  // solution and factor above are empty)
+  // relaxed contact (relaxed.cpp's central path, FusedLCP kappa > 0): its problem and solution (problem, solution
+  // and factor above as for the NCP)
   const relaxed::State* relaxed = nullptr;
 };
 // The view of ``state`` (a StepState of LCP, NCP or relaxed contact; throws nanobind's cast error otherwise).
