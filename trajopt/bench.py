@@ -219,6 +219,7 @@ def format_ddp_table(records) -> str:
     return "\n".join(lines)
 
 
+#: friction: the one coefficient ``"friction"`` (per-pair ``friction:<pair>`` names are not this column)
 PARAMETER_KINDS = {"friction": ("friction",), "inertial": ("mass", "com", "inertia"), "all": None}
 
 
@@ -242,7 +243,8 @@ def bench_parameters(dyn, x, u, *, min_time: float = 0.1) -> dict:
     out["state_jacobians_ms"] = 1e3 * base["fresh"]
     out["state_jacobians_kept_ms"] = 1e3 * base["kept"]
     for label, kinds in PARAMETER_KINDS.items():
-        names = [n for n in dyn.parameter_names() if kinds is None or n.split(":")[0] in kinds]
+        names = [n for n in dyn.parameter_names()
+                 if kinds is None or (n in kinds if label == "friction" else n.split(":")[0] in kinds)]
         if not names:
             continue
         out[f"{label}_parameters"] = int(dyn.parameter_size(names))
@@ -265,11 +267,14 @@ def format_parameter_table(records) -> str:
     rows = [r for r in records if "state_jacobians_ms" in r]
     head = (f"{'problem':<16}{'Jac [ms]':>10}{'friction':>10}{'kept':>7}{'inertial':>10}{'fresh':>8}{'kept':>8}"
             f"{'all':>6}{'fresh':>8}{'kept':>8}{'per col':>9}")
+    # friction: its fresh ratio under 'friction', then kept (one column: no count)
     lines = [head, "-" * len(head)]
     for r in rows:
         def cell(label, key, width):
             v = r.get(f"{label}_{key}")
-            return f"{'-':>{width}}" if v is None else (f"{v:>{width}d}" if isinstance(v, int) else f"{v:>{width}.2f}x")
+            if v is None:  # as wide as a figure would be (ratios carry their 'x')
+                return f"{'-':>{width if key == 'parameters' else width + 1}}"
+            return f"{v:>{width}d}" if isinstance(v, int) else f"{v:>{width}.2f}x"
         lines.append(f"{r['problem']:<16}{r['state_jacobians_ms']:>10.3f}{cell('friction', 'fresh_ratio', 9)}"
                      f"{cell('friction', 'kept_ratio', 6)}{cell('inertial', 'parameters', 10)}"
                      f"{cell('inertial', 'fresh_ratio', 7)}{cell('inertial', 'kept_ratio', 7)}"
