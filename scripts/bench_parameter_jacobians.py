@@ -1,50 +1,49 @@
-"""Time of step_derivatives with params= (all inertial parameters; and all parameters) against the state
-Jacobians alone, on ur5-box (pressing state) and go1-hold (standing state), LCP. Issue 14's target: <= 1.5x.
+"""The parameter Jacobians' cost with the parameter lists the registered problems use (``trajopt bench --params``
+times friction alone, the inertial parameters and all of them): step_derivatives(x, u, params=names) over
+step_derivatives(x, u) at the same (x, u), on a new workspace per call (fresh: the contact solve included) and on
+one that keeps the solve (kept: a solver's backward pass). Issue 14's target: <= 1.5x.
 
     python scripts/bench_parameter_jacobians.py
-Best of 5 repeats of the mean over n calls, at the same (x, u) (the state Jacobians reuse the kept contact
-solve after the first call, as in a solver's backward pass; so does the params= call).
-"""
 
-import time
+Cases: catapult-design's two designed links (placements, masses, COMs, inertias: 32 columns) at its bench state,
+ur5-sysid's inertial parameters (no contact), cube-throw's friction (in flight), and the masses and friction of
+go1-hold, talos-standing and ur5-box at their bench states (in contact).
+"""
 
 import numpy as np
 
-from problems.legged import go1_standing_simulator, go1_standing_state
-from problems.manipulators import ur5_box_bench, ur5_box_press_state, ur5_box_simulator
+import problems
+from problems.design import design_parameters
+from trajopt.bench import bench_state, time_call
 
 
-def best(f, n=200, repeats=5):
-    f()
-    out = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        for _ in range(n):
-            f()
-        out.append((time.perf_counter() - t) / n)
-    return min(out)
+def ratios(dyn, x, u, names, min_time=0.2):
+    kept = dyn.create_data()
+    dyn.step(x, u, data=kept)
+    t0f = time_call(lambda: dyn.step_derivatives(x, u, data=dyn.create_data()), min_time=min_time)
+    t0k = time_call(lambda: dyn.step_derivatives(x, u, data=kept), min_time=min_time)
+    t1f = time_call(lambda: dyn.step_derivatives(x, u, data=dyn.create_data(), params=names), min_time=min_time)
+    t1k = time_call(lambda: dyn.step_derivatives(x, u, data=kept, params=names), min_time=min_time)
+    return t1f / t0f, t1k / t0k, int(dyn.parameter_size(names)), t0k * 1e6
 
 
-def scene(name):
-    if name == "ur5-box":
-        sim = ur5_box_simulator()
-        x = ur5_box_press_state(sim)
-        u, _ = ur5_box_bench(sim, x)
-    else:
-        sim = go1_standing_simulator()
-        x = go1_standing_state(sim)
-        u = np.zeros(sim.nu)
-    return sim, x, u
+def cases():
+    design = problems.load("catapult-design")
+    base = design.dynamics.base
+    xd, ud = bench_state(design)
+    yield "catapult-design, its 2 links", base, xd[:base.nx], ud, design_parameters(["arm1", "arm2"])
+    sysid = problems.load("ur5-sysid")
+    yield "ur5-sysid, inertial", sysid.dynamics, *sysid.info["bench_state"], sysid.info["names"]
+    cube = problems.load("cube-throw")
+    yield "cube-throw, friction", cube.dynamics, *bench_state(cube), ["friction"]
+    for name in ("go1-hold", "talos-standing", "ur5-box"):
+        ocp = problems.load(name)
+        masses = [n for n in ocp.dynamics.parameter_names() if n.startswith("mass:")]
+        yield f"{name}, masses", ocp.dynamics, *bench_state(ocp), masses
+        yield f"{name}, friction", ocp.dynamics, *bench_state(ocp), ["friction"]
 
 
-for name in ("ur5-box", "go1-hold"):
-    sim, x, u = scene(name)
-    sim.step(x, u)
-    inertial = [n for n in sim.parameter_names() if n.split(":")[0] in ("mass", "com", "inertia")]
-    everything = sim.parameter_names()
-    t0 = best(lambda: sim.step_derivatives(x, u))
-    t1 = best(lambda: sim.step_derivatives(x, u, params=inertial))
-    t2 = best(lambda: sim.step_derivatives(x, u, params=everything), n=50)
-    print(f"{name}: nv {sim.nv}, contacts {len(sim.contacts)}; state Jacobians {t0 * 1e6:.0f} us; "
-          f"+ inertial params ({sim.parameter_size(inertial)}) {t1 * 1e6:.0f} us = {t1 / t0:.2f}x; "
-          f"+ all params ({sim.parameter_size(everything)}) {t2 * 1e6:.0f} us = {t2 / t0:.2f}x")
+if __name__ == "__main__":
+    for label, dyn, x, u, names in cases():
+        fresh, kept, npar, t0 = ratios(dyn, np.asarray(x, float), np.asarray(u, float), names)
+        print(f"{label:34s} {npar:4d} columns  fresh {fresh:.2f}x  kept {kept:.2f}x  (state Jacobians kept {t0:.1f} us)")
