@@ -995,10 +995,15 @@ def _solve_options(s, *, time_limit):
 
 
 def _stochastic() -> tuple[str, ...]:
-    """The stochastic methods: CEM and every CEM hybrid (imported late: ``solvers`` loads CasADi)."""
+    """The stochastic methods: those whose solver takes a ``seed`` (CEM, every CEM hybrid, and design-search, whose
+    candidates' inner method is cem-ddp by default); imported late: ``solvers`` loads CasADi."""
+    import inspect
+
+    from solvers import METHODS
     from solvers.hybrid import HYBRIDS
 
-    return ("cem", *HYBRIDS)
+    seeded = [m for m, fn in METHODS.items() if "seed" in inspect.signature(fn).parameters]
+    return tuple(dict.fromkeys(["cem", *HYBRIDS, *seeded]))  # the hybrids pass it on through their options
 
 
 def _seed_option(method, args, *, explicit: bool = True) -> dict:

@@ -102,6 +102,19 @@ def test_seed_reaches_the_stochastic_methods_only(tmp_path, capsys):
     assert "--seed applies to the stochastic methods" in capsys.readouterr().err
 
 
+def test_seed_reaches_design_search(capsys):
+    """catapult-design's default method, design-search, takes a seed (its candidates' cem-ddp): --seed reaches it
+    (it was dropped with a note that the method is deterministic, so --seed 0..9 all ran seed 0)."""
+    import argparse
+
+    from app.cli import _seed_option, _stochastic
+
+    assert {"cem", "cem-ddp", "design-search"} <= set(_stochastic())
+    args = argparse.Namespace(seed=5, problem="catapult-design")
+    assert _seed_option("design-search", args, explicit=False) == {"seed": 5}
+    assert "no effect" not in capsys.readouterr().err
+
+
 def test_solve_with_complementarity_aware_gradients(tmp_path, capsys):
     assert main(["solve", "jump-worm", "--method", "ddp", "--complementarity-aware", "--max-iter", "1", "--horizon", "60",
                  "--no-animation", "--out", str(tmp_path)]) == 0
