@@ -226,6 +226,8 @@ class Blocks(list):
         #: the compiled core takes one friction coefficient and no restitution (per-pair coefficients and
         #: restitution run the Python reference; their steps are not fused either)
         self.compiled = all(b.kind != "restitution" and b.pair < 0 for b in blocks)
+        #: friction coefficients only (one or per pair): without contact they move nothing (Fp = 0)
+        self.friction_only = bool(blocks) and all(b.kind == "friction" for b in blocks)
 
 
 def resolve(sim, params) -> Blocks:
@@ -731,7 +733,9 @@ def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
     ws = _workspace(sim)
 
     Fp = dlam_p = None
-    if blocks and _core is not None and (state is None or type(state) in _COMPILED_STATES) and blocks.compiled:
+    if state is None and blocks.friction_only:  # in flight friction acts on nothing: no call for a zero Fp
+        Fp = np.zeros((sim.ndx, npar))
+    elif blocks and _core is not None and (state is None or type(state) in _COMPILED_STATES) and blocks.compiled:
         Fp, dlam_p = ws.plan(sim, blocks).compute(None if state is None else state.core, q, v, tau, v_next, sim.dt,
                                                   bool(impulses))
     elif blocks:

@@ -349,3 +349,28 @@ def test_a_core_built_before_ncp_and_relaxed_states_gets_the_lcps_only():
     assert P._compiled_states(OldCore()) == (FusedContactState,)
     assert P._compiled_states(None) == ()
     assert set(P._compiled_states(P._core)) == {FusedContactState, FusedNCPState, FusedRelaxedState}
+
+
+@pytest.mark.parametrize("names", [["friction"], None])
+def test_friction_in_flight_is_zero_without_a_call(names, monkeypatch):
+    """Without contact a friction column is 0: step_derivatives returns it without the compiled or the reference
+    path (a sysid's flight knots ask for it at every step), the same zeros the reference computes; with other
+    columns the compiled path runs as before."""
+    from problems.inverse import cube_simulator
+
+    sim = cube_simulator()
+    names = names or sim.parameter_names()
+    x = sim.neutral_state()
+    x[2] = 0.5
+    x[sim.nq:] = [0.3, -0.2, 0.1, 1.0, -0.5, 0.2]
+    d = sim.create_data()
+    sim.step(x, np.zeros(0), data=d)
+    assert d.contact is None
+    with monkeypatch.context() as m:
+        m.setattr(P, "_reference_jacobian", _no_reference)
+        if len(names) == 1:  # no compiled call either
+            m.setattr(P._Workspace, "plan", _no_reference)
+        new, ref = _both(sim, x, np.zeros(0), names, monkeypatch)
+    assert _rel(new[3], ref[3]) < 1e-12 and new[3].shape == ref[3].shape
+    assert not new[3][:, names.index("friction")].any()
+    assert (len(names) == 1) == (not new[3].any())
