@@ -67,10 +67,12 @@ def test_compiled_equals_reference_along_rollouts(name, steps, monkeypatch):
     assert kinds["fused"] > 0  # the compiled path ran on contact states
 
 
-def test_deep_tree_compiled_equals_reference(monkeypatch):
+@pytest.mark.parametrize("select", ["all", "few"])
+def test_deep_tree_compiled_equals_reference(select, monkeypatch):
     """A tree whose bodies have deep supports (talos: the inertial columns' products through each body's
     6-dimensional family, params.cpp columns_product) against the reference: standing (contact) and raised (free
-    flight), every parameter."""
+    flight), every parameter; and a few deep bodies' masses with friction (the direct path, which forms those
+    columns itself although the plan reads deep inertial columns off the kinematics), with and without impulses."""
     from problems import load
     from trajopt.bench import bench_state
 
@@ -80,6 +82,8 @@ def test_deep_tree_compiled_equals_reference(monkeypatch):
     up = x.copy()
     up[2] += 0.3
     names = sim.parameter_names()
+    if select == "few":
+        names = [n for n in names if n.startswith("mass:")][-4:] + ["friction"]
     seen = set()
     for y in (x, up):
         d = sim.create_data()
@@ -89,6 +93,8 @@ def test_deep_tree_compiled_equals_reference(monkeypatch):
         assert _rel(new[3], ref[3]) < 1e-12, _rel(new[3], ref[3])
         if ref[4].dlam_dp is not None:
             assert _rel(new[4].dlam_dp, ref[4].dlam_dp) < 1e-12
+        alone = sim.step_derivatives(y, u, params=names, data=sim.create_data())
+        assert len(alone) == 4 and _rel(alone[3], ref[3]) < 1e-12
     assert seen == {"NoneType", "FusedContactState"}, seen
 
 
@@ -309,6 +315,9 @@ def test_ncp_and_relaxed_states_compiled_equal_reference(name, steps, expect, se
             err = _rel(new[3], ref[3])
             worst = max(worst, err)
             assert err < 1e-11, (name, i, err)
+            if i % 5 == 0:  # without impulses (no dlambda columns asked)
+                alone = sim.step_derivatives(y, u, params=names, data=sim.create_data())
+                assert len(alone) == 4 and _rel(alone[3], ref[3]) < 1e-11, (name, i)
             if ref[4].dlam_dp is not None:
                 assert _rel(new[4].dlam_dp, ref[4].dlam_dp) < 1e-11, (name, i)
     if model == "relaxed" and name in ("ur5-box", "go1-hold"):
