@@ -43,6 +43,19 @@ namespace contactraj {
 namespace {
 
 
+// dynamics/parameters.py SLIP_TOL's threshold for the problem's b: a tangential velocity below it is no slip
+double slip_tolerance(const Eigen::VectorXd& b) {
+  return 1e-10 * std::max(1.0, b.size() ? b.cwiseAbs().maxCoeff() : 0.0);
+}
+
+// (rows.size(), m): row a selects row rows[a] (how _implicit puts explicit residual terms on the distance slot)
+template <class Rows>
+RowMat selection(const Rows& rows, int64_t m) {
+  RowMat S = RowMat::Zero(rows.size(), m);
+  for (Eigen::Index a = 0; a < rows.size(); ++a) S(a, rows[a]) = 1.0;
+  return S;
+}
+
 std::string shape(int64_t r, int64_t c) { return "(" + std::to_string(r) + ", " + std::to_string(c) + ")"; }
 
 // R (nv, npar) = Y(q, v, a) dpi/dp: column k is Y's 10 columns of joint body[k] times dpi[:, k] (0: the
@@ -307,7 +320,7 @@ class ParameterPlan {
       if (friction_ >= 0) {
         // frictionless contacts (mu = 0): from mu = 0+ a slipping friction row's impulse is -sign(slip) mu
         // lambda_n, e = -sign(w_i) lambda_n; a slip within SLIP_TOL (dynamics/parameters.py) of 0 is none
-        const double slip_tol = 1e-10 * std::max(1.0, prob.b.size() ? prob.b.cwiseAbs().maxCoeff() : 0.0);
+        const double slip_tol = slip_tolerance(prob.b);
         for (int64_t i = 0; i < m; ++i) {
           if (sol.modes[i] == 3 && prob.mu[i] > 0) {
             e_[i] = sol.x[i] / prob.mu[i];
@@ -351,21 +364,17 @@ class ParameterPlan {
         if (nX > 0) {
           PROF_SCOPE("p.c.explicit");
           x_.setZero(k, nX);
-          if (geo) {  // _add_placement_contact_terms
+          if (geo) {  // _add_placement_contact_terms on the rows C (x's column c: placement column c)
             PROF_SCOPE("p.c.x.vel");
             velocity_(v_next);
             posC_.assign(m, -1);
             for (int64_t a = 0; a < k; ++a) posC_[red.C[a]] = a;
+            const auto same = [](int64_t c) { return c; };
             for (int64_t a = 0; a < k; ++a)
-              if (red.C[a] < mc)
-                for (int64_t c = 0; c < nF_; ++c) x_(a, c) += dJv_(red.C[a], c);
+              if (red.C[a] < mc) add_velocity_row(x_, a, red.C[a], 1.0, same);
             for (int64_t a = 0; a < st->normal_rows.size(); ++a) {
               const int64_t row = st->normal_rows[a];
-              if (row >= mc || posC_[row] < 0) continue;
-              const double s = st->bias_slope[a] / dt;
-              for (size_t b = 0; b < pj_.size(); ++b)
-                if (cb_[b] >= 0)
-                  for (int e = 0; e < 6; ++e) x_(posC_[row], 6 * b + e) += s * fgeo_.J(row, 6 * cb_[b] + e);
+              if (row < mc && posC_[row] >= 0) add_distance_row(x_, posC_[row], row, st->bias_slope[a] / dt, same);
             }
           }
           if (any_e)
@@ -385,47 +394,38 @@ class ParameterPlan {
           solve(Bd_, dz_);
           dv_ = Gd_;
           dv_.noalias() += *Wd * dz_;
-          if (impulses && bounded) {
-            dlam.noalias() += red.P * dz_;
-          } else if (impulses) {
-            for (int64_t i = 0; i < k; ++i) dlam.row(red.C[i]) += dz_.row(i);
-          }
         } else {
-        {
           PROF_SCOPE("p.c.map");
           WT_.resize(k, nv + nK);  // [W^T, -x[:, xcols]]
           WT_.leftCols(nv) = W_.transpose();
           for (int64_t c = 0; c < nK; ++c) WT_.col(nv + c) = -x_.col(xcols_[c]);
-          solve(WT_, LX_);
-          L_ = LX_.leftCols(nv);
-          dzx_ = LX_.rightCols(nK);
-          const int64_t kz = L_.rows();
+          solve(WT_, LX_);  // [L, S(-x)]
+          const auto L = LX_.leftCols(nv);
+          const int64_t kz = L.rows();
           Sp_.resize(nv, nv + (impulses ? kz : 0));  // dz (dlambda's columns) only when the impulses are asked
           Sp_.leftCols(nv) = Minv;
-          Sp_.leftCols(nv).noalias() -= L_.transpose() * Wd->transpose();
-          if (impulses) Sp_.rightCols(kz) = -L_.transpose();
-        }
-        const int64_t kz = L_.rows();
-        {
-          PROF_SCOPE("p.c.columns");
-          columns_product(M, D, Sp_, dt, outT_);
-          dv_ = outT_.leftCols(nv).transpose();
-          if (impulses) dz_ = outT_.rightCols(kz).transpose();
-        }
-        if (nK > 0) {  // dz += S(-x), dv += Wd S(-x) on the columns with x
-          dvx_.noalias() = *Wd * dzx_;
-          for (int64_t c = 0; c < nK; ++c) {
-            const int64_t col = cols_[xcols_[c]];
-            if (impulses) dz_.col(col) += dzx_.col(c);
-            dv_.col(col) += dvx_.col(c);
+          Sp_.leftCols(nv).noalias() -= L.transpose() * Wd->transpose();
+          if (impulses) Sp_.rightCols(kz) = -L.transpose();
+          {
+            PROF_SCOPE("p.c.columns");
+            columns_product(M, D, Sp_, dt, outT_);
+            dv_ = outT_.leftCols(nv).transpose();
+            if (impulses) dz_ = outT_.rightCols(kz).transpose();
+          }
+          if (nK > 0) {  // dz += S(-x), dv += Wd S(-x) on the columns with x
+            dvx_.noalias() = *Wd * LX_.rightCols(nK);
+            for (int64_t c = 0; c < nK; ++c) {
+              const int64_t col = cols_[xcols_[c]];
+              if (impulses) dz_.col(col) += LX_.col(nv + c);
+              dv_.col(col) += dvx_.col(c);
+            }
           }
         }
-        if (impulses && bounded) {
+        if (impulses && bounded) {  // dlambda = P dz, or dz on the rows C
           dlam.noalias() += red.P * dz_;
         } else if (impulses) {
           for (int64_t i = 0; i < k; ++i) dlam.row(red.C[i]) += dz_.row(i);
         }
-        }  // the map
       }
       if (any_e) {
         if (impulses) dlam.col(friction_) += e_;
@@ -566,16 +566,25 @@ class ParameterPlan {
     Bd_.noalias() = st.J * Gd_;
     if (!geo) return;
     velocity_(v_next);
-    for (int64_t row = 0; row < mc; ++row)
-      for (int64_t c = 0; c < nF_; ++c) Bd_(row, pk_[c]) += dJv_(row, c);
-    for (int64_t a = 0; a < st.normal_rows.size(); ++a) {
-      const int64_t row = st.normal_rows[a];
-      if (row >= mc) continue;
-      const double s = st.bias_slope[a] / dt;
-      for (size_t b = 0; b < pj_.size(); ++b)
-        if (cb_[b] >= 0)
-          for (int e = 0; e < 6; ++e) Bd_(row, pk_[6 * b + e]) += s * fgeo_.J(row, 6 * cb_[b] + e);
-    }
+    const auto col = [this](int64_t c) { return pk_[c]; };
+    for (int64_t row = 0; row < mc; ++row) add_velocity_row(Bd_, row, row, 1.0, col);
+    for (int64_t a = 0; a < st.normal_rows.size(); ++a)
+      if (st.normal_rows[a] < mc) add_distance_row(Bd_, st.normal_rows[a], st.normal_rows[a], st.bias_slope[a] / dt, col);
+  }
+
+  // out(out_row, col(c)) += scale * dJv_(row, c) over the F columns c (after velocity_: d(J w)/ddelta's row ``row``)
+  template <class Col>
+  void add_velocity_row(RowMat& out, int64_t out_row, int64_t row, double scale, Col col) const {
+    for (int64_t c = 0; c < nF_; ++c) out(out_row, col(c)) += scale * dJv_(row, c);
+  }
+
+  // out(out_row, col(c)) += scale * J's F column c of the contact row ``row`` (dphi/ddelta on a normal row): the
+  // active placements' columns (fgeo_, cb_), the others' are 0
+  template <class Col>
+  void add_distance_row(RowMat& out, int64_t out_row, int64_t row, double scale, Col col) const {
+    for (size_t b = 0; b < pj_.size(); ++b)
+      if (cb_[b] >= 0)
+        for (int e = 0; e < 6; ++e) out(out_row, col(6 * b + e)) += scale * fgeo_.J(row, 6 * cb_[b] + e);
   }
 
   // A relaxed state's columns (_reference_jacobian with RelaxedAdapter.linearize: E = K, regular, unknowns = keep):
@@ -598,13 +607,9 @@ class ParameterPlan {
     bool any = false;
     if (geo) {
       RowMat dphi = RowMat::Zero(m, npar);
-      for (int64_t a = 0; a < st.normal_rows.size(); ++a) {
-        const int64_t row = st.normal_rows[a];
-        if (row >= mc) continue;
-        for (size_t b = 0; b < pj_.size(); ++b)
-          if (cb_[b] >= 0)
-            for (int e = 0; e < 6; ++e) dphi(row, pk_[6 * b + e]) = fgeo_.J(row, 6 * cb_[b] + e);
-      }
+      const auto col = [this](int64_t c) { return pk_[c]; };
+      for (int64_t a = 0; a < st.normal_rows.size(); ++a)
+        if (st.normal_rows[a] < mc) add_distance_row(dphi, st.normal_rows[a], st.normal_rows[a], 1.0, col);
       explicit_.noalias() += Fphi * dphi;
       any = true;
     }
@@ -624,15 +629,9 @@ class ParameterPlan {
     }
     // the explicit terms ride on the distance slot as in _implicit: F_phi' the selection of the rows keep, dphi'
     // (m, npar) holding them on those rows
-    RowMat sel(any ? k : 0, m), full(any ? m : 0, npar);
-    if (any) {
-      sel.setZero();
-      full.setZero();
-      for (int64_t a = 0; a < k; ++a) {
-        sel(a, sol.keep[a]) = 1.0;
-        full.row(sol.keep[a]) = explicit_.row(a);
-      }
-    }
+    RowMat sel = any ? selection(sol.keep, m) : RowMat(0, m), full = RowMat::Zero(any ? m : 0, npar);
+    if (any)
+      for (int64_t a = 0; a < k; ++a) full.row(sol.keep[a]) = explicit_.row(a);
     dv_ = implicit_velocity(E, Fc, sel, Bd_, full, true, RowMat(0, 0), sol.keep, st.MJt, Gd_, false);
     if (impulses) dlam += lambda_jacobian(E, Fc, sel, Bd_, full, true, RowMat(0, 0), sol.keep, false);
   }
@@ -655,7 +654,7 @@ class ParameterPlan {
     if (friction_ >= 0) {
       dF.setZero(m, npar);
       const Eigen::VectorXd c = prob.A * sol.lam + prob.b;
-      const double slip_tol = 1e-10 * std::max(1.0, prob.b.size() ? prob.b.cwiseAbs().maxCoeff() : 0.0);
+      const double slip_tol = slip_tolerance(prob.b);
       for (int64_t g = 0; g < prob.start.size(); ++g) {
         const int64_t s0 = prob.start[g], n = prob.size[g], md = sol.modes[g];
         if (n < 2 || (md != ncp::SLIDING && md != ncp::SATURATED) || s0 >= mc) continue;
@@ -677,11 +676,9 @@ class ParameterPlan {
       dv_ = Gd_;
       return;
     }
-    const int64_t na = act.size();
     RowMat Fphi(0, m), dphi(0, npar);
     if (any_f) {  // dF[act] rides on the distance slot with Fphi the selection of the active rows (as _implicit)
-      Fphi.setZero(na, m);
-      for (int64_t i = 0; i < na; ++i) Fphi(i, act[i]) = 1.0;
+      Fphi = selection(act, m);
       dphi = std::move(dF);
     }
     dv_ = implicit_velocity(E, Fc, Fphi, Bd_, dphi, false, RowMat(0, 0), act, st.MJt, Gd_, false);
@@ -979,13 +976,12 @@ class ParameterPlan {
     rhs_ = -rhs_;
     if (geo) {
       velocity_(c.dq);
+      const auto col = [this](int64_t c) { return pk_[c]; };
       for (int64_t a = 0; a < k; ++a) {
         const int64_t row = st.deep_rows[a];
         if (row >= mc) continue;
-        for (int64_t j = 0; j < nF_; ++j) rhs_(a, pk_[j]) -= dJv_(row, j);
-        for (size_t b = 0; b < pj_.size(); ++b)
-          if (cb_[b] >= 0)
-            for (int e = 0; e < 6; ++e) rhs_(a, pk_[6 * b + e]) -= erp_ * fgeo_.J(row, 6 * cb_[b] + e);
+        add_velocity_row(rhs_, a, row, -1.0, col);
+        add_distance_row(rhs_, a, row, -erp_, col);
       }
     }
     const RowMat dl = lstsq(c.A, rhs_, RANK_RTOL);
@@ -1022,8 +1018,8 @@ class ParameterPlan {
   std::vector<pinocchio::Motion> ov_, oagf_;
   Eigen::MatrixXd JF_;
   Eigen::VectorXd tau_total_, a_, lam_c_, zero_, dq_;
-  RowMat Minv_own_, R_, dv_, dc_, rhs_, dz_, dqp_, fd_, dJv_, Jd_, Dc_, dqc_;
-  RowMat outT_, W_, Wd_, WT_, LX_, L_, Sp_, x_, dzx_, dvx_;  // compute()'s solve map and columns
+  RowMat Minv_own_, R_, dv_, rhs_, dz_, dqp_, fd_, dJv_, Jd_, Dc_, dqc_;
+  RowMat outT_, W_, Wd_, WT_, LX_, Sp_, x_, dvx_;  // compute()'s solve map and columns
   RowMat Gd_, Bd_;  // the direct path's M^-1 Rn and right-hand sides
   Eigen::VectorXd e_;
   std::vector<int64_t> cols_, posC_, xcols_;
