@@ -116,6 +116,7 @@ KINDS = {"friction": 1, "restitution": 1, "mass": 1, "com": 3, "inertia": 6, "pl
 #: the contact coefficients among :data:`KINDS`: one number for all pairs, or one per collision pair
 COEFFICIENTS = ("friction", "restitution")
 
+
 @dataclass(frozen=True)
 class Block:
     """One named parameter: ``kind`` (a key of :data:`KINDS`), the joint id it belongs to (0 for the contact
@@ -226,8 +227,8 @@ class Blocks(list):
         #: the compiled core takes one friction coefficient and no restitution (per-pair coefficients and
         #: restitution run the Python reference; their steps are not fused either)
         self.compiled = all(b.kind != "restitution" and b.pair < 0 for b in blocks)
-        #: friction coefficients only (one or per pair): without contact they move nothing (Fp = 0)
-        self.friction_only = bool(blocks) and all(b.kind == "friction" for b in blocks)
+        #: contact coefficients only (friction, restitution; one or per pair): without contact they move nothing
+        self.coefficients_only = bool(blocks) and all(b.kind in COEFFICIENTS for b in blocks)
 
 
 def resolve(sim, params) -> Blocks:
@@ -692,11 +693,10 @@ def _implicit(lin, dc, e, dF, A, dphi=None):
     return e + lambda_jacobian(replace(lin, Fphi=sel), rhs_dc, full)
 
 
-#: The contact states whose parameter Jacobians the compiled core computes (cpp/src/params.cpp): the fused step's LCP,
-#: NCP and relaxed states (the Python path's states take the reference); a core built before the NCP's and the
-#: relaxed model's were compiled (no ``parameter_plan_states``) takes the LCP's only
 def _compiled_states(module) -> tuple:
-    """The contact-state types whose ``Fp`` the compiled ``module`` computes (none without one)."""
+    """The contact-state types whose ``Fp`` the compiled ``module`` computes (none without one): the fused step's
+    LCP, NCP and relaxed states; a core built before the NCP's and the relaxed model's were compiled (no
+    ``parameter_plan_states``) takes the LCP's only."""
     if module is None:
         return ()
     took = getattr(module, "parameter_plan_states", ("lcp",))
@@ -704,6 +704,8 @@ def _compiled_states(module) -> tuple:
     return tuple(kinds[k] for k in took if k in kinds)
 
 
+#: The contact states whose parameter Jacobians the compiled core computes (cpp/src/params.cpp); the Python path's
+#: states take the reference
 _COMPILED_STATES = _compiled_states(_core)
 
 
@@ -733,7 +735,7 @@ def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
     ws = _workspace(sim)
 
     Fp = dlam_p = None
-    if state is None and blocks.friction_only:  # in flight friction acts on nothing: no call for a zero Fp
+    if state is None and blocks.coefficients_only:  # in flight they act on nothing: no call for a zero Fp
         Fp = np.zeros((sim.ndx, npar))
     elif blocks and _core is not None and (state is None or type(state) in _COMPILED_STATES) and blocks.compiled:
         Fp, dlam_p = ws.plan(sim, blocks).compute(None if state is None else state.core, q, v, tau, v_next, sim.dt,

@@ -1208,30 +1208,22 @@ class Simulator:
         ``"mass:<link>"``, ``"com:<link>"`` (3), ``"inertia:<link>"`` (6, Pinocchio's order xx, xy, yy, xz,
         yz, zz, about the centre of mass), then ``"placement:<joint>"`` (6, a tangent increment, ``M' = M
         exp6(delta)``). See :mod:`dynamics.parameters`."""
-        from . import parameters
-
-        return parameters.names(self)
+        return _parameters().names(self)
 
     def parameter_size(self, names) -> int:
         """The total size of the parameters ``names`` (a name or a sequence of names)."""
-        from . import parameters
-
-        return parameters.size(self, names)
+        return _parameters().size(self, names)
 
     def get_parameters(self, names) -> np.ndarray:
         """The values of the parameters ``names``, concatenated in the order given (placements: 0)."""
-        from . import parameters
-
-        return parameters.get(self, names)
+        return _parameters().get(self, names)
 
     def with_parameters(self, names, values) -> "Simulator":
         """The same system with the parameters ``names`` set to ``values`` (this simulator is unchanged).
         ValueError naming the parameter on an unknown name, a wrong size, a non-finite value, a mass <= 0,
         a negative friction, or an inertia that is not positive semi-definite or breaks the triangle
         inequality (a point mass's zero inertia is valid, as in :func:`validate_model`)."""
-        from . import parameters
-
-        return parameters.with_values(self, names, values)
+        return _parameters().with_values(self, names, values)
 
     @property
     def contacts(self):

@@ -219,8 +219,11 @@ def format_ddp_table(records) -> str:
     return "\n".join(lines)
 
 
-#: friction: the one coefficient ``"friction"`` (per-pair ``friction:<pair>`` names are not this column)
-PARAMETER_KINDS = {"friction": ("friction",), "inertial": ("mass", "com", "inertia"), "all": None}
+#: which of ``parameter_names()`` each timing takes: friction, the one coefficient (per-pair ``friction:<pair>`` names
+#: are not this column); the inertial parameters; all
+PARAMETER_KINDS = {"friction": lambda n: n == "friction",
+                   "inertial": lambda n: n.split(":")[0] in ("mass", "com", "inertia"),
+                   "all": lambda n: True}
 
 
 def bench_parameters(dyn, x, u, *, min_time: float = 0.1) -> dict:
@@ -242,9 +245,8 @@ def bench_parameters(dyn, x, u, *, min_time: float = 0.1) -> dict:
             "kept": time_call(lambda: dyn.step_derivatives(x, u, data=kept), min_time=min_time)}
     out["state_jacobians_ms"] = 1e3 * base["fresh"]
     out["state_jacobians_kept_ms"] = 1e3 * base["kept"]
-    for label, kinds in PARAMETER_KINDS.items():
-        names = [n for n in dyn.parameter_names()
-                 if kinds is None or (n in kinds if label == "friction" else n.split(":")[0] in kinds)]
+    for label, takes in PARAMETER_KINDS.items():
+        names = [n for n in dyn.parameter_names() if takes(n)]
         if not names:
             continue
         out[f"{label}_parameters"] = int(dyn.parameter_size(names))
@@ -255,10 +257,8 @@ def bench_parameters(dyn, x, u, *, min_time: float = 0.1) -> dict:
             else:
                 t = time_call(lambda: dyn.step_derivatives(x, u, data=kept, params=names), min_time=min_time)
             out[f"{label}_{setting}_ratio"] = t / t0
-    if "all_kept_ratio" in out and out["all_parameters"] > 0:
-        per_state_column = base["kept"] / (dyn.ndx + dyn.nu)
-        out["all_kept_per_column"] = (out["all_kept_ratio"] - 1.0) * base["kept"] / out["all_parameters"] \
-            / per_state_column
+    if "all_kept_ratio" in out and out["all_parameters"] > 0:  # (added time / npar) / (state time / (ndx + nu))
+        out["all_kept_per_column"] = (out["all_kept_ratio"] - 1.0) * (dyn.ndx + dyn.nu) / out["all_parameters"]
     return out
 
 
