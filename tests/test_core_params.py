@@ -14,16 +14,32 @@ _REFERENCE = P._reference_jacobian
 pytestmark = pytest.mark.skipif(P._core is None, reason="the compiled core (with parameter_jacobian) is not loaded")
 
 
-def _rollout_states(name, steps, seed=0):
+def _rollout_states(name, steps, seed=0, *, contact=None, smoothing=0.0, bench=False):
+    """``(sim, [(x, u), ...])``: problem ``name``'s states along a rollout of seeded random controls (``contact``:
+    its contact model; ``smoothing`` > 0: relaxed contact; ``bench``: the benchmark's state, in contact, first)."""
     from problems import load
+    from trajopt.bench import bench_state
 
-    ocp = load(name)
-    sim = ocp.dynamics
+    ocp = load(name) if contact is None else load(name, contact=contact)
+    sim = ocp.dynamics if smoothing == 0.0 else ocp.dynamics.with_smoothing(smoothing)
     rng = np.random.default_rng(seed)
     scale = np.where(np.isfinite(ocp.u_upper), 0.3 * ocp.u_upper, 1.0)
     us = np.clip(rng.uniform(-1, 1, (steps, sim.nu)) * scale, ocp.u_lower, ocp.u_upper)
     xs = sim.rollout(ocp.x0, us)
-    return sim, list(zip(xs[:-1], us))
+    return sim, ([bench_state(ocp)] if bench else []) + list(zip(xs[:-1], us))
+
+
+def _raised_and_pushed(sim, states):
+    """``(i, y, u)``: each state, and where the base is free every third one also raised 0.3 m (free flight) and
+    pushed 1 cm into the ground (deep contacts: the position correction)."""
+    free_base = sim.model.joints[1].nq == 7
+    for i, (x, u) in enumerate(states):
+        yield i, x, u
+        if free_base and i % 3 == 0:
+            for dz in (0.3, -0.01):
+                y = np.array(x, dtype=float)
+                y[2] += dz
+                yield i, y, u
 
 
 def _no_reference(*args, **kwargs):
@@ -204,35 +220,21 @@ def test_placements_compiled_equal_reference(name, steps, expect, select, monkey
     free) and pushed into it (deep contacts: the correction). ``select``: every placement, or a leaf's, the root's
     and a middle joint's out of order among inertial and friction blocks (the columns' offsets, the subtrees of
     a joint on the world, inside the tree and at a leaf); few columns (``few``, ``friction``: the direct path)."""
-    from problems import load
-    from trajopt.bench import bench_state
-
-    sim, states = _rollout_states(name, steps)
-    x_b, u_b = bench_state(load(name))  # in contact (the benchmark's state)
-    states = [(x_b, u_b)] + states
-    names = sim.parameter_names()
-    names = _SELECT[select](names)
+    sim, states = _rollout_states(name, steps, bench=True)
+    names = _SELECT[select](sim.parameter_names())
     seen, worst = set(), 0.0
-    free_base = sim.model.joints[1].nq == 7
-    for i, (x, u) in enumerate(states):
-        cases = [x]
-        if free_base and i % 3 == 0:
-            for dz in (0.3, -0.01):
-                y = x.copy()
-                y[2] += dz
-                cases.append(y)
-        for y in cases:
-            d = sim.create_data()
-            sim.step(y, u, data=d)
-            if d.contact is not None and type(d.contact).__name__ != "FusedContactState":
-                continue
-            seen |= _kind(d)
-            new, ref = _both(sim, y, u, names, monkeypatch)
-            err = _rel(new[3], ref[3])
-            worst = max(worst, err)
-            assert err < 1e-12, (name, i, err)
-            if ref[4].dlam_dp is not None:
-                assert _rel(new[4].dlam_dp, ref[4].dlam_dp) < 1e-12
+    for i, y, u in _raised_and_pushed(sim, states):
+        d = sim.create_data()
+        sim.step(y, u, data=d)
+        if d.contact is not None and type(d.contact).__name__ != "FusedContactState":
+            continue
+        seen |= _kind(d)
+        new, ref = _both(sim, y, u, names, monkeypatch)
+        err = _rel(new[3], ref[3])
+        worst = max(worst, err)
+        assert err < 1e-12, (name, i, err)
+        if ref[4].dlam_dp is not None:
+            assert _rel(new[4].dlam_dp, ref[4].dlam_dp) < 1e-12
     print(f"{name} {select}: worst relative difference {worst:.2e}")
     assert expect <= seen, (name, seen)  # free: no contact row at all
 
@@ -252,10 +254,8 @@ def test_ncp_and_relaxed_states_compiled_equal_reference(name, steps, expect, se
     placements, friction's barrier term; both: the placements' contact terms, the position correction) against the
     Python reference, along rollouts and at the benchmark's state; the same states raised and pushed into the
     ground where the base is free."""
-    from problems import load
     from problems.inverse import cube_simulator
     from problems.sysid import CUBE_TRUE_TWIST, cube_sysid_start
-    from trajopt.bench import bench_state
 
     contact = "ncp" if model == "ncp" else "lcp"
     if name == "cube":  # cube-sysid's throw: flight, a corner's landing, tumbling and sliding, rest
@@ -265,61 +265,46 @@ def test_ncp_and_relaxed_states_compiled_equal_reference(name, steps, expect, se
         us = np.zeros((steps, 0))
         states = list(zip(sim.rollout(cube_sysid_start(sim, CUBE_TRUE_TWIST), us)[:-1], us))
     else:
-        ocp = load(name, contact=contact)
-        sim = ocp.dynamics
-        if model == "relaxed":
-            sim = sim.with_smoothing(1e-3)
-        rng = np.random.default_rng(0)
-        scale = np.where(np.isfinite(ocp.u_upper), 0.3 * ocp.u_upper, 1.0)
-        us = np.clip(rng.uniform(-1, 1, (steps, sim.nu)) * scale, ocp.u_lower, ocp.u_upper)
-        xs = sim.rollout(ocp.x0, us)
-        states = [bench_state(ocp)] + list(zip(xs[:-1], us))
+        sim, states = _rollout_states(name, steps, contact=contact, smoothing=1e-3 if model == "relaxed" else 0.0,
+                                      bench=True)
     names = sim.parameter_names()
     names = {"all": names, "few": _few(names) if any(n.startswith("placement:") for n in names) else names[:3],
              "friction": ["friction"]}[select]
     seen, worst, n_states = set(), 0.0, 0
-    free_base = sim.model.joints[1].nq == 7
-    for i, (x, u) in enumerate(states):
-        cases = [x]
-        if free_base and i % 3 == 0:
-            for dz in (0.3, -0.01):
-                y = np.array(x, dtype=float)
-                y[2] += dz
-                cases.append(y)
-        for y in cases:
-            d = sim.create_data()
-            sim.step(y, u, data=d)
-            if d.contact is not None:
-                if type(d.contact).__name__ != ("FusedNCPState" if model == "ncp" else "FusedRelaxedState"):
-                    continue
-                n_states += 1
-                core = d.contact.core
-                seen |= {"limit"} if core.nlim else set()
-                if core.nc and model == "ncp":
-                    modes = np.asarray(core.ncp_solution[2])[:core.nc]
-                    seen.add("sliding" if (modes >= 2).any() else "sticking")
-                elif core.nc:  # relaxed: no modes; a contact slides when its tangential velocity does not vanish
-                    c = np.asarray(d.contact.solution.c)
-                    r = core.r
-                    slip = np.array([np.linalg.norm(c[g * r + 1:(g + 1) * r]) for g in range(core.nc)])
-                    seen.add("sliding" if (slip > 1e-3).any() else "sticking")  # m/s: relaxed sticking creeps
-                if core.has_correction:
-                    seen.add("correction")
-            else:
-                seen.add("free")
-            with monkeypatch.context() as m:  # the compiled path, not the reference, answers NCP states now
-                m.setattr(P, "_reference_jacobian", _no_reference)
-                new, ref = _both(sim, y, u, names, monkeypatch)
-            for k in range(3):
-                assert np.array_equal(new[k], ref[k])
-            err = _rel(new[3], ref[3])
-            worst = max(worst, err)
-            assert err < 1e-11, (name, i, err)
-            if i % 5 == 0:  # without impulses (no dlambda columns asked)
-                alone = sim.step_derivatives(y, u, params=names, data=sim.create_data())
-                assert len(alone) == 4 and _rel(alone[3], ref[3]) < 1e-11, (name, i)
-            if ref[4].dlam_dp is not None:
-                assert _rel(new[4].dlam_dp, ref[4].dlam_dp) < 1e-11, (name, i)
+    for i, y, u in _raised_and_pushed(sim, states):
+        d = sim.create_data()
+        sim.step(y, u, data=d)
+        if d.contact is not None:
+            if type(d.contact).__name__ != ("FusedNCPState" if model == "ncp" else "FusedRelaxedState"):
+                continue
+            n_states += 1
+            core = d.contact.core
+            seen |= {"limit"} if core.nlim else set()
+            if core.nc and model == "ncp":
+                modes = np.asarray(core.ncp_solution[2])[:core.nc]
+                seen.add("sliding" if (modes >= 2).any() else "sticking")
+            elif core.nc:  # relaxed: no modes; a contact slides when its tangential velocity does not vanish
+                c = np.asarray(d.contact.solution.c)
+                r = core.r
+                slip = np.array([np.linalg.norm(c[g * r + 1:(g + 1) * r]) for g in range(core.nc)])
+                seen.add("sliding" if (slip > 1e-3).any() else "sticking")  # m/s: relaxed sticking creeps
+            if core.has_correction:
+                seen.add("correction")
+        else:
+            seen.add("free")
+        with monkeypatch.context() as m:  # the compiled path, not the reference, answers NCP states now
+            m.setattr(P, "_reference_jacobian", _no_reference)
+            new, ref = _both(sim, y, u, names, monkeypatch)
+        for k in range(3):
+            assert np.array_equal(new[k], ref[k])
+        err = _rel(new[3], ref[3])
+        worst = max(worst, err)
+        assert err < 1e-11, (name, i, err)
+        if i % 5 == 0:  # without impulses (no dlambda columns asked)
+            alone = sim.step_derivatives(y, u, params=names, data=sim.create_data())
+            assert len(alone) == 4 and _rel(alone[3], ref[3]) < 1e-11, (name, i)
+        if ref[4].dlam_dp is not None:
+            assert _rel(new[4].dlam_dp, ref[4].dlam_dp) < 1e-11, (name, i)
     if model == "relaxed" and name in ("ur5-box", "go1-hold"):
         expect = (expect - {"sticking"}) | {"sliding"}  # their relaxed contacts creep (> 1 mm/s) at every state
     print(f"{name} {model} {select}: {n_states} states, worst relative difference {worst:.2e}")
