@@ -707,6 +707,8 @@ def _compiled_states(module) -> tuple:
 #: The contact states whose parameter Jacobians the compiled core computes (cpp/src/params.cpp); the Python path's
 #: states take the reference
 _COMPILED_STATES = _compiled_states(_core)
+#: the compiled step takes a ParameterPlan (FusedStep.step_derivatives(..., plan, Fp)); an older core does not
+_FUSED_PLAN = _core is not None and bool(getattr(_core, "fused_step_parameters", False))
 
 
 def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
@@ -724,7 +726,15 @@ def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
         x = np.asarray(x, dtype=float)
     if type(u) is not np.ndarray or u.dtype != np.float64:
         u = np.asarray(u, dtype=float)
-    x, u, d, out, Fx, Fu = sim._state_derivatives(x, u, data, adjoint)
+    # the compiled step with its compiled parameter plan: Fp in the same call as Fx, Fu (no Python between them)
+    plan = Fp = None
+    if _FUSED_PLAN and _core is not None and blocks and blocks.compiled and not impulses and adjoint is None \
+            and sim._active_fused_step() is not None:
+        plan, Fp = _workspace(sim).plan(sim, blocks), np.empty((sim.ndx, npar))
+    x, u, d, out, Fx, Fu, fused = sim._state_derivatives(x, u, data, adjoint, plan, Fp)
+    if fused and plan is not None:
+        return out, Fx, Fu, Fp
+    Fp = None
     state = d.contact if sim.contact_model is not None else None
     if state is not None and blocks and getattr(state.adapter, "name", "") not in ("lcp", "ncp", "relaxed"):
         raise NotImplementedError(f"parameter derivatives under the {sim.contact!r} contact model are not "

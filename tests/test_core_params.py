@@ -368,3 +368,48 @@ def test_friction_in_flight_is_zero_without_a_call(names, monkeypatch):
     assert _rel(new[3], ref[3]) < 1e-12 and new[3].shape == ref[3].shape
     assert not new[3][:, names.index("friction")].any()
     assert (len(names) == 1) == (not new[3].any())
+
+
+@pytest.mark.parametrize("name, model", [("catapult", "lcp"), ("catapult", "ncp"), ("catapult", "relaxed"),
+                                         ("cartpole", None), ("go1-hold", "lcp")])
+def test_fused_step_writes_the_plans_Fp(name, model, monkeypatch):
+    """step_derivatives(x, u, params=...) without impulses: the compiled step writes Fp in the same call as Fx and
+    Fu (FusedStep.step_derivatives(..., plan, Fp), reading the kinematics of the state Jacobians' RNEA or ABA
+    derivatives), on a fresh workspace and on one that kept step()'s solve; the numbers are ParameterPlan.compute's
+    (its own kinematics) on the same contact state to round-off, and x+, Fx, Fu those without params."""
+    from dynamics.simulator import Simulator
+
+    contact = None if model in (None, "relaxed") else model
+    sim, states = _rollout_states(name, 30, contact=contact, smoothing=1e-4 if model == "relaxed" else 0.0)
+    names = sim.parameter_names()
+    blocks = P.resolve(sim, names)
+    fused = []
+    original = Simulator._state_derivatives
+
+    def spy(self, *args):
+        result = original(self, *args)
+        fused.append(result[-1] and len(args) > 4 and args[4] is not None)  # the fused call with the plan
+        return result
+
+    monkeypatch.setattr(Simulator, "_state_derivatives", spy)
+    monkeypatch.setattr(P, "_reference_jacobian", _no_reference)
+    seen = set()
+    for _, x, u in _raised_and_pushed(sim, states):
+        for keep in (False, True):
+            d = sim.create_data()
+            if keep:
+                sim.step(x, u, data=d)
+            fused.clear()
+            out, Fx, Fu, Fp = sim.step_derivatives(x, u, params=names, data=d)
+            assert fused == [True]
+            seen.add(type(d.contact).__name__)
+            state = None if d.contact is None else d.contact.core
+            nq = sim.nq
+            tau = sim._tau(u, d, x[:nq], x[nq:])
+            expect = P._workspace(sim).plan(sim, blocks).compute(state, x[:nq], x[nq:], tau, out[nq:], sim.dt,
+                                                                 False)[0]
+            assert _rel(Fp, expect) < 1e-12, _rel(Fp, expect)  # the kinematics of the state Jacobians' pass
+            plain = sim.step_derivatives(x, u, data=sim.create_data())
+            for a, b in zip((out, Fx, Fu), plain):
+                assert np.array_equal(a, b)
+    assert len(seen) == (1 if model is None else 2), seen  # flight and contact (or no contact model)

@@ -19,12 +19,14 @@
 #include "profile.hpp"
 #include <nanobind/eigen/dense.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/vector.h>
 #include <pinocchio/algorithm/aba-derivatives.hpp>
 #include <pinocchio/algorithm/aba.hpp>
 #include <pinocchio/algorithm/joint-configuration.hpp>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
@@ -175,13 +177,16 @@ class FusedStep {
   // hands to Python return FALLBACK with nothing the caller keeps written (out, Fx, Fu are the caller's
   // scratch: the Python path overwrites them).
   nb::tuple step_derivatives(nb::handle data, nb::handle gdata, nb::handle x, nb::handle u, nb::handle previous,
-                             nb::handle kept_v, nb::handle kept_state, OutVec out, OutMat Fx, OutMat Fu) {
+                             nb::handle kept_v, nb::handle kept_state, OutVec out, OutMat Fx, OutMat Fu,
+                             nb::handle plan, std::optional<OutMat> Fp) {
     PROF_SCOPE("sd");
     const int64_t nq = nq_, nv = nv_, ndx = 2 * nv_;
     if (static_cast<int64_t>(out.shape(0)) != nq + nv || Fx.shape(0) != static_cast<size_t>(ndx) ||
         Fx.shape(1) != static_cast<size_t>(ndx) || Fu.shape(0) != static_cast<size_t>(ndx) ||
         static_cast<int64_t>(Fu.shape(1)) != nu_)
       throw std::invalid_argument("FusedStep.step_derivatives: out must be (nx,), Fx (ndx, ndx) and Fu (ndx, nu)");
+    if (!plan.is_none() && (!is_parameter_plan(plan) || !Fp || Fp->shape(0) != static_cast<size_t>(ndx)))
+      throw std::invalid_argument("FusedStep.step_derivatives: plan must be a ParameterPlan with Fp (ndx, npar)");
     CVec xa, ua;
     if (!nb::try_cast(x, xa, false) || !nb::try_cast(u, ua, false) || !inputs_ok(xa.data(), xa.shape(0)) ||
         static_cast<int64_t>(ua.shape(0)) != nu_ || !all_safe(ua.data(), nu_))
@@ -279,6 +284,12 @@ class FusedStep {
         }
       }
       FX.topLeftCorner(nv, nv) += J0_;
+    }
+    if (!plan.is_none()) {  // Fp after Fx, Fu: ParameterPlan.compute's, without the round trip through Python
+      Eigen::Map<RowMat> FP(Fp->data(), ndx, Fp->shape(1));
+      // D: the state Jacobians' derivatives pass at this step (jac.rnead, or computeABADerivatives above)
+      parameter_plan_into(plan, contact ? nb::handle(state) : nb::handle(nb::none()), q_, v_, tau_, v_next_, dt_, FP,
+                          &D);
     }
     if (code == KEPT || code == SOLVED) return nb::make_tuple(code, state);
     return nb::make_tuple(code, nb::none());
@@ -447,9 +458,11 @@ void bind_fused_step(nb::module_& m) {
            "(t_stop, codes, states): steps t0.. into xs[t0 + 1:] until the end or a step for the Python path")
       .def("step_derivatives", &FusedStep::step_derivatives, nb::arg("data"), nb::arg("gdata").none(), nb::arg("x"),
            nb::arg("u"), nb::arg("previous").none(), nb::arg("kept_v").none(), nb::arg("kept_state").none(),
-           nb::arg("out"), nb::arg("Fx"), nb::arg("Fu"),
+           nb::arg("out"), nb::arg("Fx"), nb::arg("Fu"), nb::arg("plan").none() = nb::none(),
+           nb::arg("Fp").none() = nb::none(),
            "(code, state): x+ into out (nx,), Fx, Fu (Simulator._step_derivatives without adjoint); codes as step's, "
-           "3: the kept solve (kept_v, kept_state) served");
+           "3: the kept solve (kept_v, kept_state) served; with a ParameterPlan ``plan`` also its Fp (ndx, npar) "
+           "into ``Fp`` (ParameterPlan.compute without impulses) unless the code is -1");
 }
 
 }  // namespace contactraj

@@ -219,14 +219,39 @@ class ParameterPlan {
     dYJ_.resize(6, nv);
   }
 
-  // Fp (ndx, npar) into ``Fp`` and dlambda (m, npar) into ``dlam`` (m = 0 without contact); see the header.
+  int64_t npar() const { return body_.size(); }
+  int64_t nv() const { return M_->nv; }
+
+  // (Fp (ndx, npar), dlambda (m, npar) or None): compute_into on new arrays.
   nb::tuple compute(nb::handle state, const Eigen::VectorXd& q, const Eigen::VectorXd& v, const Eigen::VectorXd& tau,
                     const Eigen::VectorXd& v_next, double dt, bool impulses) {
+    const int64_t nv = M_->nv, npar = body_.size();
+    const bool contact = !state.is_none();
+    RowMat F(2 * nv, npar);
+    RowMat dlam;
+    compute_into(state, q, v, tau, v_next, dt, impulses, F, dlam, nullptr);
+    auto Fp = to_numpy(std::move(F), {size_t(2 * nv), size_t(npar)});
+    if (!contact || !impulses) return nb::make_tuple(Fp, nb::none());
+    const size_t m = dlam.rows();
+    return nb::make_tuple(Fp, to_numpy(std::move(dlam), {m, size_t(npar)}));
+  }
+
+  // Fp (ndx, npar) into ``F`` and, with ``impulses``, dlambda (m, npar) into ``dlam_mat`` (m = 0 without contact);
+  // see the header. ``ready``: a Data of the step's model on which Pinocchio's RNEA derivatives ran at (q, v, a) with
+  // a the acceleration at tau + J^T lambda / dt (the state Jacobians' jac.rnead, step.cpp), or without contact its
+  // ABA derivatives at (q, v, tau) (with Minv mirrored): its world quantities (oMi, J, ov, oa_gf and the subtree
+  // composites oYcrb, doYcrb, of) are the kinematics this needs, which are then not computed again (nullptr: they
+  // are, on the plan's own data).
+  void compute_into(nb::handle state, const Eigen::VectorXd& q, const Eigen::VectorXd& v, const Eigen::VectorXd& tau,
+                    const Eigen::VectorXd& v_next, double dt, bool impulses, Eigen::Ref<RowMat> F, RowMat& dlam_mat,
+                    const pinocchio::Data* ready) {
     const pinocchio::Model& M = *M_;
     pinocchio::Data& D = *D_;
     const int64_t nv = M.nv, npar = body_.size();
     if (q.size() != M.nq || v.size() != nv || tau.size() != nv || v_next.size() != nv)
       throw std::invalid_argument("ParameterPlan.compute: q, v, tau or v_next has the wrong size");
+    if (F.rows() != 2 * nv || F.cols() != npar)
+      throw std::invalid_argument("ParameterPlan.compute: Fp must be " + shape(2 * nv, npar));
     const bool contact = !state.is_none();  // without contact a friction column is 0
     std::optional<StepStateView> view;
     if (contact) view.emplace(step_state_view(state));
@@ -247,13 +272,17 @@ class ParameterPlan {
     // R's columns are 0 unless inertial or a placement's (friction acts through the explicit term e only): without
     // them no acceleration, kinematics or M^-1 R is needed (and without contact Fp is 0)
     const bool rterms = inertial_ || placements;
-    if (!contact && rterms) {
+    const bool world = ready != nullptr;  // the kinematics are ready's world quantities
+    const pinocchio::Data& K = world ? *ready : D;
+    if (!contact && rterms && world) {
+      Minv_own_ = ready->Minv;
+    } else if (!contact && rterms) {
       pinocchio::computeMinverse(M, D, q);
       Minv_own_ = D.Minv;
       Minv_own_.triangularView<Eigen::StrictlyLower>() = Minv_own_.transpose().triangularView<Eigen::StrictlyLower>();
     }
     const RowMat& Minv = contact ? st->Minv : Minv_own_;
-    if (rterms) {  // ABA's acceleration from the M^-1 at hand: M^-1 (tau_total - nle), half of aba's cost
+    if (rterms && !world) {  // ABA's acceleration from the M^-1 at hand: M^-1 (tau_total - nle), half of aba's cost
       PROF_SCOPE("p.aba");
       pinocchio::nonLinearEffects(M, D, q, v);
       a_.noalias() = Minv * (tau_total_ - D.nle);
@@ -271,20 +300,20 @@ class ParameterPlan {
 
     // R = dRNEA/dp - d(J^T lambda / dt)/dp
     R_.setZero(nv, npar);
-    if (rterms) { PROF_SCOPE("p.kin"); kinematics(M, D, q, v, a_); }
+    if (rterms && !world) { PROF_SCOPE("p.kin"); kinematics(M, D, q, v, a_); }
     // the inertial columns: formed on deep trees only (zinert_: columns_product reads them off the kinematics) unless
     // the direct path takes them
-    if (inertial_ && (!zinert_ || direct)) { PROF_SCOPE("p.regressor"); regressor_world(M, D, R_); }
+    if (inertial_ && (!zinert_ || direct)) { PROF_SCOPE("p.regressor"); regressor_world(M, K, world, R_); }
     const bool geo = placements && mc > 0;  // placements in contact: the contacts' F columns
     if (placements) {
       PROF_SCOPE("p.placements");
-      { PROF_SCOPE("p.pl.kin"); kinematic_pass(M, D); }
+      { PROF_SCOPE("p.pl.kin"); kinematic_pass(M, K, world); }
       if (geo) {
         { PROF_SCOPE("p.pl.fgeo"); f_geometry(*st); }
         lam_c_ = lam_all->head(mc);
         { PROF_SCOPE("p.pl.force"); force_(lam_c_); }
       }
-      { PROF_SCOPE("p.pl.rnea"); placement_rnea(M, D, geo ? 1.0 / dt : 0.0, R_); }
+      { PROF_SCOPE("p.pl.rnea"); placement_rnea(M, K, geo ? 1.0 / dt : 0.0, R_); }
     }
     // Rn = -dt R, the free velocity's derivative is M^-1 Rn. With contact the solve is linear in dc[C] =
     // J_C M^-1 Rn + x = W^T Rn + x (W = MJt[:, C]; x: the explicit terms of a few columns), so with the solve's
@@ -293,18 +322,18 @@ class ParameterPlan {
     // the product with every column (columns_product: on deep trees the inertial ones through their bodies'
     // 6-dimensional families, the others formed), then the few columns with x.
     R_ *= -dt;
-    RowMat dlam_mat(impulses ? m : 0, impulses ? npar : 0);  // (m, npar) only when asked: talos' is 135 kB
+    dlam_mat.resize(impulses ? m : 0, impulses ? npar : 0);  // (m, npar) only when asked: talos' is 135 kB
     auto& dlam = dlam_mat;
     if (!contact && !rterms) {
       dv_.setZero(nv, npar);
     } else if (!contact) {
       PROF_SCOPE("p.minvR");
-      columns_product(M, D, Minv, dt, outT_);
+      columns_product(M, K, world, Minv, dt, outT_);
       dv_ = outT_.transpose();
     } else if (st->ncp || st->relaxed) {
       PROF_SCOPE("p.ncp_relaxed");
       if (impulses) dlam.setZero();
-      free_columns(M, D, *st, Minv, v_next, dt, geo);
+      free_columns(M, K, world, *st, Minv, v_next, dt, geo);
       if (st->ncp)
         ncp_columns(*st, impulses, dlam);
       else
@@ -333,7 +362,7 @@ class ParameterPlan {
       const lcp::Reduced& red = st->factor.red;
       const int64_t k = red.C.size();
       if (k == 0) {
-        columns_product(M, D, Minv, dt, outT_);
+        columns_product(M, K, world, Minv, dt, outT_);
         dv_ = outT_.transpose();
       } else {
         const bool bounded = red.bounded;
@@ -408,7 +437,7 @@ class ParameterPlan {
           if (impulses) Sp_.rightCols(kz) = -L.transpose();
           {
             PROF_SCOPE("p.c.columns");
-            columns_product(M, D, Sp_, dt, outT_);
+            columns_product(M, K, world, Sp_, dt, outT_);
             dv_ = outT_.leftCols(nv).transpose();
             if (impulses) dz_ = outT_.rightCols(kz).transpose();
           }
@@ -434,7 +463,6 @@ class ParameterPlan {
     }
 
     PROF_SCOPE("p.integrate");
-    RowMat F(2 * nv, npar);
     F.bottomRows(nv) = dv_;
     dqp_ = dt * dv_;
     dq_ = v_next * dt;
@@ -457,9 +485,6 @@ class ParameterPlan {
           F.middleRows(iv, n).noalias() = J1_.block(iv, iv, n, n).lazyProduct(dqp_.middleRows(iv, n));
       }
     }
-    auto Fp = to_numpy(std::move(F), {size_t(2 * nv), size_t(npar)});
-    if (!contact || !impulses) return nb::make_tuple(Fp, nb::none());
-    return nb::make_tuple(Fp, to_numpy(std::move(dlam_mat), {size_t(m), size_t(npar)}));
   }
 
  private:
@@ -472,9 +497,15 @@ class ParameterPlan {
   }
 
   // Body i's regressor in the world frame after kinematics(): oMi's dual action times pinocchio::bodyRegressor at
-  // i's local velocity and acceleration with gravity (6 x 10; regressor_world and columns_product).
-  static void world_body_regressor(const pinocchio::Model& M, const pinocchio::Data& D, int64_t i,
+  // i's local velocity and acceleration with gravity (6 x 10; regressor_world and columns_product). ``world``: D
+  // holds a derivatives pass's world ov, oa_gf instead (compute_into's ``ready``), brought to i's frame.
+  static void world_body_regressor(const pinocchio::Model& M, const pinocchio::Data& D, bool world, int64_t i,
                                    Eigen::Matrix<double, 6, 10>& Yw) {
+    if (world) {
+      Yw.noalias() = D.oMi[i].toDualActionMatrix() *
+                     pinocchio::bodyRegressor(D.oMi[i].actInv(D.ov[i]), D.oMi[i].actInv(D.oa_gf[i]));
+      return;
+    }
     const pinocchio::Motion agf = D.a[i] - D.oMi[i].actInv(M.gravity);
     Yw.noalias() = D.oMi[i].toDualActionMatrix() * pinocchio::bodyRegressor(D.v[i], agf);
   }
@@ -484,7 +515,7 @@ class ParameterPlan {
   // on the dofs d of i's support (Y_i: pinocchio::bodyRegressor, 6 x 10, at i's local velocity and acceleration
   // with gravity, as computeJointTorqueRegressor's forward pass has them), 0 elsewhere (R is zeroed before):
   // one 6 x 10 regressor and one 6-vector per column, no regressor of every joint propagated to its ancestors.
-  void regressor_world(const pinocchio::Model& M, const pinocchio::Data& D, RowMat& R) {
+  void regressor_world(const pinocchio::Model& M, const pinocchio::Data& D, bool world, RowMat& R) {
     const int64_t npar = body_.size();
     Eigen::Matrix<double, 6, 10> Yw;
     int64_t prev = -1;
@@ -492,7 +523,7 @@ class ParameterPlan {
       const int64_t i = body_[k];
       if (i <= 0) continue;
       if (i != prev) {  // the columns of one body are consecutive (a block): its regressor once
-        world_body_regressor(M, D, i, Yw);
+        world_body_regressor(M, D, world, i, Yw);
         prev = i;
       }
       Vector6 f = Vector6::Zero();
@@ -507,7 +538,7 @@ class ParameterPlan {
   // a 6-dimensional family: their rows of R^T S are dpi[:, k]^T Yw_i^T Z_i with Z_i = sum_s J_s S[s, :] (6 x
   // S.cols()), accumulated from the root down (Z_i = Z_parent + J_i S[dofs of i, :]). Per body one 10 x 6 x cols
   // product instead of 10 columns times the support's rows (talos standing: 330 columns on 38 dofs).
-  void columns_product(const pinocchio::Model& M, const pinocchio::Data& D, const RowMat& S, double dt,
+  void columns_product(const pinocchio::Model& M, const pinocchio::Data& D, bool world, const RowMat& S, double dt,
                        RowMat& outT) {
     if (!zinert_) {  // R_ holds every column
       PROF_SCOPE("p.cols.other");
@@ -545,7 +576,7 @@ class ParameterPlan {
       const int64_t i = body_[k];
       if (i <= 0) continue;
       if (i != prev) {  // regressor_world's Yw_i, then its 10 rows of R^T S
-        world_body_regressor(M, D, i, Yw);
+        world_body_regressor(M, D, world, i, Yw);
         GT_.noalias() = Yw.transpose() * ZT_[i];
         prev = i;
       }
@@ -558,10 +589,10 @@ class ParameterPlan {
 
   // Gd_ = G = M^-1 Rn (the free velocity's columns) and Bd_ = dc = J G plus the placements' fixed-impulse terms on
   // the contact rows (_add_placement_contact_terms): what the NCP's and the relaxed model's solves take.
-  void free_columns(const pinocchio::Model& M, pinocchio::Data& D, const StepStateView& st, const RowMat& Minv,
-                    const Eigen::VectorXd& v_next, double dt, bool geo) {
+  void free_columns(const pinocchio::Model& M, const pinocchio::Data& D, bool world, const StepStateView& st,
+                    const RowMat& Minv, const Eigen::VectorXd& v_next, double dt, bool geo) {
     const int64_t mc = st.m_contact;
-    columns_product(M, D, Minv, dt, outT_);
+    columns_product(M, D, world, Minv, dt, outT_);
     Gd_ = outT_.transpose();
     Bd_.noalias() = st.J * Gd_;
     if (!geo) return;
@@ -687,9 +718,18 @@ class ParameterPlan {
 
   // The world quantities of the header comment after kinematics() on ``M``, their subtree composites, and J_F
   // of every placement (JF_, 6 x nF).
-  void kinematic_pass(const pinocchio::Model& M, const pinocchio::Data& D) {
+  void kinematic_pass(const pinocchio::Model& M, const pinocchio::Data& D, bool world) {
     const int nj = M.njoints;
-    for (int i = 1; i < nj; ++i) {
+    if (world) {  // a derivatives pass's (compute_into's ``ready``): the same quantities, the composites summed
+      for (int i = 1; i < nj; ++i) {
+        ov_[i] = D.ov[i];
+        oagf_[i] = D.oa_gf[i];
+        Yc_[i] = D.oYcrb[i];
+        dYc_[i] = D.doYcrb[i];
+        fc_[i] = D.of[i];
+      }
+    }
+    for (int i = 1; i < nj && !world; ++i) {
       ov_[i] = D.oMi[i].act(D.v[i]);
       oagf_[i] = D.oMi[i].act(D.a[i]) - M.gravity;
       Yc_[i] = D.oMi[i].act(M.inertias[i]);
@@ -700,7 +740,7 @@ class ParameterPlan {
       pinocchio::addSkew(-oh.linear(), dYc_[i].block<3, 3>(3, 0));
       pinocchio::addSkew(-oh.angular(), dYc_[i].block<3, 3>(3, 3));
     }
-    for (int i = nj - 1; i > 0; --i) {
+    for (int i = nj - 1; i > 0 && !world; --i) {
       const int p = M.parents[i];
       if (p > 0) {
         Yc_[p] += Yc_[i];
@@ -959,7 +999,7 @@ class ParameterPlan {
     R_.setZero(nv, npar);
     zero_ = Eigen::VectorXd::Zero(nv);
     if (inertial_ || nF_ > 0) kinematics(*M0_, *D0_, q, zero_, c.dq);
-    if (inertial_) regressor_world(*M0_, *D0_, R_);
+    if (inertial_) regressor_world(*M0_, *D0_, false, R_);
     if (nF_ > 0) {
       if (geo) {
         lam_c_ = Eigen::VectorXd::Zero(mc);
@@ -967,7 +1007,7 @@ class ParameterPlan {
           if (st.deep_rows[a] < mc) lam_c_[st.deep_rows[a]] = c.lam[a];
         force_(lam_c_);
       }
-      kinematic_pass(*M0_, *D0_);
+      kinematic_pass(*M0_, *D0_, false);
       placement_rnea(*M0_, *D0_, geo ? 1.0 : 0.0, R_);
     }
     Dc_.noalias() = st.Minv * R_;
@@ -1057,10 +1097,21 @@ RowMat parameter_regressor(nb::handle model, nb::handle data, const Eigen::Vecto
 
 }  // namespace
 
+bool is_parameter_plan(nb::handle plan) { return nb::isinstance<ParameterPlan>(plan); }
+
+void parameter_plan_into(nb::handle plan, nb::handle state, const Eigen::VectorXd& q, const Eigen::VectorXd& v,
+                         const Eigen::VectorXd& tau, const Eigen::VectorXd& v_next, double dt, Eigen::Ref<RowMat> Fp,
+                         const pinocchio::Data* ready) {
+  RowMat none;
+  nb::cast<ParameterPlan&>(plan).compute_into(state, q, v, tau, v_next, dt, false, Fp, none, ready);
+}
+
 void bind_params(nb::module_& m) {
   // the contact states ParameterPlan.compute takes (dynamics/parameters.py reads it: a core built before NCP and
   // relaxed states were compiled has no such attribute and gets the fused LCP's only)
   m.attr("parameter_plan_states") = nb::make_tuple("lcp", "ncp", "relaxed");
+  // FusedStep.step_derivatives takes a ParameterPlan and writes its Fp in the same call (fused_step.cpp)
+  m.attr("fused_step_parameters") = true;
   nb::class_<ParameterPlan>(m, "ParameterPlan",
                             "One parameter list's compiled Jacobian (dynamics/parameters.py): models, chain and "
                             "the placements' joints kept; compute() per step")

@@ -80,4 +80,15 @@ void fused_lcp_jacobian(nb::handle fused, const pinocchio::Model& M, pinocchio::
 void fused_lcp_correction_jacobian(nb::handle fused, nb::handle state, const Eigen::VectorXd& q,
                                    const pinocchio::Model& model0, pinocchio::Data& data0, RowMat& out);
 
+// A ParameterPlan (params.cpp)?
+bool is_parameter_plan(nb::handle plan);
+
+// ParameterPlan.compute(state, q, v, tau, v_next, dt, impulses=False)'s Fp (ndx, npar) into ``Fp`` (state: a
+// StepState or None without contact): the fused step's derivatives with parameters in one call. ``ready``: the
+// step's Data after the state Jacobians' RNEA derivatives (contact) or ABA derivatives (none), whose kinematics
+// the plan reads instead of computing its own (params.cpp ParameterPlan::compute_into), or nullptr.
+void parameter_plan_into(nb::handle plan, nb::handle state, const Eigen::VectorXd& q, const Eigen::VectorXd& v,
+                         const Eigen::VectorXd& tau, const Eigen::VectorXd& v_next, double dt, Eigen::Ref<RowMat> Fp,
+                         const pinocchio::Data* ready);
+
 }  // namespace contactraj
