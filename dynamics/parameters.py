@@ -473,6 +473,7 @@ class _Workspace:
         self.augmented = {}
         self.chains = {}
         self.plans = {}
+        self.plan_of = {}
 
     def chain(self, sim, blocks):
         """``d pi / d p`` (10 (njoints - 1), npar) of every body's dynamic parameters for the inertial blocks of
@@ -506,6 +507,9 @@ class _Workspace:
         """The compiled core's ``ParameterPlan`` of ``blocks`` (``cpp/src/params.cpp``), made once per parameter
         list: the chain of the inertial columns and the placements' joints and offsets (the core computes the
         placement columns on the system's own model; the augmented model is the Python reference's)."""
+        hit = self.plan_of.get(id(blocks))  # (blocks, plan) of these very Blocks (resolve's cached ones): no key hashed
+        if hit is not None and hit[0] is blocks:
+            return hit[1]
         p = self.plans.get(blocks.key)
         if p is None:
             body, dpi = self.compact_chain(sim, blocks)
@@ -516,6 +520,7 @@ class _Workspace:
                 sim._step_model, sim.model, self.data, self.model0, self.data0, body, dpi, blocks.friction,
                 sim._euclidean, 0.0 if cm is None else float(cm.erp), pjoint, poffset,
                 bool(cm is not None and cm.kin.planar))
+        self.plan_of[id(blocks)] = (blocks, p)
         return p
 
     def aug(self, sim, joints) -> _Augmented:
@@ -731,9 +736,10 @@ def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
     if _FUSED_PLAN and _core is not None and blocks and blocks.compiled and not impulses and adjoint is None \
             and sim._active_fused_step() is not None:
         plan, Fp = _workspace(sim).plan(sim, blocks), np.empty((sim.ndx, npar))
-    x, u, d, out, Fx, Fu, fused = sim._state_derivatives(x, u, data, adjoint, plan, Fp)
-    if fused and plan is not None:
-        return out, Fx, Fu, Fp
+    r = sim._state_derivatives(x, u, data, adjoint, plan, Fp)
+    if plan is not None and r[6]:
+        return r[3], r[4], r[5], Fp
+    x, u, d, out, Fx, Fu, _ = r
     Fp = None
     state = d.contact if sim.contact_model is not None else None
     if state is not None and blocks and getattr(state.adapter, "name", "") not in ("lcp", "ncp", "relaxed"):

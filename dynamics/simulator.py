@@ -283,13 +283,15 @@ class SimData:
     Solvers never look inside; they pass it back to the simulator that made it.
     """
 
-    __slots__ = ("pin", "tau", "geom", "contact", "stats", "kept")
+    __slots__ = ("pin", "tau", "geom", "contact", "stats", "kept", "layout")
 
     def __init__(self, sim: "Simulator"):
         self.pin = sim._step_model.createData()
         self.tau = np.zeros(sim.nv)
         cm = sim.contact_model
         self.geom = cm.scene.create_data() if cm is not None else None
+        #: what Simulator._workspace checks of a workspace (velocities, joints, contact or none), once
+        self.layout = (sim.nv, sim.model.njoints, cm is None)
         self.contact = None  # ContactState of the last step
         # steps with contact, steps with a warm-start guess, guesses that held, complementarity-aware
         # reclassifications, Jacobians that reused a kept contact solve instead of solving again
@@ -755,6 +757,8 @@ class Simulator:
         contact or none) raises ValueError instead of failing deep inside Pinocchio."""
         if data is None:
             return self._data
+        if type(data) is SimData and data.layout == self._data.layout:  # the sizes checked below, read once
+            return data
         if (not isinstance(data, SimData) or len(data.tau) != self.nv or len(data.pin.oMi) != self.model.njoints
                 or (data.geom is None) != (self.contact_model is None)):
             raise ValueError(f"data= is not a workspace of this simulator ({self.name}): make it with "
