@@ -13,42 +13,63 @@
 
 namespace contactraj {
 
-RowMat lstsq(const CRowRef& A, const CRowRef& B, double rcond) {
-  if (A.rows() != B.rows())
-    throw std::invalid_argument("lstsq: A has " + std::to_string(A.rows()) + " rows and B " + std::to_string(B.rows()));
+void lstsq_factor(const CRowRef& A, double rcond, LstsqFactor& f) {
   const Eigen::Index k = A.rows(), z = A.cols();
-  RowMat X = RowMat::Zero(z, B.cols());
-  if (k == 0 || z == 0) return X;
+  f.rows = k;
+  f.cols = z;
+  f.method = 0;
+  f.rank = 0;
+  if (k == 0 || z == 0) return;
   if (k >= z) {
     // Fast path, when A certainly has full column rank under the cutoff: A P = Q R, and
     // s_min(A) >= 1 / |R^-1|_F, s_max(A) <= |R|_F; if 1 / |R^-1|_F > 4 rcond |R|_F every singular
     // value passes the cutoff (a margin of 4 over the bounds' round-off), and the least-squares
     // solution is unique: R^-1 Q^T B, permuted. Otherwise (rank-deficient or near the cutoff) the SVD.
-    Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(A);
-    const Eigen::MatrixXd R = qr.matrixQR().topLeftCorner(z, z).triangularView<Eigen::Upper>();
-    if ((R.diagonal().array() != 0.0).all()) {
+    f.qr.compute(A);
+    f.R = f.qr.matrixQR().topLeftCorner(z, z).triangularView<Eigen::Upper>();
+    if ((f.R.diagonal().array() != 0.0).all()) {
       Eigen::MatrixXd Rinv = Eigen::MatrixXd::Identity(z, z);
-      R.triangularView<Eigen::Upper>().solveInPlace(Rinv);
-      if (1.0 / Rinv.norm() > 4.0 * rcond * R.norm()) {
-        Eigen::MatrixXd c = B;
-        c.applyOnTheLeft(qr.householderQ().adjoint());
-        Eigen::MatrixXd y = c.topRows(z);
-        R.triangularView<Eigen::Upper>().solveInPlace(y);
-        X = qr.colsPermutation() * y;
-        return X;
+      f.R.triangularView<Eigen::Upper>().solveInPlace(Rinv);
+      if (1.0 / Rinv.norm() > 4.0 * rcond * f.R.norm()) {
+        f.method = 1;
+        return;
       }
     }
   }
-  Eigen::BDCSVD<Eigen::MatrixXd> svd(A, Eigen::ComputeThinU | Eigen::ComputeThinV);
-  const Eigen::VectorXd& s = svd.singularValues();
+  f.method = 2;
+  f.svd.compute(A, Eigen::ComputeThinU | Eigen::ComputeThinV);
+  const Eigen::VectorXd& s = f.svd.singularValues();
   const double cut = rcond * s[0];  // singular values are sorted, largest first
-  Eigen::Index rank = 0;
-  while (rank < s.size() && s[rank] > cut) ++rank;
-  if (rank == 0) return X;
-  // x = V_k diag(1/s_k) U_k^T B
-  Eigen::MatrixXd UtB = svd.matrixU().leftCols(rank).transpose() * B;
-  UtB = s.head(rank).cwiseInverse().asDiagonal() * UtB;
-  X.noalias() = svd.matrixV().leftCols(rank) * UtB;
+  while (f.rank < s.size() && s[f.rank] > cut) ++f.rank;
+}
+
+void lstsq_apply(const LstsqFactor& f, const CRowRef& B, RowMat& X) {
+  if (B.rows() != f.rows)
+    throw std::invalid_argument("lstsq: A has " + std::to_string(f.rows) + " rows and B " + std::to_string(B.rows()));
+  const Eigen::Index z = f.cols;
+  X.setZero(z, B.cols());
+  if (f.method == 1) {
+    Eigen::MatrixXd c = B;
+    c.applyOnTheLeft(f.qr.householderQ().adjoint());
+    Eigen::MatrixXd y = c.topRows(z);
+    f.R.triangularView<Eigen::Upper>().solveInPlace(y);
+    X = f.qr.colsPermutation() * y;
+  } else if (f.method == 2 && f.rank > 0) {
+    // x = V_k diag(1/s_k) U_k^T B
+    const Eigen::VectorXd& s = f.svd.singularValues();
+    Eigen::MatrixXd UtB = f.svd.matrixU().leftCols(f.rank).transpose() * B;
+    UtB = s.head(f.rank).cwiseInverse().asDiagonal() * UtB;
+    X.noalias() = f.svd.matrixV().leftCols(f.rank) * UtB;
+  }
+}
+
+RowMat lstsq(const CRowRef& A, const CRowRef& B, double rcond) {
+  if (A.rows() != B.rows())
+    throw std::invalid_argument("lstsq: A has " + std::to_string(A.rows()) + " rows and B " + std::to_string(B.rows()));
+  LstsqFactor f;
+  lstsq_factor(A, rcond, f);
+  RowMat X;
+  lstsq_apply(f, B, X);
   return X;
 }
 

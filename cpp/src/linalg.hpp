@@ -5,6 +5,8 @@
 #pragma once
 #include <Eigen/Core>
 #include <Eigen/Cholesky>
+#include <Eigen/QR>
+#include <Eigen/SVD>
 #include <cstdint>
 #include <initializer_list>
 
@@ -35,6 +37,20 @@ void rt_times(const CRowRef& R, const CRowRef& S, RowMat& out);
 // Eigen's BDCSVD (one-sided Jacobi below 16 columns) with the cutoff applied as numpy does. Eigen's
 // SVD of a 12 x 12 matrix takes ~60 us, the QR ~12 us. Same solution up to round-off (cond(A) eps).
 RowMat lstsq(const CRowRef& A, const CRowRef& B, double rcond);
+
+// lstsq in two parts, for one A and several B (a bounded LCP's reduced K serves the state and the parameter
+// Jacobians, step.hpp ReducedFactor): the factor (method 1: the certified QR, 2: the SVD with its rank, 0: an empty
+// A) and its solve, X = lstsq(A, B, rcond) bit for bit.
+struct LstsqFactor {
+  Eigen::Index rows = 0, cols = 0;
+  int method = 0;
+  Eigen::Index rank = 0;
+  Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr;
+  Eigen::MatrixXd R;
+  Eigen::BDCSVD<Eigen::MatrixXd> svd;
+};
+void lstsq_factor(const CRowRef& A, double rcond, LstsqFactor& f);
+void lstsq_apply(const LstsqFactor& f, const CRowRef& B, RowMat& X);
 
 // The pseudo-inverse of a symmetric positive semidefinite E (a Delassus block J_C M^-1 J_C^T, whose computed
 // entries are symmetric up to round-off: E is read as (E + E^T) / 2) under lstsq's cutoff, as a factor:

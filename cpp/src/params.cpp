@@ -16,8 +16,8 @@
 // R_extra / dc_extra / dqp_extra are the placement columns and the position correction's derivative, made
 // here on the system's own model (see "The placement columns" below). The linearization
 // and K's factor are the state Jacobians' (the StepState's ReducedFactor, step.hpp: lcp::linearize and
-// sym_factor's SymFactor, made once per state by the first Jacobian that asks); a bounded K (lstsq) is solved
-// again here (small: the sliding rows' reduced block).
+// sym_factor's SymFactor, or lstsq_factor's LstsqFactor for a bounded K, made once per state by the first Jacobian
+// that asks).
 #include "common.hpp"
 #include "profile.hpp"
 #include "kinematics.hpp"
@@ -375,7 +375,7 @@ class ParameterPlan {
         }
         auto solve = [&](const RowMat& B, RowMat& X) {  // X = S(B)
           if (bounded) {
-            X = lstsq(red.K, B, RANK_RTOL);
+            lstsq_apply(st->factor.ls, B, X);  // lstsq(K, B): the state Jacobians' factor
           } else {
             X.resize(k, B.cols());
             sym_apply(st->factor.sym, B, X);  // sym_lstsq(K, B): the state Jacobians' factor

@@ -63,6 +63,7 @@ const ReducedFactor& reduced_factor(const StepState& st) {
     auto f = std::make_shared<ReducedFactor>();
     f->red = lcp::linearize(st.problem, st.solution.modes, st.solution.signs);
     if (!f->red.bounded && f->red.C.size()) sym_factor(f->red.K, RANK_RTOL, f->sym);
+    if (f->red.bounded) lstsq_factor(f->red.K, RANK_RTOL, f->ls);
     st.factor = std::move(f);
   }
   return *st.factor;
@@ -440,7 +441,7 @@ class FusedLCP {
       rhs = -rhs;
       dz_.resize(k, ncols);
       if (red.bounded) {
-        dz_ = lstsq(red.K, rhs, RANK_RTOL);
+        lstsq_apply(factor.ls, rhs, dz_);
         W_.noalias() = st.MJt * red.P;
       } else {  // full rank, certified: the Cholesky factor's solve
         sym_apply(sym, rhs, dz_);

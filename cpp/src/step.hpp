@@ -35,6 +35,7 @@ bool is_step_state(nb::handle state);
 struct ReducedFactor {
   lcp::Reduced red;
   SymFactor sym;  // sym_factor(red.K) when !red.bounded: sym_apply solves with it, the rank-r products read F
+  LstsqFactor ls;  // lstsq_factor(red.K) when red.bounded: lstsq_apply solves with it
 };
 
 // What the parameter Jacobians (params.cpp) read of a StepState, by reference (valid while the state
