@@ -229,6 +229,8 @@ class Blocks(list):
         self.compiled = all(b.kind != "restitution" and b.pair < 0 for b in blocks)
         #: contact coefficients only (friction, restitution; one or per pair): without contact they move nothing
         self.coefficients_only = bool(blocks) and all(b.kind in COEFFICIENTS for b in blocks)
+        #: the compiled step can compute their Fp in its own call (step_derivatives' first path)
+        self.fusable = bool(blocks) and self.compiled
 
 
 def resolve(sim, params) -> Blocks:
@@ -720,6 +722,16 @@ def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
     """``Simulator.step_derivatives`` with ``params`` and/or ``impulses`` (module docstring)."""
     blocks = Blocks([]) if params is None else resolve(sim, params)
     npar = blocks.npar
+    if blocks.fusable and not impulses and adjoint is None and _FUSED_PLAN and _core is not None:
+        # the compiled step with its compiled parameter plan: Fp in the same call as Fx, Fu (no Python between them)
+        fs = sim._active_fused_step()
+        if fs is not None and not (blocks.placements and sim.contact_model is not None
+                                   and sim.contact_model.restitution is not None):
+            out, Fx, Fu = np.empty(sim.nx), np.empty((sim.ndx, sim.ndx)), np.empty((sim.ndx, sim.nu))
+            Fp = np.empty((sim.ndx, npar))
+            if sim._fused_derivatives(fs, x, u, sim._workspace(data), out, Fx, Fu, _workspace(sim).plan(sim, blocks),
+                                      Fp):
+                return out, Fx, Fu, Fp
     if sim.contact_model is not None and sim.contact_model.restitution is not None and blocks.placements:
         # the impact rows' target e J_n(q) v moves with the placements: a term not chained yet
         raise NotImplementedError("placement derivatives with restitution (e > 0) are not implemented yet "
@@ -731,16 +743,7 @@ def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
         x = np.asarray(x, dtype=float)
     if type(u) is not np.ndarray or u.dtype != np.float64:
         u = np.asarray(u, dtype=float)
-    # the compiled step with its compiled parameter plan: Fp in the same call as Fx, Fu (no Python between them)
-    plan = Fp = None
-    if _FUSED_PLAN and _core is not None and blocks and blocks.compiled and not impulses and adjoint is None \
-            and sim._active_fused_step() is not None:
-        plan, Fp = _workspace(sim).plan(sim, blocks), np.empty((sim.ndx, npar))
-    r = sim._state_derivatives(x, u, data, adjoint, plan, Fp)
-    if plan is not None and r[6]:
-        return r[3], r[4], r[5], Fp
-    x, u, d, out, Fx, Fu, _ = r
-    Fp = None
+    x, u, d, out, Fx, Fu = sim._state_derivatives(x, u, data, adjoint)
     state = d.contact if sim.contact_model is not None else None
     if state is not None and blocks and getattr(state.adapter, "name", "") not in ("lcp", "ncp", "relaxed"):
         raise NotImplementedError(f"parameter derivatives under the {sim.contact!r} contact model are not "

@@ -1063,29 +1063,28 @@ class Simulator:
             self.check_complementarity_aware()
         if params is not None or impulses:
             return _parameters().step_derivatives(self, x, u, params, impulses, data, adjoint)
-        out, Fx, Fu = self._state_derivatives(x, u, data, adjoint)[3:6]
+        _, _, _, out, Fx, Fu = self._state_derivatives(x, u, data, adjoint)
         return out, Fx, Fu
 
-    def _state_derivatives(self, x, u, data, adjoint, plan=None, Fp=None):
-        """``(x, u, d, x+, Fx, Fu, fused)``: one step and its state Jacobians in the workspace ``d`` of ``data`` --
-        the fused call where it applies (``fused`` True; it checks ``x`` and ``u`` itself and hands bad or doubtful
-        input back), else the checks and the Python path; ``x``, ``u`` as the caller gave them after a fused call,
-        checked arrays otherwise. With a ``ParameterPlan`` ``plan`` (dynamics/parameters.py) a fused call also
-        writes the plan's parameter Jacobian into ``Fp``."""
+    def _state_derivatives(self, x, u, data, adjoint):
+        """``(x, u, d, x+, Fx, Fu)``: one step and its state Jacobians in the workspace ``d`` of ``data`` -- the
+        fused call where it applies (it checks ``x`` and ``u`` itself and hands bad or doubtful input back),
+        else the checks and the Python path; ``x``, ``u`` as the caller gave them after a fused call, checked
+        arrays otherwise."""
         out = np.empty(self.nx)
         Fx = np.empty((self.ndx, self.ndx))
         Fu = np.empty((self.ndx, self.nu))
         d = self._workspace(data)
         fs = self._active_fused_step() if adjoint is None else None
-        if fs is not None and self._fused_derivatives(fs, x, u, d, out, Fx, Fu, plan, Fp):
-            return x, u, d, out, Fx, Fu, True
+        if fs is not None and self._fused_derivatives(fs, x, u, d, out, Fx, Fu):
+            return x, u, d, out, Fx, Fu
         x, u = self._check_x(x), self._check_u(u)
         if adjoint is not None:
             adjoint = np.asarray(adjoint, dtype=float)
             if adjoint.shape != (self.ndx,):
                 raise ValueError(f"adjoint has shape {adjoint.shape}, expected ({self.ndx},)")
         self._step_derivatives(x, u, d, out, Fx, Fu, adjoint)
-        return x, u, d, out, Fx, Fu, False
+        return x, u, d, out, Fx, Fu
 
     def _fused_derivatives(self, fs, x, u, d, out, Fx, Fu, plan=None, Fp=None) -> bool:
         """:meth:`_step_derivatives` (no adjoint) in one compiled call (``FusedStep.step_derivatives``), with the

@@ -384,14 +384,14 @@ def test_fused_step_writes_the_plans_Fp(name, model, monkeypatch):
     names = sim.parameter_names()
     blocks = P.resolve(sim, names)
     fused = []
-    original = Simulator._state_derivatives
+    original = Simulator._fused_derivatives
 
     def spy(self, *args):
         result = original(self, *args)
-        fused.append(result[-1] and len(args) > 4 and args[4] is not None)  # the fused call with the plan
+        fused.append(result and len(args) > 7 and args[7] is not None)  # the fused call with the plan
         return result
 
-    monkeypatch.setattr(Simulator, "_state_derivatives", spy)
+    monkeypatch.setattr(Simulator, "_fused_derivatives", spy)
     monkeypatch.setattr(P, "_reference_jacobian", _no_reference)
     seen = set()
     for _, x, u in _raised_and_pushed(sim, states):
