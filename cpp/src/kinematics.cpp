@@ -148,6 +148,16 @@ ContactGeometry contact_geometry(const Eigen::Ref<const Eigen::MatrixXd>& Jw, co
                                  const CIdxRef& body_a, const CIdxRef& body_b, const CIdxRef& normal_body,
                                  const CIdxRef& point_body, const CRowRef& points, const CRowRef& normals,
                                  const CVecRef& radius, const CRowRef& axes, bool planar) {
+  ContactGeometry g;
+  contact_geometry_into(g, Jw, support, body_a, body_b, normal_body, point_body, points, normals, radius, axes,
+                        planar);
+  return g;
+}
+
+void contact_geometry_into(ContactGeometry& g, const Eigen::Ref<const Eigen::MatrixXd>& Jw, const CRowRef& support,
+                           const CIdxRef& body_a, const CIdxRef& body_b, const CIdxRef& normal_body,
+                           const CIdxRef& point_body, const CRowRef& points, const CRowRef& normals,
+                           const CVecRef& radius, const CRowRef& axes, bool planar) {
   static const char* fn = "contact_geometry";
   const Eigen::Index nc = points.rows(), nv = Jw.cols();
   expect(Jw.rows() == 6, fn, "Jw has " + std::to_string(Jw.rows()) + " rows, expected 6 (data.J)");
@@ -171,7 +181,6 @@ ContactGeometry contact_geometry(const Eigen::Ref<const Eigen::MatrixXd>& Jw, co
     }
   }
   const int r = planar ? 2 : 3;
-  ContactGeometry g;
   g.nc = static_cast<int>(nc);
   g.r = r;
   g.nv = static_cast<int>(nv);
@@ -181,8 +190,13 @@ ContactGeometry contact_geometry(const Eigen::Ref<const Eigen::MatrixXd>& Jw, co
   g.dp.resize(nc * 3, nv);
   g.J6A.resize(nc * 6, nv);
   g.J6B.resize(nc * 6, nv);
-  RowMat JN(6, nv), JP(6, nv), dn(3, nv);
-  std::vector<char> on(nv);
+  // scratch kept per thread (no allocation per call once sized)
+  thread_local RowMat JN, JP, dn;
+  thread_local std::vector<char> on;
+  JN.resize(6, nv);
+  JP.resize(6, nv);
+  dn.resize(3, nv);
+  on.resize(nv);
   double dDdn[3][3][3];
   for (Eigen::Index c = 0; c < nc; ++c) {
     auto J6A = g.J6A.middleRows(c * 6, 6);
@@ -294,7 +308,6 @@ ContactGeometry contact_geometry(const Eigen::Ref<const Eigen::MatrixXd>& Jw, co
         for (Eigen::Index k = 0; k < nv; ++k)
           g.dD((c * r + j) * 3 + i, k) = dDdn[j][i][0] * dn(0, k) + dDdn[j][i][1] * dn(1, k) + dDdn[j][i][2] * dn(2, k);
   }
-  return g;
 }
 
 void check_geometry(const CRowRef& J6A, const CRowRef& J6B, const CRowRef& D, const CRowRef& dD,

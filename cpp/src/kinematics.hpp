@@ -39,6 +39,11 @@ ContactGeometry contact_geometry(const Eigen::Ref<const Eigen::MatrixXd>& Jw, co
                                  const CIdxRef& body_a, const CIdxRef& body_b, const CIdxRef& normal_body,
                                  const CIdxRef& point_body, const CRowRef& points, const CRowRef& normals,
                                  const CVecRef& radius, const CRowRef& axes, bool planar);
+// The same into ``g``, whose buffers are reused when their sizes fit (a caller that makes one per call).
+void contact_geometry_into(ContactGeometry& g, const Eigen::Ref<const Eigen::MatrixXd>& Jw, const CRowRef& support,
+                           const CIdxRef& body_a, const CIdxRef& body_b, const CIdxRef& normal_body,
+                           const CIdxRef& point_body, const CRowRef& points, const CRowRef& normals,
+                           const CVecRef& radius, const CRowRef& axes, bool planar);
 
 // contact/_kernels.py force_derivative: d(J(q)^T lambda)/dq (nv, nv) with ``lam`` (nc*r,) held.
 // ``out`` must be (nv, nv); ``mask`` (nv, nv).

@@ -826,8 +826,10 @@ class ParameterPlan {
     // velocity terms have entries in (contact_geometry zeroes the others: support "body in subtree(j)")
     const auto nb_ = idx(5), pb = idx(6);
     const int64_t np = pj_.size();
-    act_.assign(nc, {});
-    std::vector<char> on(nc * np, 0);
+    act_.resize(nc);  // cleared, not reallocated (their buffers are reused per call)
+    for (auto& a : act_) a.clear();
+    auto& on = on_;
+    on.assign(nc * np, 0);
     for (int64_t k = 0; k < nc; ++k)
       for (int64_t b = 0; b < np; ++b)
         if (supportF_(ba[k], 6 * b) != 0.0 || supportF_(bb[k], 6 * b) != 0.0 || supportF_(nb_[k], 6 * b) != 0.0 ||
@@ -851,8 +853,8 @@ class ParameterPlan {
         supportFc_.middleCols(6 * cb_[b], 6) = supportF_.middleCols(6 * b, 6);
       }
     if (na > 0)  // else nothing reads it
-      fgeo_ = contact_geometry(JFc_, supportFc_, ba, bb, nb_, pb, M3(points_, nc, 3), M3(dbl(1), nc, 3),
-                               Eigen::Map<const Eigen::VectorXd>(dbl(7), nc), M3(dbl(9), nc, 3), planar_);
+      contact_geometry_into(fgeo_, JFc_, supportFc_, ba, bb, nb_, pb, M3(points_, nc, 3), M3(dbl(1), nc, 3),
+                            Eigen::Map<const Eigen::VectorXd>(dbl(7), nc), M3(dbl(9), nc, 3), planar_);
   }
   Eigen::Map<const RowMat> points() const { return Eigen::Map<const RowMat>(points_, nc_, 3); }
 
@@ -867,7 +869,8 @@ class ParameterPlan {
     fd_.setZero(nv, nF_);
     wsum_.setZero(6, nc);
     dwsum_.resize(nc);
-    std::vector<char> used(nc, 0);
+    auto& used = used_;
+    used.assign(nc, 0);
     Eigen::Matrix<double, 3, 6> dFc;
     for (int64_t c = 0; c < nc; ++c) {
       bool nz = false;
@@ -893,7 +896,10 @@ class ParameterPlan {
         dw.block<3, 6>(3, 6 * b).noalias() += sp * dFc;
       }
     }
-    Eigen::Matrix<double, 6, Eigen::Dynamic> PA(6, nv), PB(6, nv), AB(6, nv);
+    auto &PA = PA_, &PB = PB_, &AB = AB_;
+    PA.resize(6, nv);
+    PB.resize(6, nv);
+    AB.resize(6, nv);
     for (int64_t gi = 0; gi < nc; ++gi) {
       if (!used[gi]) continue;
       const Eigen::Vector3d F = wsum_.col(gi).head<3>(), m = wsum_.col(gi).tail<3>();
@@ -1078,6 +1084,8 @@ class ParameterPlan {
   std::vector<int64_t> cb_;
   Eigen::MatrixXd JFc_;
   RowMat supportFc_;
+  std::vector<char> on_, used_;  // f_geometry's and force_'s flags
+  Eigen::Matrix<double, 6, Eigen::Dynamic> PA_, PB_, AB_;  // force_'s per-group products
   const double* points_ = nullptr;
   int64_t nc_ = 0;
 };
