@@ -43,10 +43,22 @@ void lstsq_factor(const CRowRef& A, double rcond, LstsqFactor& f) {
   while (f.rank < s.size() && s[f.rank] > cut) ++f.rank;
 }
 
+void lstsq_pinv(LstsqFactor& f) {
+  f.pinv.resize(f.cols, f.rows);
+  RowMat X;
+  lstsq_apply(f, RowMat::Identity(f.rows, f.rows), X);
+  f.pinv = X;
+  f.has_pinv = true;
+}
+
 void lstsq_apply(const LstsqFactor& f, const CRowRef& B, RowMat& X) {
   if (B.rows() != f.rows)
     throw std::invalid_argument("lstsq: A has " + std::to_string(f.rows) + " rows and B " + std::to_string(B.rows()));
   const Eigen::Index z = f.cols;
+  if (f.has_pinv) {
+    X.noalias() = f.pinv * B;
+    return;
+  }
   X.setZero(z, B.cols());
   if (f.method == 1) {
     Eigen::MatrixXd c = B;

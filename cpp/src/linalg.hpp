@@ -48,9 +48,14 @@ struct LstsqFactor {
   Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr;
   Eigen::MatrixXd R;
   Eigen::BDCSVD<Eigen::MatrixXd> svd;
+  bool has_pinv = false;  // lstsq_pinv: then lstsq_apply is one product with it
+  RowMat pinv;
 };
 void lstsq_factor(const CRowRef& A, double rcond, LstsqFactor& f);
 void lstsq_apply(const LstsqFactor& f, const CRowRef& B, RowMat& X);
+// The solution operator A^+ (cols, rows) = lstsq_apply on the identity, kept in ``f``: for a factor that serves
+// several right-hand sides wider than A's rows (equal to lstsq up to round-off, not bit for bit).
+void lstsq_pinv(LstsqFactor& f);
 
 // The pseudo-inverse of a symmetric positive semidefinite E (a Delassus block J_C M^-1 J_C^T, whose computed
 // entries are symmetric up to round-off: E is read as (E + E^T) / 2) under lstsq's cutoff, as a factor:

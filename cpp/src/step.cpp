@@ -63,7 +63,10 @@ const ReducedFactor& reduced_factor(const StepState& st) {
     auto f = std::make_shared<ReducedFactor>();
     f->red = lcp::linearize(st.problem, st.solution.modes, st.solution.signs);
     if (!f->red.bounded && f->red.C.size()) sym_factor(f->red.K, RANK_RTOL, f->sym);
-    if (f->red.bounded) lstsq_factor(f->red.K, RANK_RTOL, f->ls);
+    if (f->red.bounded) {  // its A^+ (k' x k): the state and parameter Jacobians' solves are one product each
+      lstsq_factor(f->red.K, RANK_RTOL, f->ls);
+      lstsq_pinv(f->ls);
+    }
     st.factor = std::move(f);
   }
   return *st.factor;
