@@ -700,20 +700,26 @@ class ParameterPlan {
         any_f = true;
       }
     }
-    RowMat E, Fc;
-    IdxVec act;
-    ncp::linearization(prob, sol.modes, sol.dirs, sol.lam, E, Fc, act);
-    if (E.rows() == 0) {
+    const NcpFactor& f = *st.ncp_factor;  // the mode equations and E's factor: the state Jacobians'
+    const IdxVec& act = f.act;
+    if (f.E.rows() == 0) {
       dv_ = Gd_;
       return;
     }
-    RowMat Fphi(0, m), dphi(0, npar);
-    if (any_f) {  // dF[act] rides on the distance slot with Fphi the selection of the active rows (as _implicit)
-      Fphi = selection(act, m);
-      dphi = std::move(dF);
-    }
-    dv_ = implicit_velocity(E, Fc, Fphi, Bd_, dphi, false, RowMat(0, 0), act, st.MJt, Gd_, false);
-    if (impulses) dlam += lambda_jacobian(E, Fc, Fphi, Bd_, dphi, false, RowMat(0, 0), act, false);
+    // implicit_velocity / lambda_jacobian with that factor: dz = lstsq(E, -(Fc dc + dF[act])) (dF[act] rides on
+    // the distance slot with the selection of the active rows, as _implicit), dv = G + MJt[:, act] dz,
+    // dlambda[act] = dz
+    rhs_.noalias() = f.Fc * Bd_;
+    if (any_f)
+      for (Eigen::Index a = 0; a < act.size(); ++a) rhs_.row(a) += dF.row(act[a]);
+    rhs_ = -rhs_;
+    lstsq_apply(f.ls, rhs_, dz_);
+    W_.resize(st.MJt.rows(), act.size());
+    for (Eigen::Index a = 0; a < act.size(); ++a) W_.col(a) = st.MJt.col(act[a]);
+    dv_ = Gd_;
+    dv_.noalias() += W_ * dz_;
+    if (impulses)
+      for (Eigen::Index a = 0; a < act.size(); ++a) dlam.row(act[a]) += dz_.row(a);
   }
 
   // The world quantities of the header comment after kinematics() on ``M``, their subtree composites, and J_F

@@ -52,12 +52,28 @@ struct StepState {
   VectorXl deep_rows;
   Correction correction;
   mutable std::shared_ptr<const ReducedFactor> factor;  // reduced_factor(): made on the first Jacobian
+  mutable std::shared_ptr<const NcpFactor> ncp_factor;  // ncp_factor(): likewise, for an NCP state
   std::shared_ptr<const ncp::State> ncp;  // NCP contact (FusedLCP ncp=True): its problem and solution (ncp.cpp)
   std::shared_ptr<const relaxed::State> relaxed;  // relaxed contact (FusedLCP kappa > 0): relaxed.cpp
   int64_t m_contact() const { return nc * r; }
 };
 
 // The state's ReducedFactor, made and kept on the first call.
+// The NCP state's NcpFactor (st.ncp set), made and kept on the first call.
+const NcpFactor& ncp_factor(const StepState& st) {
+  if (!st.ncp_factor) {
+    auto f = std::make_shared<NcpFactor>();
+    const ncp::State& s = *st.ncp;
+    ncp::linearization(s.problem, s.solution.modes, s.solution.dirs, s.solution.lam, f->E, f->Fc, f->act);
+    if (f->E.rows()) {
+      lstsq_factor(f->E, RANK_RTOL, f->ls);
+      lstsq_pinv(f->ls);
+    }
+    st.ncp_factor = std::move(f);
+  }
+  return *st.ncp_factor;
+}
+
 const ReducedFactor& reduced_factor(const StepState& st) {
   if (!st.factor) {
     auto f = std::make_shared<ReducedFactor>();
@@ -626,11 +642,8 @@ class FusedLCP {
   // implicit_velocity (least squares with RANK_RTOL): the same compiled pieces the Python path calls.
   void ncp_velocity_jacobian(const StepState& st, const RowMat& G, const Eigen::VectorXd& v_next, double dt,
                              int64_t nv, int64_t nu, nb::DRef<RowMat>& dv_dx, nb::DRef<RowMat>& dv_du) {
-    const ncp::State& s = *st.ncp;
-    RowMat E, Fc;
-    IdxVec act;
-    ncp::linearization(s.problem, s.solution.modes, s.solution.dirs, s.solution.lam, E, Fc, act);
-    if (E.rows() == 0) {
+    const NcpFactor& f = ncp_factor(st);
+    if (f.E.rows() == 0) {
       dv_dx = G.leftCols(2 * nv);
       dv_du = G.rightCols(nu);
       return;
@@ -640,8 +653,15 @@ class FusedLCP {
     if (mc) velocity_derivative(st.geo.J6A, st.geo.J6B, st.geo.D, st.geo.dD, st.geo.dp, points(st), v_next, mask_, dJv_);
     Eigen::VectorXd slope = st.bias_slope / dt;
     const RowMat dc = fixed_impulse_velocity_derivative(st.J, G, st.normal_rows, slope, dJv_);
-    const RowMat out = implicit_velocity(E, Fc, RowMat(0, m), dc, RowMat(0, G.cols()), false, RowMat(0, 0), act,
-                                         st.MJt, G, false);
+    // implicit_velocity's solve and mapping with the state's factor: dz = lstsq(E, -Fc dc), G + MJt[:, act] dz
+    RowMat rhs = f.Fc * dc;
+    rhs = -rhs;
+    RowMat dz;
+    lstsq_apply(f.ls, rhs, dz);
+    W_.resize(nv, f.act.size());
+    for (Eigen::Index a = 0; a < f.act.size(); ++a) W_.col(a) = st.MJt.col(f.act[a]);
+    RowMat out = G;
+    out.noalias() += W_ * dz;
     dv_dx = out.leftCols(2 * nv);
     dv_du = out.rightCols(nu);
   }
@@ -697,7 +717,7 @@ StepStateView step_state_view(nb::handle state) {
           st.ncp || st.relaxed ? none : reduced_factor(st), st.contacts, st.nc,
           st.r,         st.normal_rows, st.bias_slope,
           st.has_correction ? &st.correction : nullptr, st.deep_rows,
-          st.nc ? &st.geo : nullptr, st.ncp.get(), st.relaxed.get()};
+          st.nc ? &st.geo : nullptr, st.ncp.get(), st.relaxed.get(), st.ncp ? &ncp_factor(st) : nullptr};
 }
 
 const Eigen::VectorXd* step_state_correction(nb::handle state) {

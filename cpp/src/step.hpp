@@ -38,6 +38,15 @@ struct ReducedFactor {
   LstsqFactor ls;  // lstsq_factor(red.K) when red.bounded: lstsq_apply solves with it
 };
 
+// An NCP state's mode equations at its solution (ncp::linearization: E dz = -(Fc dc + ...) on the unknowns act)
+// with E's least-squares factor and solution operator (lstsq_pinv), made once per state: the state Jacobians
+// (step.cpp ncp_velocity_jacobian) and the parameter Jacobians (params.cpp ncp_columns) solve with it.
+struct NcpFactor {
+  RowMat E, Fc;
+  IdxVec act;
+  LstsqFactor ls;
+};
+
 // What the parameter Jacobians (params.cpp) read of a StepState, by reference (valid while the state
 // lives): J, M^-1, M^-1 J^T, the LCP and its solution, and the contact rows' count (nc r).
 struct StepStateView {
@@ -65,6 +74,7 @@ struct StepStateView {
   // relaxed contact (relaxed.cpp's central path, FusedLCP kappa > 0): its problem and solution (problem, solution
   // and factor above as for the NCP)
   const relaxed::State* relaxed = nullptr;
+  const NcpFactor* ncp_factor = nullptr;  // the NCP's (made now when the state has none yet)
 };
 // The view of ``state`` (a StepState of LCP, NCP or relaxed contact; throws nanobind's cast error otherwise).
 StepStateView step_state_view(nb::handle state);
