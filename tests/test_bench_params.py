@@ -50,3 +50,21 @@ def test_bench_params_cli(capsys):
 def test_bench_params_cli_bad_option():
     with pytest.raises(SystemExit):
         main(["bench", "pendulum", "--params=yes"])
+
+
+def test_time_call_times_fn_only_with_setup():
+    """time_call(fn, setup=...): each call's argument is made untimed (the kept Jacobians after an untimed step)."""
+    import time
+
+    from trajopt.bench import time_call
+
+    made = []
+
+    def setup():
+        time.sleep(2e-3)
+        made.append(1)
+        return len(made)
+
+    seen = []
+    t = time_call(seen.append, setup=setup, min_time=0.01, repeat=2)
+    assert t < 1e-3 and seen == list(range(1, len(made) + 1))
