@@ -333,11 +333,15 @@ class ParameterPlan {
     } else if (st->ncp || st->relaxed) {
       PROF_SCOPE("p.ncp_relaxed");
       if (impulses) dlam.setZero();
-      free_columns(M, K, world, *st, Minv, v_next, dt, geo);
-      if (st->ncp)
-        ncp_columns(*st, impulses, dlam);
-      else
-        relaxed_columns(*st, geo, impulses, dlam);
+      if (st->ncp && ncp_map(*st, nv, npar, geo)) {
+        ncp_map_columns(M, K, world, *st, Minv, v_next, dt, geo, impulses, dlam);
+      } else {
+        free_columns(M, K, world, *st, Minv, v_next, dt, geo);
+        if (st->ncp)
+          ncp_columns(*st, impulses, dlam);
+        else
+          relaxed_columns(*st, geo, impulses, dlam);
+      }
     } else {
       PROF_SCOPE("p.contact");
       const lcp::Problem& prob = st->problem;
@@ -673,33 +677,97 @@ class ParameterPlan {
   // E dz = -(Fc dc + dF[act]) (ncp::linearization at the solution, least squares), dv = G + MJt[:, act] dz
   // (implicit_velocity: the state Jacobians' compiled piece) and, when asked, dlambda[act] = dz.
   // After free_columns (Gd_, Bd_); dlam zeroed when asked.
-  void ncp_columns(const StepStateView& st, bool impulses, RowMat& dlam) {
-    const int64_t npar = body_.size(), m = st.J.rows(), mc = st.m_contact;
+  // The NCP's friction term (one coefficient: the plan's column): a sliding group's tangential residual moves by
+  // lambda_n c_t / |c_t| per unit mu (none when it does not slip: within the slip tolerance of _friction_terms),
+  // a saturated one's by -lambda_n dir; into dF (m,), false when there is none.
+  bool ncp_friction(const StepStateView& st, Eigen::VectorXd& dF) const {
     const ncp::Problem& prob = st.ncp->problem;
     const ncp::Solution& sol = st.ncp->solution;
-    // friction (one coefficient: the plan's column): a sliding group's tangential residual moves by lambda_n c_t /
-    // |c_t| per unit mu (none when it does not slip: within the slip tolerance of _friction_terms), a saturated
-    // one's by -lambda_n dir
-    RowMat dF;
+    const int64_t m = st.J.rows(), mc = st.m_contact;
+    dF.setZero(m);
+    if (friction_ < 0) return false;
     bool any_f = false;
-    if (friction_ >= 0) {
-      dF.setZero(m, npar);
-      const Eigen::VectorXd c = prob.A * sol.lam + prob.b;
-      const double slip_tol = slip_tolerance(prob.b);
-      for (int64_t g = 0; g < prob.start.size(); ++g) {
-        const int64_t s0 = prob.start[g], n = prob.size[g], md = sol.modes[g];
-        if (n < 2 || (md != ncp::SLIDING && md != ncp::SATURATED) || s0 >= mc) continue;
-        const double ln = sol.lam[s0];
-        if (md == ncp::SLIDING) {
-          const double nrm = c.segment(s0 + 1, n - 1).norm();
-          if (nrm <= slip_tol) continue;
-          for (int64_t i = 1; i < n; ++i) dF(s0 + i, friction_) = ln * c[s0 + i] / nrm;
-        } else {
-          for (int64_t i = 1; i < n; ++i) dF(s0 + i, friction_) = -ln * sol.dirs(g, i - 1);
-        }
-        any_f = true;
+    const Eigen::VectorXd c = prob.A * sol.lam + prob.b;
+    const double slip_tol = slip_tolerance(prob.b);
+    for (int64_t g = 0; g < prob.start.size(); ++g) {
+      const int64_t s0 = prob.start[g], n = prob.size[g], md = sol.modes[g];
+      if (n < 2 || (md != ncp::SLIDING && md != ncp::SATURATED) || s0 >= mc) continue;
+      const double ln = sol.lam[s0];
+      if (md == ncp::SLIDING) {
+        const double nrm = c.segment(s0 + 1, n - 1).norm();
+        if (nrm <= slip_tol) continue;
+        for (int64_t i = 1; i < n; ++i) dF[s0 + i] = ln * c[s0 + i] / nrm;
+      } else {
+        for (int64_t i = 1; i < n; ++i) dF[s0 + i] = -ln * sol.dirs(g, i - 1);
+      }
+      any_f = true;
+    }
+    return any_f;
+  }
+
+  // Many columns under NCP: through the map of every dof rather than column by column (as the LCP's map path).
+  // E dz = -(Fc dc + X_e), dc = J M^-1 Rn + X_c (X_c: the placements' fixed-impulse rows, X_e: friction on the rows
+  // act), so with S = E^+ (the state's NcpFactor) and L = S Fc J M^-1 = S Fc MJt^T (k, nv):
+  //   dz = -L Rn + S(-(Fc X_c + X_e)),  dv = (M^-1 - W L) Rn + W S(-(Fc X_c + X_e))  (W = MJt[:, act])
+  // per column nv^2 (through columns_product) instead of solving with every column; the explicit terms only on
+  // their own columns. Worth it when the columns outnumber the dofs.
+  bool ncp_map(const StepStateView& st, int64_t nv, int64_t npar, bool geo) const {
+    const int64_t nX = (geo ? nF_ : 0) + (friction_ >= 0 ? 1 : 0);
+    return st.ncp_factor != nullptr && st.ncp_factor->E.rows() > 0 && npar > nv + nX;
+  }
+
+  void ncp_map_columns(const pinocchio::Model& M, const pinocchio::Data& D, bool world, const StepStateView& st,
+                       const RowMat& Minv, const Eigen::VectorXd& v_next, double dt, bool geo, bool impulses,
+                       RowMat& dlam) {
+    const NcpFactor& f = *st.ncp_factor;
+    const IdxVec& act = f.act;
+    const int64_t nv = M.nv, k = act.size(), mc = st.m_contact, m = st.J.rows();
+    W_.resize(nv, k);
+    for (int64_t a = 0; a < k; ++a) W_.col(a) = st.MJt.col(act[a]);
+    // the explicit columns: the placements' (in contact) and friction's
+    cols_.clear();
+    if (geo)
+      for (int64_t c = 0; c < nF_; ++c) cols_.push_back(pk_[c]);
+    const bool any_f = ncp_friction(st, e_);
+    if (any_f) cols_.push_back(friction_);
+    const int64_t nX = cols_.size();
+    x_.setZero(k, nX);  // Fc X_c + X_e on the explicit columns
+    if (geo) {
+      velocity_(v_next);
+      Xc_.setZero(m, nF_);
+      const auto same = [](int64_t c) { return c; };
+      for (int64_t row = 0; row < mc; ++row) add_velocity_row(Xc_, row, row, 1.0, same);
+      for (int64_t a = 0; a < st.normal_rows.size(); ++a)
+        if (st.normal_rows[a] < mc) add_distance_row(Xc_, st.normal_rows[a], st.normal_rows[a], st.bias_slope[a] / dt, same);
+      x_.leftCols(nF_).noalias() = f.Fc * Xc_;
+    }
+    if (any_f)
+      for (int64_t a = 0; a < k; ++a) x_(a, nX - 1) += e_[act[a]];
+    // L = S Fc MJt^T, the transposed operator Sp = [M^-1 - L^T W^T, -L^T] and its columns
+    FJ_.noalias() = f.Fc * st.MJt.transpose();
+    lstsq_apply(f.ls, FJ_, LX_);
+    Sp_.resize(nv, nv + (impulses ? k : 0));
+    Sp_.leftCols(nv) = Minv;
+    Sp_.leftCols(nv).noalias() -= LX_.transpose() * W_.transpose();
+    if (impulses) Sp_.rightCols(k) = -LX_.transpose();
+    columns_product(M, D, world, Sp_, dt, outT_);
+    dv_ = outT_.leftCols(nv).transpose();
+    if (impulses) dz_ = outT_.rightCols(k).transpose();
+    if (nX > 0) {  // dz += S(-x), dv += W S(-x) on the explicit columns
+      x_ = -x_;
+      lstsq_apply(f.ls, x_, dvx_);
+      const RowMat Wz = W_ * dvx_;
+      for (int64_t c = 0; c < nX; ++c) {
+        dv_.col(cols_[c]) += Wz.col(c);
+        if (impulses) dz_.col(cols_[c]) += dvx_.col(c);
       }
     }
+    if (impulses)
+      for (int64_t a = 0; a < k; ++a) dlam.row(act[a]) += dz_.row(a);
+  }
+
+  void ncp_columns(const StepStateView& st, bool impulses, RowMat& dlam) {
+    const bool any_f = ncp_friction(st, e_);
     const NcpFactor& f = *st.ncp_factor;  // the mode equations and E's factor: the state Jacobians'
     const IdxVec& act = f.act;
     if (f.E.rows() == 0) {
@@ -711,7 +779,7 @@ class ParameterPlan {
     // dlambda[act] = dz
     rhs_.noalias() = f.Fc * Bd_;
     if (any_f)
-      for (Eigen::Index a = 0; a < act.size(); ++a) rhs_.row(a) += dF.row(act[a]);
+      for (Eigen::Index a = 0; a < act.size(); ++a) rhs_(a, friction_) += e_[act[a]];
     rhs_ = -rhs_;
     lstsq_apply(f.ls, rhs_, dz_);
     W_.resize(st.MJt.rows(), act.size());
@@ -1073,6 +1141,7 @@ class ParameterPlan {
   RowMat Minv_own_, R_, dv_, rhs_, dz_, dqp_, fd_, dJv_, Jd_, Dc_, dqc_;
   RowMat outT_, W_, Wd_, WT_, LX_, Sp_, x_, dvx_;  // compute()'s solve map and columns
   RowMat Gd_, Bd_;  // the direct path's M^-1 Rn and right-hand sides
+  RowMat Xc_, FJ_;  // the NCP map path's explicit rows and Fc MJt^T
   Eigen::VectorXd e_;
   std::vector<int64_t> cols_, posC_, xcols_;
   RowMat Rn_, outN_;
