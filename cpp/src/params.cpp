@@ -333,8 +333,10 @@ class ParameterPlan {
     } else if (st->ncp || st->relaxed) {
       PROF_SCOPE("p.ncp_relaxed");
       if (impulses) dlam.setZero();
-      if (st->ncp && ncp_map(*st, nv, npar, geo)) {
+      if (st->ncp && use_map(st->ncp_factor->E.rows(), nv, npar, geo)) {
         ncp_map_columns(M, K, world, *st, Minv, v_next, dt, geo, impulses, dlam);
+      } else if (st->relaxed && st->relaxed_factor && use_map(st->relaxed_factor->E.rows(), nv, npar, geo)) {
+        relaxed_map_columns(M, K, world, *st, Minv, v_next, dt, geo, impulses, dlam);
       } else {
         free_columns(M, K, world, *st, Minv, v_next, dt, geo);
         if (st->ncp)
@@ -636,8 +638,8 @@ class ParameterPlan {
       dv_ = Gd_;
       return;
     }
-    RowMat E, Fc, Fphi;
-    relaxed::linearization(prob, sol, E, Fc, Fphi);
+    const RelaxedFactor& f = *st.relaxed_factor;  // the linearization (made once per state)
+    const RowMat &E = f.E, &Fc = f.Fc, &Fphi = f.Fphi;
     RowMat explicit_ = RowMat::Zero(k, npar);  // F_phi dphi + dF[keep]
     bool any = false;
     if (geo) {
@@ -648,18 +650,8 @@ class ParameterPlan {
       explicit_.noalias() += Fphi * dphi;
       any = true;
     }
-    if (friction_ >= 0) {
-      Eigen::VectorXd dF = Eigen::VectorXd::Zero(m);
-      const int64_t nrows = prob.b.size();
-      for (int64_t i = 0; i < nrows; ++i) {  // friction_blocks: a block's first row, with friction
-        if (prob.kind[i] != relaxed::FRICTION || prob.block_start[i] != i || !(prob.mu[i] > 0)) continue;
-        const int64_t s0 = prob.block_start[i], sz = prob.block_size[i], n = prob.normal_of[i];
-        if (n >= mc || !(sol.lam[n] > 0.0)) continue;
-        const double s = prob.mu[i] * sol.lam[n];
-        const double D2 = s * s - sol.lam.segment(s0, sz).squaredNorm();
-        for (int64_t j = 0; j < sz; ++j) dF[s0 + j] = -4.0 * prob.kappa * sol.lam[s0 + j] * s * sol.lam[n] / (D2 * D2);
-      }
-      for (int64_t a = 0; a < k; ++a) explicit_(a, friction_) += dF[sol.keep[a]];
+    if (relaxed_friction(st, e_)) {
+      for (int64_t a = 0; a < k; ++a) explicit_(a, friction_) += e_[sol.keep[a]];
       any = true;
     }
     // the explicit terms ride on the distance slot as in _implicit: F_phi' the selection of the rows keep, dphi'
@@ -671,12 +663,6 @@ class ParameterPlan {
     if (impulses) dlam += lambda_jacobian(E, Fc, sel, Bd_, full, true, RowMat(0, 0), sol.keep, false);
   }
 
-  // An NCP state's columns (dynamics/parameters.py _reference_jacobian with NCPAdapter.linearize): G = M^-1 Rn,
-  // dc = J G plus the placements' fixed-impulse terms on the contact rows (_add_placement_contact_terms), friction's
-  // explicit residual derivative dF on the sliding and saturated groups (_friction_terms), then the mode equations
-  // E dz = -(Fc dc + dF[act]) (ncp::linearization at the solution, least squares), dv = G + MJt[:, act] dz
-  // (implicit_velocity: the state Jacobians' compiled piece) and, when asked, dlambda[act] = dz.
-  // After free_columns (Gd_, Bd_); dlam zeroed when asked.
   // The NCP's friction term (one coefficient: the plan's column): a sliding group's tangential residual moves by
   // lambda_n c_t / |c_t| per unit mu (none when it does not slip: within the slip tolerance of _friction_terms),
   // a saturated one's by -lambda_n dir; into dF (m,), false when there is none.
@@ -705,30 +691,30 @@ class ParameterPlan {
     return any_f;
   }
 
-  // Many columns under NCP: through the map of every dof rather than column by column (as the LCP's map path).
-  // E dz = -(Fc dc + X_e), dc = J M^-1 Rn + X_c (X_c: the placements' fixed-impulse rows, X_e: friction on the rows
-  // act), so with S = E^+ (the state's NcpFactor) and L = S Fc J M^-1 = S Fc MJt^T (k, nv):
-  //   dz = -L Rn + S(-(Fc X_c + X_e)),  dv = (M^-1 - W L) Rn + W S(-(Fc X_c + X_e))  (W = MJt[:, act])
-  // per column nv^2 (through columns_product) instead of solving with every column; the explicit terms only on
+  // Many columns under NCP or relaxed contact: through the map of every dof rather than column by column (as the
+  // LCP's map path). E dz = -(Fc dc + X_e), dc = J M^-1 Rn + X_c (X_c: the placements' fixed-impulse rows; X_e: the
+  // model's explicit terms on the rows of dz: friction, the relaxed model's distance term), so with S = E^+ (the
+  // state's factor) and L = S Fc J M^-1 = S Fc MJt^T (k, nv):
+  //   dz = -L Rn + S(-(Fc X_c + X_e)),  dv = (M^-1 - W L) Rn + W S(-(Fc X_c + X_e))  (W = MJt[:, unknowns])
+  // per column nv^2 (through columns_product) instead of a solve with every column; the explicit terms only on
   // their own columns. Worth it when the columns outnumber the dofs.
-  bool ncp_map(const StepStateView& st, int64_t nv, int64_t npar, bool geo) const {
+  bool use_map(int64_t k, int64_t nv, int64_t npar, bool geo) const {
     const int64_t nX = (geo ? nF_ : 0) + (friction_ >= 0 ? 1 : 0);
-    return st.ncp_factor != nullptr && st.ncp_factor->E.rows() > 0 && npar > nv + nX;
+    return k > 0 && npar > nv + nX;
   }
 
-  void ncp_map_columns(const pinocchio::Model& M, const pinocchio::Data& D, bool world, const StepStateView& st,
-                       const RowMat& Minv, const Eigen::VectorXd& v_next, double dt, bool geo, bool impulses,
-                       RowMat& dlam) {
-    const NcpFactor& f = *st.ncp_factor;
-    const IdxVec& act = f.act;
-    const int64_t nv = M.nv, k = act.size(), mc = st.m_contact, m = st.J.rows();
+  // ``solve(B, X)``: X = S B; ``explicit_terms(x)``: adds X_e to x (k, nX) on the explicit columns (the nF
+  // placement columns first when geo, then friction's when ``any_f``).
+  template <class Solve, class Explicit>
+  void map_columns(const pinocchio::Model& M, const pinocchio::Data& D, bool world, const StepStateView& st,
+                   const RowMat& Minv, const Eigen::VectorXd& v_next, double dt, bool geo, bool any_f, bool impulses,
+                   RowMat& dlam, const RowMat& Fc, const IdxVec& unknowns, Solve solve, Explicit explicit_terms) {
+    const int64_t nv = M.nv, k = unknowns.size(), mc = st.m_contact, m = st.J.rows();
     W_.resize(nv, k);
-    for (int64_t a = 0; a < k; ++a) W_.col(a) = st.MJt.col(act[a]);
-    // the explicit columns: the placements' (in contact) and friction's
+    for (int64_t a = 0; a < k; ++a) W_.col(a) = st.MJt.col(unknowns[a]);
     cols_.clear();
     if (geo)
       for (int64_t c = 0; c < nF_; ++c) cols_.push_back(pk_[c]);
-    const bool any_f = ncp_friction(st, e_);
     if (any_f) cols_.push_back(friction_);
     const int64_t nX = cols_.size();
     x_.setZero(k, nX);  // Fc X_c + X_e on the explicit columns
@@ -739,13 +725,12 @@ class ParameterPlan {
       for (int64_t row = 0; row < mc; ++row) add_velocity_row(Xc_, row, row, 1.0, same);
       for (int64_t a = 0; a < st.normal_rows.size(); ++a)
         if (st.normal_rows[a] < mc) add_distance_row(Xc_, st.normal_rows[a], st.normal_rows[a], st.bias_slope[a] / dt, same);
-      x_.leftCols(nF_).noalias() = f.Fc * Xc_;
+      x_.leftCols(nF_).noalias() = Fc * Xc_;
     }
-    if (any_f)
-      for (int64_t a = 0; a < k; ++a) x_(a, nX - 1) += e_[act[a]];
+    explicit_terms(x_);
     // L = S Fc MJt^T, the transposed operator Sp = [M^-1 - L^T W^T, -L^T] and its columns
-    FJ_.noalias() = f.Fc * st.MJt.transpose();
-    lstsq_apply(f.ls, FJ_, LX_);
+    FJ_.noalias() = Fc * st.MJt.transpose();
+    solve(FJ_, LX_);
     Sp_.resize(nv, nv + (impulses ? k : 0));
     Sp_.leftCols(nv) = Minv;
     Sp_.leftCols(nv).noalias() -= LX_.transpose() * W_.transpose();
@@ -755,7 +740,7 @@ class ParameterPlan {
     if (impulses) dz_ = outT_.rightCols(k).transpose();
     if (nX > 0) {  // dz += S(-x), dv += W S(-x) on the explicit columns
       x_ = -x_;
-      lstsq_apply(f.ls, x_, dvx_);
+      solve(x_, dvx_);
       const RowMat Wz = W_ * dvx_;
       for (int64_t c = 0; c < nX; ++c) {
         dv_.col(cols_[c]) += Wz.col(c);
@@ -763,9 +748,71 @@ class ParameterPlan {
       }
     }
     if (impulses)
-      for (int64_t a = 0; a < k; ++a) dlam.row(act[a]) += dz_.row(a);
+      for (int64_t a = 0; a < k; ++a) dlam.row(unknowns[a]) += dz_.row(a);
   }
 
+  // The relaxed model's friction term: d(residual)/dmu on each friction block's rows (_friction_terms' relaxed
+  // form, -4 kappa lam_t s lam_n / D^2 with s = mu lam_n, D = s^2 - |lam_t|^2) into dF (m,); false when none.
+  bool relaxed_friction(const StepStateView& st, Eigen::VectorXd& dF) const {
+    const relaxed::Problem& prob = st.relaxed->problem;
+    const relaxed::Solution& sol = st.relaxed->solution;
+    const int64_t m = st.J.rows(), mc = st.m_contact;
+    dF.setZero(m);
+    if (friction_ < 0) return false;
+    const int64_t nrows = prob.b.size();
+    for (int64_t i = 0; i < nrows; ++i) {  // friction_blocks: a block's first row, with friction
+      if (prob.kind[i] != relaxed::FRICTION || prob.block_start[i] != i || !(prob.mu[i] > 0)) continue;
+      const int64_t s0 = prob.block_start[i], sz = prob.block_size[i], n = prob.normal_of[i];
+      if (n >= mc || !(sol.lam[n] > 0.0)) continue;
+      const double s = prob.mu[i] * sol.lam[n];
+      const double D2 = s * s - sol.lam.segment(s0, sz).squaredNorm();
+      for (int64_t j = 0; j < sz; ++j) dF[s0 + j] = -4.0 * prob.kappa * sol.lam[s0 + j] * s * sol.lam[n] / (D2 * D2);
+    }
+    return true;
+  }
+
+  void relaxed_map_columns(const pinocchio::Model& M, const pinocchio::Data& D, bool world, const StepStateView& st,
+                           const RowMat& Minv, const Eigen::VectorXd& v_next, double dt, bool geo, bool impulses,
+                           RowMat& dlam) {
+    const RelaxedFactor& f = *st.relaxed_factor;
+    const RowMat& Einv = f.inverse();
+    const IdxVec& keep = st.relaxed->solution.keep;
+    const bool any_f = relaxed_friction(st, e_);
+    const int64_t mc = st.m_contact, m = st.J.rows();
+    map_columns(M, D, world, st, Minv, v_next, dt, geo, any_f, impulses, dlam, f.Fc, keep,
+                [&](const RowMat& B, RowMat& X) { X.noalias() = Einv * B; },
+                [&](RowMat& x) {
+                  if (geo) {  // F_phi dphi: the placements' distance rows (unscaled: the model's own phi term)
+                    Xc_.setZero(m, nF_);
+                    const auto same = [](int64_t c) { return c; };
+                    for (int64_t a = 0; a < st.normal_rows.size(); ++a)
+                      if (st.normal_rows[a] < mc) add_distance_row(Xc_, st.normal_rows[a], st.normal_rows[a], 1.0, same);
+                    x.leftCols(nF_).noalias() += f.Fphi * Xc_;
+                  }
+                  if (any_f)
+                    for (int64_t a = 0; a < keep.size(); ++a) x(a, x.cols() - 1) += e_[keep[a]];
+                });
+  }
+
+  void ncp_map_columns(const pinocchio::Model& M, const pinocchio::Data& D, bool world, const StepStateView& st,
+                       const RowMat& Minv, const Eigen::VectorXd& v_next, double dt, bool geo, bool impulses,
+                       RowMat& dlam) {
+    const NcpFactor& f = *st.ncp_factor;
+    const bool any_f = ncp_friction(st, e_);
+    map_columns(M, D, world, st, Minv, v_next, dt, geo, any_f, impulses, dlam, f.Fc, f.act,
+                [&](const RowMat& B, RowMat& X) { lstsq_apply(f.ls, B, X); },
+                [&](RowMat& x) {
+                  if (any_f)
+                    for (int64_t a = 0; a < f.act.size(); ++a) x(a, x.cols() - 1) += e_[f.act[a]];
+                });
+  }
+
+  // An NCP state's columns (dynamics/parameters.py _reference_jacobian with NCPAdapter.linearize): G = M^-1 Rn,
+  // dc = J G plus the placements' fixed-impulse terms on the contact rows (_add_placement_contact_terms), friction's
+  // explicit residual derivative dF on the sliding and saturated groups (_friction_terms), then the mode equations
+  // E dz = -(Fc dc + dF[act]) (ncp::linearization at the solution, least squares), dv = G + MJt[:, act] dz
+  // (implicit_velocity: the state Jacobians' compiled piece) and, when asked, dlambda[act] = dz.
+  // After free_columns (Gd_, Bd_); dlam zeroed when asked.
   void ncp_columns(const StepStateView& st, bool impulses, RowMat& dlam) {
     const bool any_f = ncp_friction(st, e_);
     const NcpFactor& f = *st.ncp_factor;  // the mode equations and E's factor: the state Jacobians'

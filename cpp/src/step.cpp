@@ -53,6 +53,7 @@ struct StepState {
   Correction correction;
   mutable std::shared_ptr<const ReducedFactor> factor;  // reduced_factor(): made on the first Jacobian
   mutable std::shared_ptr<const NcpFactor> ncp_factor;  // ncp_factor(): likewise, for an NCP state
+  mutable std::shared_ptr<const RelaxedFactor> relaxed_factor;  // relaxed_factor(): for a relaxed state
   std::shared_ptr<const ncp::State> ncp;  // NCP contact (FusedLCP ncp=True): its problem and solution (ncp.cpp)
   std::shared_ptr<const relaxed::State> relaxed;  // relaxed contact (FusedLCP kappa > 0): relaxed.cpp
   int64_t m_contact() const { return nc * r; }
@@ -72,6 +73,16 @@ const NcpFactor& ncp_factor(const StepState& st) {
     st.ncp_factor = std::move(f);
   }
   return *st.ncp_factor;
+}
+
+// The relaxed state's RelaxedFactor (st.relaxed set), made and kept on the first call.
+const RelaxedFactor& relaxed_factor(const StepState& st) {
+  if (!st.relaxed_factor) {
+    auto f = std::make_shared<RelaxedFactor>();
+    relaxed::linearization(st.relaxed->problem, st.relaxed->solution, f->E, f->Fc, f->Fphi);
+    st.relaxed_factor = std::move(f);
+  }
+  return *st.relaxed_factor;
 }
 
 const ReducedFactor& reduced_factor(const StepState& st) {
@@ -717,7 +728,8 @@ StepStateView step_state_view(nb::handle state) {
           st.ncp || st.relaxed ? none : reduced_factor(st), st.contacts, st.nc,
           st.r,         st.normal_rows, st.bias_slope,
           st.has_correction ? &st.correction : nullptr, st.deep_rows,
-          st.nc ? &st.geo : nullptr, st.ncp.get(), st.relaxed.get(), st.ncp ? &ncp_factor(st) : nullptr};
+          st.nc ? &st.geo : nullptr, st.ncp.get(), st.relaxed.get(), st.ncp ? &ncp_factor(st) : nullptr,
+          st.relaxed && st.relaxed->solution.keep.size() ? &relaxed_factor(st) : nullptr};
 }
 
 const Eigen::VectorXd* step_state_correction(nb::handle state) {

@@ -47,6 +47,20 @@ struct NcpFactor {
   LstsqFactor ls;
 };
 
+// A relaxed state's linearization at its solution (relaxed::linearization: E dz = -(Fc dc + Fphi dphi) on the
+// unknowns keep, E regular), made once per state, and E^-1 (solve on the identity), made by inverse() when the
+// parameter Jacobians' map path first asks (params.cpp map_columns; a few columns solve with E directly).
+struct RelaxedFactor {
+  RowMat E, Fc, Fphi;
+  const RowMat& inverse() const {
+    if (Einv.rows() != E.rows()) Einv = solve(E, RowMat::Identity(E.rows(), E.rows()));
+    return Einv;
+  }
+
+ private:
+  mutable RowMat Einv;
+};
+
 // What the parameter Jacobians (params.cpp) read of a StepState, by reference (valid while the state
 // lives): J, M^-1, M^-1 J^T, the LCP and its solution, and the contact rows' count (nc r).
 struct StepStateView {
@@ -75,6 +89,7 @@ struct StepStateView {
   // and factor above as for the NCP)
   const relaxed::State* relaxed = nullptr;
   const NcpFactor* ncp_factor = nullptr;  // the NCP's (made now when the state has none yet)
+  const RelaxedFactor* relaxed_factor = nullptr;  // the relaxed model's (likewise)
 };
 // The view of ``state`` (a StepState of LCP, NCP or relaxed contact; throws nanobind's cast error otherwise).
 StepStateView step_state_view(nb::handle state);
