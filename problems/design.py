@@ -26,7 +26,8 @@ seed=s)``, 2 shared cores, one run each; ``python -m app solve catapult-design -
 - (2.6, 1.6) seed 0: fixed 0.324 m; the corners 0.062 (0.33, 0.33), 0.30, 0.47, 2.17 m; the polish from (0.33,
   0.33) took it to 4.0e-6 m (lengths (0.326, 0.326)), CONVERGED, 121 s;
 - (3.7, 0.8) seed 1: fixed 0.794 m; co-design 8.2e-5 m; (2.7, 1.4) seed 2: fixed 4.8 cm, co-design 1.9e-5 m;
-- not reached: (3.3, 0.0) seed 0: fixed 0.847 m, co-design 0.115 m; (3.5, 1.5) seed 0: 0.873 m and 1.39 cm;
+- not reached: (3.3, 0.0) seed 0: fixed 0.847 m, co-design 0.115 m; (3.5, 1.5) seed 0: 0.873 m and 1.39 cm
+  (2.28 cm on 2026-11-27 08:13; a polish on relaxed contact from there ended at 0.16 m);
   (3.3, 2.0) seed 1: 1.01 and 0.272 m (the longest design's search stalls there); upward targets 3 m out,
   (2.2, 2.2): 0.510 and 0.296 m, (1.5, 2.6): 0.702 and 0.667 m: the damped family throws low and far, not high.
 
