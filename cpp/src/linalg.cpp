@@ -44,10 +44,7 @@ void lstsq_factor(const CRowRef& A, double rcond, LstsqFactor& f) {
 }
 
 void lstsq_pinv(LstsqFactor& f) {
-  f.pinv.resize(f.cols, f.rows);
-  RowMat X;
-  lstsq_apply(f, RowMat::Identity(f.rows, f.rows), X);
-  f.pinv = X;
+  lstsq_apply(f, RowMat::Identity(f.rows, f.rows), f.pinv);  // has_pinv false: the factor's own solve
   f.has_pinv = true;
 }
 

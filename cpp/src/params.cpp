@@ -219,9 +219,6 @@ class ParameterPlan {
     dYJ_.resize(6, nv);
   }
 
-  int64_t npar() const { return body_.size(); }
-  int64_t nv() const { return M_->nv; }
-
   // (Fp (ndx, npar), dlambda (m, npar) or None): compute_into on new arrays.
   nb::tuple compute(nb::handle state, const Eigen::VectorXd& q, const Eigen::VectorXd& v, const Eigen::VectorXd& tau,
                     const Eigen::VectorXd& v_next, double dt, bool impulses) {

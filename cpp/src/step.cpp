@@ -59,7 +59,6 @@ struct StepState {
   int64_t m_contact() const { return nc * r; }
 };
 
-// The state's ReducedFactor, made and kept on the first call.
 // The NCP state's NcpFactor (st.ncp set), made and kept on the first call.
 const NcpFactor& ncp_factor(const StepState& st) {
   if (!st.ncp_factor) {
@@ -85,6 +84,7 @@ const RelaxedFactor& relaxed_factor(const StepState& st) {
   return *st.relaxed_factor;
 }
 
+// The state's ReducedFactor, made and kept on the first call.
 const ReducedFactor& reduced_factor(const StepState& st) {
   if (!st.factor) {
     auto f = std::make_shared<ReducedFactor>();
@@ -634,8 +634,8 @@ class FusedLCP {
       dv_du = G.rightCols(nu);
       return;
     }
-    RowMat E, Fc, Fphi;
-    relaxed::linearization(s.problem, s.solution, E, Fc, Fphi);
+    const RelaxedFactor& f = relaxed_factor(st);  // the linearization, kept for the parameter Jacobians
+    const RowMat &E = f.E, &Fc = f.Fc, &Fphi = f.Fphi;
     const int64_t mc = st.m_contact(), m = st.J.rows();
     dJv_.resize(mc, nv);
     if (mc) velocity_derivative(st.geo.J6A, st.geo.J6B, st.geo.D, st.geo.dD, st.geo.dp, points(st), v_next, mask_, dJv_);
