@@ -475,7 +475,6 @@ class _Workspace:
         self.augmented = {}
         self.chains = {}
         self.plans = {}
-        self.plan_of = {}
 
     def chain(self, sim, blocks):
         """``d pi / d p`` (10 (njoints - 1), npar) of every body's dynamic parameters for the inertial blocks of
@@ -509,9 +508,6 @@ class _Workspace:
         """The compiled core's ``ParameterPlan`` of ``blocks`` (``cpp/src/params.cpp``), made once per parameter
         list: the chain of the inertial columns and the placements' joints and offsets (the core computes the
         placement columns on the system's own model; the augmented model is the Python reference's)."""
-        hit = self.plan_of.get(id(blocks))  # (blocks, plan) of these very Blocks (resolve's cached ones): no key hashed
-        if hit is not None and hit[0] is blocks:
-            return hit[1]
         p = self.plans.get(blocks.key)
         if p is None:
             body, dpi = self.compact_chain(sim, blocks)
@@ -522,7 +518,6 @@ class _Workspace:
                 sim._step_model, sim.model, self.data, self.model0, self.data0, body, dpi, blocks.friction,
                 sim._euclidean, 0.0 if cm is None else float(cm.erp), pjoint, poffset,
                 bool(cm is not None and cm.kin.planar))
-        self.plan_of[id(blocks)] = (blocks, p)
         return p
 
     def aug(self, sim, joints) -> _Augmented:

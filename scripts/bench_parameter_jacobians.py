@@ -15,19 +15,12 @@ import numpy as np
 
 import problems
 from problems.design import design_parameters
-from trajopt.bench import bench_state, time_call
+from trajopt.bench import bench_state, time_step_derivatives
 
 
 def ratios(dyn, x, u, names, min_time=0.2):
-    def stepped():  # kept: the first Jacobians right after an (untimed) step on the workspace, as trajopt bench
-        d = dyn.create_data()
-        dyn.step(x, u, data=d)
-        return d
-
-    t0f = time_call(lambda: dyn.step_derivatives(x, u, data=dyn.create_data()), min_time=min_time)
-    t0k = time_call(lambda d: dyn.step_derivatives(x, u, data=d), min_time=min_time, setup=stepped)
-    t1f = time_call(lambda: dyn.step_derivatives(x, u, data=dyn.create_data(), params=names), min_time=min_time)
-    t1k = time_call(lambda d: dyn.step_derivatives(x, u, data=d, params=names), min_time=min_time, setup=stepped)
+    t0f, t0k, t1f, t1k = (time_step_derivatives(dyn, x, u, setting, min_time=min_time, **kw)
+                          for kw in ({}, {"params": names}) for setting in ("fresh", "kept"))
     return t1f / t0f, t1k / t0k, int(dyn.parameter_size(names)), t0k * 1e6
 
 

@@ -236,6 +236,23 @@ PARAMETER_KINDS = {"friction": lambda n: n == "friction",
                    "all": lambda n: True}
 
 
+def time_step_derivatives(dyn, x, u, setting: str, *, min_time: float = 0.1, **kwargs) -> float:
+    """Seconds per ``dyn.step_derivatives(x, u, **kwargs)``: ``"fresh"`` on a new workspace per call (the contact
+    solve included), ``"kept"`` on a new workspace that has just taken ``step(x, u)`` (untimed), whose solve the
+    Jacobians reuse as a solver's backward pass does after its rollout."""
+    if setting == "fresh":
+        return time_call(lambda: dyn.step_derivatives(x, u, data=dyn.create_data(), **kwargs), min_time=min_time)
+    if setting != "kept":
+        raise ValueError(f"setting must be 'fresh' or 'kept', got {setting!r}")
+
+    def stepped():
+        d = dyn.create_data()
+        dyn.step(x, u, data=d)
+        return d
+
+    return time_call(lambda d: dyn.step_derivatives(x, u, data=d, **kwargs), min_time=min_time, setup=stepped)
+
+
 def bench_parameters(dyn, x, u, *, min_time: float = 0.1) -> dict:
     """The cost of the parameter Jacobians ``Fp`` next to the state Jacobians, at ``(x, u)`` (issue 14's
     target: at most 1.5x). Times ``step_derivatives(x, u)`` and ``step_derivatives(x, u, params=names)`` for
@@ -253,15 +270,8 @@ def bench_parameters(dyn, x, u, *, min_time: float = 0.1) -> dict:
         return {}
     out = {}
 
-    def stepped():
-        d = dyn.create_data()
-        dyn.step(x, u, data=d)
-        return d
-
     def timed(setting, **kw):
-        if setting == "fresh":
-            return time_call(lambda: dyn.step_derivatives(x, u, data=dyn.create_data(), **kw), min_time=min_time)
-        return time_call(lambda d: dyn.step_derivatives(x, u, data=d, **kw), min_time=min_time, setup=stepped)
+        return time_step_derivatives(dyn, x, u, setting, min_time=min_time, **kw)
 
     base = {"fresh": timed("fresh"), "kept": timed("kept")}
     out["state_jacobians_ms"] = 1e3 * base["fresh"]
