@@ -2,8 +2,8 @@
 // docstring has the mathematics) in one call, for a step without contact or with the fused step's LCP, NCP or
 // relaxed contact state (a StepState): the same operations in the same order as the Python path, which stays the
 // reference (and serves the other contact states: the Python path's, per-pair coefficients, restitution). The LCP's
-// solve is below; the NCP's (its mode equations by ncp::linearization) is ParameterPlan::ncp_columns, the relaxed
-// model's (E = K) ParameterPlan::relaxed_columns.
+// solve is below; the NCP's (its mode equations by ncp::linearization) and the relaxed model's (E = K) are
+// ParameterPlan::model_columns.
 //
 //   tau_total = tau + J^T lambda / dt,  a = M^-1 (tau_total - nle(q, v))  (the step's model: pin.aba's a)
 //   R = Y(q, v, a) dpi/dp (+ R_extra)                                       (regressor, one 10-block per column)
@@ -46,14 +46,6 @@ namespace {
 // dynamics/parameters.py SLIP_TOL's threshold for the problem's b: a tangential velocity below it is no slip
 double slip_tolerance(const Eigen::VectorXd& b) {
   return 1e-10 * std::max(1.0, b.size() ? b.cwiseAbs().maxCoeff() : 0.0);
-}
-
-// (rows.size(), m): row a selects row rows[a] (how _implicit puts explicit residual terms on the distance slot)
-template <class Rows>
-RowMat selection(const Rows& rows, int64_t m) {
-  RowMat S = RowMat::Zero(rows.size(), m);
-  for (Eigen::Index a = 0; a < rows.size(); ++a) S(a, rows[a]) = 1.0;
-  return S;
 }
 
 std::string shape(int64_t r, int64_t c) { return "(" + std::to_string(r) + ", " + std::to_string(c) + ")"; }
@@ -330,17 +322,7 @@ class ParameterPlan {
     } else if (st->ncp || st->relaxed) {
       PROF_SCOPE("p.ncp_relaxed");
       if (impulses) dlam.setZero();
-      if (st->ncp && use_map(st->ncp_factor->E.rows(), nv, npar, geo)) {
-        ncp_map_columns(M, K, world, *st, Minv, v_next, dt, geo, impulses, dlam);
-      } else if (st->relaxed && st->relaxed_factor && use_map(st->relaxed_factor->E.rows(), nv, npar, geo)) {
-        relaxed_map_columns(M, K, world, *st, Minv, v_next, dt, geo, impulses, dlam);
-      } else {
-        free_columns(M, K, world, *st, Minv, v_next, dt, geo);
-        if (st->ncp)
-          ncp_columns(*st, impulses, dlam);
-        else
-          relaxed_columns(*st, geo, impulses, dlam);
-      }
+      model_columns(M, K, world, *st, Minv, v_next, dt, geo, impulses, dlam);
     } else {
       PROF_SCOPE("p.contact");
       const lcp::Problem& prob = st->problem;
@@ -590,22 +572,6 @@ class ParameterPlan {
     }
   }
 
-  // Gd_ = G = M^-1 Rn (the free velocity's columns) and Bd_ = dc = J G plus the placements' fixed-impulse terms on
-  // the contact rows (_add_placement_contact_terms): what the NCP's and the relaxed model's solves take.
-  void free_columns(const pinocchio::Model& M, const pinocchio::Data& D, bool world, const StepStateView& st,
-                    const RowMat& Minv, const Eigen::VectorXd& v_next, double dt, bool geo) {
-    const int64_t mc = st.m_contact;
-    columns_product(M, D, world, Minv, dt, outT_);
-    Gd_ = outT_.transpose();
-    Bd_.noalias() = st.J * Gd_;
-    if (!geo) return;
-    velocity_(v_next);
-    const auto col = [this](int64_t c) { return pk_[c]; };
-    for (int64_t row = 0; row < mc; ++row) add_velocity_row(Bd_, row, row, 1.0, col);
-    for (int64_t a = 0; a < st.normal_rows.size(); ++a)
-      if (st.normal_rows[a] < mc) add_distance_row(Bd_, st.normal_rows[a], st.normal_rows[a], st.bias_slope[a] / dt, col);
-  }
-
   // out(out_row, col(c)) += scale * dJv_(row, c) over the F columns c (after velocity_: d(J w)/ddelta's row ``row``)
   template <class Col>
   void add_velocity_row(RowMat& out, int64_t out_row, int64_t row, double scale, Col col) const {
@@ -621,43 +587,19 @@ class ParameterPlan {
         for (int e = 0; e < 6; ++e) out(out_row, col(6 * b + e)) += scale * fgeo_.J(row, 6 * cb_[b] + e);
   }
 
-  // A relaxed state's columns (_reference_jacobian with RelaxedAdapter.linearize: E = K, regular, unknowns = keep):
-  // dc as for the NCP; the residual reads the distances, so the placements move it through F_phi dphi (dphi/ddelta =
-  // the F columns of J's contact normal rows); friction through its blocks' barrier, dR_i/dmu = -4 kappa lam_i s
-  // lam_n / D^2 (s = mu lam_n, D = s^2 - |lam_T|^2; _friction_terms). E dz = -(Fc dc + F_phi dphi + dF[keep]).
-  // After free_columns (Gd_, Bd_); dlam zeroed when asked.
-  void relaxed_columns(const StepStateView& st, bool geo, bool impulses, RowMat& dlam) {
-    const int64_t npar = body_.size(), m = st.J.rows(), mc = st.m_contact;
-    const relaxed::Problem& prob = st.relaxed->problem;
-    const relaxed::Solution& sol = st.relaxed->solution;
-    const int64_t k = sol.keep.size();
-    if (k == 0) {
-      dv_ = Gd_;
-      return;
-    }
-    const RelaxedFactor& f = *st.relaxed_factor;  // the linearization (made once per state)
-    const RowMat &E = f.E, &Fc = f.Fc, &Fphi = f.Fphi;
-    RowMat explicit_ = RowMat::Zero(k, npar);  // F_phi dphi + dF[keep]
-    bool any = false;
-    if (geo) {
-      RowMat dphi = RowMat::Zero(m, npar);
-      const auto col = [this](int64_t c) { return pk_[c]; };
-      for (int64_t a = 0; a < st.normal_rows.size(); ++a)
-        if (st.normal_rows[a] < mc) add_distance_row(dphi, st.normal_rows[a], st.normal_rows[a], 1.0, col);
-      explicit_.noalias() += Fphi * dphi;
-      any = true;
-    }
-    if (relaxed_friction(st, e_)) {
-      for (int64_t a = 0; a < k; ++a) explicit_(a, friction_) += e_[sol.keep[a]];
-      any = true;
-    }
-    // the explicit terms ride on the distance slot as in _implicit: F_phi' the selection of the rows keep, dphi'
-    // (m, npar) holding them on those rows
-    RowMat sel = any ? selection(sol.keep, m) : RowMat(0, m), full = RowMat::Zero(any ? m : 0, npar);
-    if (any)
-      for (int64_t a = 0; a < k; ++a) full.row(sol.keep[a]) = explicit_.row(a);
-    dv_ = implicit_velocity(E, Fc, sel, Bd_, full, true, RowMat(0, 0), sol.keep, st.MJt, Gd_, false);
-    if (impulses) dlam += lambda_jacobian(E, Fc, sel, Bd_, full, true, RowMat(0, 0), sol.keep, false);
+  // scale(a) * dphi/ddelta on the contact normal rows (normal_rows[a] < mc) into out's columns col(c)
+  template <class Scale, class Col>
+  void add_normal_rows(RowMat& out, const StepStateView& st, Scale scale, Col col) const {
+    for (int64_t a = 0; a < st.normal_rows.size(); ++a)
+      if (st.normal_rows[a] < st.m_contact) add_distance_row(out, st.normal_rows[a], st.normal_rows[a], scale(a), col);
+  }
+
+  // The placements' fixed-impulse terms of dc (_add_placement_contact_terms, after velocity_): d(J v+)/ddelta on the
+  // contact rows and slope / dt dphi/ddelta on the normal rows, into out's columns col(c)
+  template <class Col>
+  void add_fixed_impulse_rows(RowMat& out, const StepStateView& st, double dt, Col col) const {
+    for (int64_t row = 0; row < st.m_contact; ++row) add_velocity_row(out, row, row, 1.0, col);
+    add_normal_rows(out, st, [&](int64_t a) { return st.bias_slope[a] / dt; }, col);
   }
 
   // The NCP's friction term (one coefficient: the plan's column): a sliding group's tangential residual moves by
@@ -688,66 +630,6 @@ class ParameterPlan {
     return any_f;
   }
 
-  // Many columns under NCP or relaxed contact: through the map of every dof rather than column by column (as the
-  // LCP's map path). E dz = -(Fc dc + X_e), dc = J M^-1 Rn + X_c (X_c: the placements' fixed-impulse rows; X_e: the
-  // model's explicit terms on the rows of dz: friction, the relaxed model's distance term), so with S = E^+ (the
-  // state's factor) and L = S Fc J M^-1 = S Fc MJt^T (k, nv):
-  //   dz = -L Rn + S(-(Fc X_c + X_e)),  dv = (M^-1 - W L) Rn + W S(-(Fc X_c + X_e))  (W = MJt[:, unknowns])
-  // per column nv^2 (through columns_product) instead of a solve with every column; the explicit terms only on
-  // their own columns. Worth it when the columns outnumber the dofs.
-  bool use_map(int64_t k, int64_t nv, int64_t npar, bool geo) const {
-    const int64_t nX = (geo ? nF_ : 0) + (friction_ >= 0 ? 1 : 0);
-    return k > 0 && npar > nv + nX;
-  }
-
-  // ``solve(B, X)``: X = S B; ``explicit_terms(x)``: adds X_e to x (k, nX) on the explicit columns (the nF
-  // placement columns first when geo, then friction's when ``any_f``).
-  template <class Solve, class Explicit>
-  void map_columns(const pinocchio::Model& M, const pinocchio::Data& D, bool world, const StepStateView& st,
-                   const RowMat& Minv, const Eigen::VectorXd& v_next, double dt, bool geo, bool any_f, bool impulses,
-                   RowMat& dlam, const RowMat& Fc, const IdxVec& unknowns, Solve solve, Explicit explicit_terms) {
-    const int64_t nv = M.nv, k = unknowns.size(), mc = st.m_contact, m = st.J.rows();
-    W_.resize(nv, k);
-    for (int64_t a = 0; a < k; ++a) W_.col(a) = st.MJt.col(unknowns[a]);
-    cols_.clear();
-    if (geo)
-      for (int64_t c = 0; c < nF_; ++c) cols_.push_back(pk_[c]);
-    if (any_f) cols_.push_back(friction_);
-    const int64_t nX = cols_.size();
-    x_.setZero(k, nX);  // Fc X_c + X_e on the explicit columns
-    if (geo) {
-      velocity_(v_next);
-      Xc_.setZero(m, nF_);
-      const auto same = [](int64_t c) { return c; };
-      for (int64_t row = 0; row < mc; ++row) add_velocity_row(Xc_, row, row, 1.0, same);
-      for (int64_t a = 0; a < st.normal_rows.size(); ++a)
-        if (st.normal_rows[a] < mc) add_distance_row(Xc_, st.normal_rows[a], st.normal_rows[a], st.bias_slope[a] / dt, same);
-      x_.leftCols(nF_).noalias() = Fc * Xc_;
-    }
-    explicit_terms(x_);
-    // L = S Fc MJt^T, the transposed operator Sp = [M^-1 - L^T W^T, -L^T] and its columns
-    FJ_.noalias() = Fc * st.MJt.transpose();
-    solve(FJ_, LX_);
-    Sp_.resize(nv, nv + (impulses ? k : 0));
-    Sp_.leftCols(nv) = Minv;
-    Sp_.leftCols(nv).noalias() -= LX_.transpose() * W_.transpose();
-    if (impulses) Sp_.rightCols(k) = -LX_.transpose();
-    columns_product(M, D, world, Sp_, dt, outT_);
-    dv_ = outT_.leftCols(nv).transpose();
-    if (impulses) dz_ = outT_.rightCols(k).transpose();
-    if (nX > 0) {  // dz += S(-x), dv += W S(-x) on the explicit columns
-      x_ = -x_;
-      solve(x_, dvx_);
-      const RowMat Wz = W_ * dvx_;
-      for (int64_t c = 0; c < nX; ++c) {
-        dv_.col(cols_[c]) += Wz.col(c);
-        if (impulses) dz_.col(cols_[c]) += dvx_.col(c);
-      }
-    }
-    if (impulses)
-      for (int64_t a = 0; a < k; ++a) dlam.row(unknowns[a]) += dz_.row(a);
-  }
-
   // The relaxed model's friction term: d(residual)/dmu on each friction block's rows (_friction_terms' relaxed
   // form, -4 kappa lam_t s lam_n / D^2 with s = mu lam_n, D = s^2 - |lam_t|^2) into dF (m,); false when none.
   bool relaxed_friction(const StepStateView& st, Eigen::VectorXd& dF) const {
@@ -768,70 +650,99 @@ class ParameterPlan {
     return true;
   }
 
-  void relaxed_map_columns(const pinocchio::Model& M, const pinocchio::Data& D, bool world, const StepStateView& st,
-                           const RowMat& Minv, const Eigen::VectorXd& v_next, double dt, bool geo, bool impulses,
-                           RowMat& dlam) {
-    const RelaxedFactor& f = *st.relaxed_factor;
-    const RowMat& Einv = f.inverse();
-    const IdxVec& keep = st.relaxed->solution.keep;
-    const bool any_f = relaxed_friction(st, e_);
-    const int64_t mc = st.m_contact, m = st.J.rows();
-    map_columns(M, D, world, st, Minv, v_next, dt, geo, any_f, impulses, dlam, f.Fc, keep,
-                [&](const RowMat& B, RowMat& X) { X.noalias() = Einv * B; },
-                [&](RowMat& x) {
-                  if (geo) {  // F_phi dphi: the placements' distance rows (unscaled: the model's own phi term)
-                    Xc_.setZero(m, nF_);
-                    const auto same = [](int64_t c) { return c; };
-                    for (int64_t a = 0; a < st.normal_rows.size(); ++a)
-                      if (st.normal_rows[a] < mc) add_distance_row(Xc_, st.normal_rows[a], st.normal_rows[a], 1.0, same);
-                    x.leftCols(nF_).noalias() += f.Fphi * Xc_;
-                  }
-                  if (any_f)
-                    for (int64_t a = 0; a < keep.size(); ++a) x(a, x.cols() - 1) += e_[keep[a]];
-                });
-  }
-
-  void ncp_map_columns(const pinocchio::Model& M, const pinocchio::Data& D, bool world, const StepStateView& st,
-                       const RowMat& Minv, const Eigen::VectorXd& v_next, double dt, bool geo, bool impulses,
-                       RowMat& dlam) {
-    const NcpFactor& f = *st.ncp_factor;
-    const bool any_f = ncp_friction(st, e_);
-    map_columns(M, D, world, st, Minv, v_next, dt, geo, any_f, impulses, dlam, f.Fc, f.act,
-                [&](const RowMat& B, RowMat& X) { lstsq_apply(f.ls, B, X); },
-                [&](RowMat& x) {
-                  if (any_f)
-                    for (int64_t a = 0; a < f.act.size(); ++a) x(a, x.cols() - 1) += e_[f.act[a]];
-                });
-  }
-
-  // An NCP state's columns (dynamics/parameters.py _reference_jacobian with NCPAdapter.linearize): G = M^-1 Rn,
-  // dc = J G plus the placements' fixed-impulse terms on the contact rows (_add_placement_contact_terms), friction's
-  // explicit residual derivative dF on the sliding and saturated groups (_friction_terms), then the mode equations
-  // E dz = -(Fc dc + dF[act]) (ncp::linearization at the solution, least squares), dv = G + MJt[:, act] dz
-  // (implicit_velocity: the state Jacobians' compiled piece) and, when asked, dlambda[act] = dz.
-  // After free_columns (Gd_, Bd_); dlam zeroed when asked.
-  void ncp_columns(const StepStateView& st, bool impulses, RowMat& dlam) {
-    const bool any_f = ncp_friction(st, e_);
-    const NcpFactor& f = *st.ncp_factor;  // the mode equations and E's factor: the state Jacobians'
-    const IdxVec& act = f.act;
-    if (f.E.rows() == 0) {
-      dv_ = Gd_;
+  // An NCP or relaxed state's columns (dynamics/parameters.py _reference_jacobian with NCPAdapter.linearize /
+  // RelaxedAdapter.linearize). The model's equations at its solution, E dz = -(Fc dc + X_e) on the unknowns (the
+  // NCP's act, least squares with the state's NcpFactor; the relaxed model's keep, E regular, its RelaxedFactor),
+  // with dc = J M^-1 Rn + X_c: X_c the placements' fixed-impulse terms on the contact rows, X_e the model's explicit
+  // terms on the rows of dz: friction (ncp_friction, relaxed_friction) and, relaxed, the placements' F_phi dphi (its
+  // residual reads the distances). Then dv = G + W dz (W = MJt[:, unknowns]) and, when asked, dlambda[unknowns] = dz
+  // (dlam zeroed before).
+  // Few columns: solved column by column. More columns than the dofs and the explicit columns: through the map of
+  // every dof, as the LCP's map path: with S = E^+ and L = S Fc J M^-1 = S Fc MJt^T (k, nv),
+  //   dz = -L Rn + S(-(Fc X_c + X_e)),  dv = (M^-1 - W L) Rn + W S(-(Fc X_c + X_e))
+  // per column nv^2 (through columns_product), the explicit terms solved on their own columns only.
+  void model_columns(const pinocchio::Model& M, const pinocchio::Data& D, bool world, const StepStateView& st,
+                     const RowMat& Minv, const Eigen::VectorXd& v_next, double dt, bool geo, bool impulses,
+                     RowMat& dlam) {
+    const int64_t nv = M.nv, npar = body_.size(), m = st.J.rows();
+    const bool ncp = st.ncp != nullptr;
+    const int64_t k = ncp ? st.ncp_factor->E.rows() : (st.relaxed_factor ? st.relaxed_factor->E.rows() : 0);
+    if (k == 0) {  // no unknowns: the free velocity's columns
+      columns_product(M, D, world, Minv, dt, outT_);
+      dv_ = outT_.transpose();
       return;
     }
-    // implicit_velocity / lambda_jacobian with that factor: dz = lstsq(E, -(Fc dc + dF[act])) (dF[act] rides on
-    // the distance slot with the selection of the active rows, as _implicit), dv = G + MJt[:, act] dz,
-    // dlambda[act] = dz
-    rhs_.noalias() = f.Fc * Bd_;
+    const RowMat& Fc = ncp ? st.ncp_factor->Fc : st.relaxed_factor->Fc;
+    const IdxVec& unknowns = ncp ? st.ncp_factor->act : st.relaxed->solution.keep;
+    const bool map = npar > nv + (geo ? nF_ : 0) + (friction_ >= 0 ? 1 : 0);
+    const auto S = [&](const RowMat& B, RowMat& X) {  // X = E^+ B
+      if (ncp)
+        lstsq_apply(st.ncp_factor->ls, B, X);
+      else if (map)
+        X.noalias() = st.relaxed_factor->inverse() * B;
+      else
+        X = solve(st.relaxed_factor->E, B);
+    };
+    const auto same = [](int64_t c) { return c; };
+    // the explicit columns (the placements' in contact, then friction's) and X_e on them
+    const bool any_f = ncp ? ncp_friction(st, e_) : relaxed_friction(st, e_);
+    cols_.clear();
+    if (geo)
+      for (int64_t c = 0; c < nF_; ++c) cols_.push_back(pk_[c]);
+    if (any_f) cols_.push_back(friction_);
+    const int64_t nX = cols_.size();
+    xe_.setZero(k, nX);
+    if (!ncp && geo) {  // F_phi dphi: the placements' distance rows (unscaled: the model's own phi term)
+      Xc_.setZero(m, nF_);
+      add_normal_rows(Xc_, st, [](int64_t) { return 1.0; }, same);
+      xe_.leftCols(nF_).noalias() = st.relaxed_factor->Fphi * Xc_;
+    }
     if (any_f)
-      for (Eigen::Index a = 0; a < act.size(); ++a) rhs_(a, friction_) += e_[act[a]];
-    rhs_ = -rhs_;
-    lstsq_apply(f.ls, rhs_, dz_);
-    W_.resize(st.MJt.rows(), act.size());
-    for (Eigen::Index a = 0; a < act.size(); ++a) W_.col(a) = st.MJt.col(act[a]);
-    dv_ = Gd_;
-    dv_.noalias() += W_ * dz_;
+      for (int64_t a = 0; a < k; ++a) xe_(a, nX - 1) = e_[unknowns[a]];
+    W_.resize(nv, k);
+    for (int64_t a = 0; a < k; ++a) W_.col(a) = st.MJt.col(unknowns[a]);
+    if (geo) velocity_(v_next);
+    if (!map) {  // column by column: dc = J G + X_c on every column, rhs = -(Fc dc + X_e)
+      columns_product(M, D, world, Minv, dt, outT_);
+      Gd_ = outT_.transpose();
+      Bd_.noalias() = st.J * Gd_;
+      if (geo) add_fixed_impulse_rows(Bd_, st, dt, [this](int64_t c) { return pk_[c]; });
+      rhs_.noalias() = Fc * Bd_;
+      for (int64_t c = 0; c < nX; ++c) rhs_.col(cols_[c]) += xe_.col(c);
+      rhs_ = -rhs_;
+      S(rhs_, dz_);
+      dv_ = Gd_;
+      dv_.noalias() += W_ * dz_;
+    } else {
+      x_.setZero(k, nX);  // Fc X_c + X_e on the explicit columns
+      if (geo) {
+        Xc_.setZero(m, nF_);
+        add_fixed_impulse_rows(Xc_, st, dt, same);
+        x_.leftCols(nF_).noalias() = Fc * Xc_;
+      }
+      x_ += xe_;
+      // L = S Fc MJt^T, the transposed operator Sp = [M^-1 - L^T W^T, -L^T] and its columns
+      FJ_.noalias() = Fc * st.MJt.transpose();
+      S(FJ_, LX_);
+      Sp_.resize(nv, nv + (impulses ? k : 0));
+      Sp_.leftCols(nv) = Minv;
+      Sp_.leftCols(nv).noalias() -= LX_.transpose() * W_.transpose();
+      if (impulses) Sp_.rightCols(k) = -LX_.transpose();
+      columns_product(M, D, world, Sp_, dt, outT_);
+      dv_ = outT_.leftCols(nv).transpose();
+      if (impulses) dz_ = outT_.rightCols(k).transpose();
+      if (nX > 0) {  // dz += S(-x), dv += W S(-x) on the explicit columns
+        x_ = -x_;
+        S(x_, dvx_);
+        const RowMat Wz = W_ * dvx_;
+        for (int64_t c = 0; c < nX; ++c) {
+          dv_.col(cols_[c]) += Wz.col(c);
+          if (impulses) dz_.col(cols_[c]) += dvx_.col(c);
+        }
+      }
+    }
     if (impulses)
-      for (Eigen::Index a = 0; a < act.size(); ++a) dlam.row(act[a]) += dz_.row(a);
+      for (int64_t a = 0; a < k; ++a) dlam.row(unknowns[a]) += dz_.row(a);
   }
 
   // The world quantities of the header comment after kinematics() on ``M``, their subtree composites, and J_F
@@ -1185,7 +1096,7 @@ class ParameterPlan {
   RowMat Minv_own_, R_, dv_, rhs_, dz_, dqp_, fd_, dJv_, Jd_, Dc_, dqc_;
   RowMat outT_, W_, Wd_, WT_, LX_, Sp_, x_, dvx_;  // compute()'s solve map and columns
   RowMat Gd_, Bd_;  // the direct path's M^-1 Rn and right-hand sides
-  RowMat Xc_, FJ_;  // the NCP map path's explicit rows and Fc MJt^T
+  RowMat Xc_, FJ_, xe_;  // model_columns' placement rows, Fc MJt^T and explicit terms X_e
   Eigen::VectorXd e_;
   std::vector<int64_t> cols_, posC_, xcols_;
   RowMat Rn_, outN_;
