@@ -717,20 +717,19 @@ def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
     """``Simulator.step_derivatives`` with ``params`` and/or ``impulses`` (module docstring)."""
     blocks = Blocks([]) if params is None else resolve(sim, params)
     npar = blocks.npar
+    if sim.contact_model is not None and sim.contact_model.restitution is not None and blocks.placements:
+        # the impact rows' target e J_n(q) v moves with the placements: a term not chained yet
+        raise NotImplementedError("placement derivatives with restitution (e > 0) are not implemented yet "
+                                  "(friction, mass, COM and inertia are: the impact target does not depend on them)")
     if blocks.fusable and not impulses and adjoint is None and _FUSED_PLAN and _core is not None:
         # the compiled step with its compiled parameter plan: Fp in the same call as Fx, Fu (no Python between them)
         fs = sim._active_fused_step()
-        if fs is not None and not (blocks.placements and sim.contact_model is not None
-                                   and sim.contact_model.restitution is not None):
+        if fs is not None:
             out, Fx, Fu = np.empty(sim.nx), np.empty((sim.ndx, sim.ndx)), np.empty((sim.ndx, sim.nu))
             Fp = np.empty((sim.ndx, npar))
             if sim._fused_derivatives(fs, x, u, sim._workspace(data), out, Fx, Fu, _workspace(sim).plan(sim, blocks),
                                       Fp):
                 return out, Fx, Fu, Fp
-    if sim.contact_model is not None and sim.contact_model.restitution is not None and blocks.placements:
-        # the impact rows' target e J_n(q) v moves with the placements: a term not chained yet
-        raise NotImplementedError("placement derivatives with restitution (e > 0) are not implemented yet "
-                                  "(friction, mass, COM and inertia are: the impact target does not depend on them)")
     nq = sim.nq
     # x+, Fx, Fu: the same numbers as step_derivatives without params (float64 arrays first: the fused call takes
     # them as they are, and the parameter part slices them)
