@@ -230,7 +230,7 @@ def test_python_previous_state_warm_starts_the_fused_step():
 
 
 def test_parameter_jacobians_of_a_fused_ncp_state_equal_the_python_paths():
-    """A fused NCP state's parameter Jacobians (compiled: params.cpp ncp_columns) equal those of the Python path's
+    """A fused NCP state's parameter Jacobians (compiled: params.cpp model_columns) equal those of the Python path's
     step (the fused step off: its own NCP solve, the Python reference's Fp)."""
     sim = cube_sim(contact="ncp")
     ref = _reference(sim)

@@ -249,8 +249,8 @@ def test_placements_compiled_equal_reference(name, steps, expect, select, monkey
 @pytest.mark.parametrize("model", ["ncp", "relaxed"])
 def test_ncp_and_relaxed_states_compiled_equal_reference(name, steps, expect, select, model, monkeypatch):
     """NCP contact (the fused step's Coulomb-cone NCP) and relaxed contact (its central path, kappa > 0): the
-    compiled Fp and dlambda/dp (params.cpp ncp_columns: the mode equations of ncp::linearization, friction's
-    explicit residual term on sliding and saturated groups; relaxed_columns: E = K, the distances' term of the
+    compiled Fp and dlambda/dp (params.cpp model_columns: the NCP's mode equations of ncp::linearization, friction's
+    explicit residual term on sliding and saturated groups; the relaxed model's E = K, the distances' term of the
     placements, friction's barrier term; both: the placements' contact terms, the position correction) against the
     Python reference, along rollouts and at the benchmark's state; the same states raised and pushed into the
     ground where the base is free."""
@@ -313,7 +313,7 @@ def test_ncp_and_relaxed_states_compiled_equal_reference(name, steps, expect, se
 
 def test_ncp_saturated_group_compiled_equals_reference(monkeypatch):
     """A cube sliding and spinning on the ground under NCP with one group SATURATED (its friction direction held,
-    the dF = -lambda_n dir branch of ncp_columns, which the rollouts above do not reach): compiled = reference."""
+    the dF = -lambda_n dir branch of ncp_friction, which the rollouts above do not reach): compiled = reference."""
     from problems.inverse import cube_simulator
 
     sim = cube_simulator(contact="ncp")

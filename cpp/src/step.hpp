@@ -40,7 +40,7 @@ struct ReducedFactor {
 
 // An NCP state's mode equations at its solution (ncp::linearization: E dz = -(Fc dc + ...) on the unknowns act)
 // with E's least-squares factor and solution operator (lstsq_pinv), made once per state: the state Jacobians
-// (step.cpp ncp_velocity_jacobian) and the parameter Jacobians (params.cpp ncp_columns) solve with it.
+// (step.cpp ncp_velocity_jacobian) and the parameter Jacobians (params.cpp model_columns) solve with it.
 struct NcpFactor {
   RowMat E, Fc;
   IdxVec act;
@@ -49,7 +49,7 @@ struct NcpFactor {
 
 // A relaxed state's linearization at its solution (relaxed::linearization: E dz = -(Fc dc + Fphi dphi) on the
 // unknowns keep, E regular), made once per state, and E^-1 (solve on the identity), made by inverse() when the
-// parameter Jacobians' map path first asks (params.cpp map_columns; a few columns solve with E directly).
+// parameter Jacobians' map path first asks (params.cpp model_columns; a few columns solve with E directly).
 struct RelaxedFactor {
   RowMat E, Fc, Fphi;
   const RowMat& inverse() const {
