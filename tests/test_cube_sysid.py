@@ -113,3 +113,18 @@ def test_cube_sysid_refuses_a_recording_where_friction_does_not_act():
         with pytest.raises(ValueError, match="never comes within 0.01 m of the ground.*friction does not act"):
             problems.load("cube-sysid", **options)
     problems.load("cube-sysid", steps=90, start="raw")  # one knot after the landing: friction acts
+
+
+def test_cube_sysid_cli_reports_the_start_it_solves_from(tmp_path, capsys):
+    """The staged start identifies while the problem is made, so Gauss-Newton may take 0 iterations from it: the
+    summary and the printout carry the start's time (and the total), not 0.01 s as the time of the whole fit."""
+    import json
+
+    from app.cli import main
+
+    assert main(["solve", "cube-sysid", "--out", str(tmp_path)]) == 0
+    summary = json.loads((tmp_path / "cube-sysid" / "gauss-newton" / "summary.json").read_text())
+    assert summary["start"] == "staged" and summary["start_time_s"] > 0.0
+    assert summary["total_time_s"] == pytest.approx(summary["start_time_s"] + summary["wall_time_s"])
+    assert summary["total_time_s"] < 60.0 and summary["metrics"]["parameter_error"] <= 1e-3
+    assert "staged start, made with the problem" in capsys.readouterr().out

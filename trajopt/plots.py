@@ -169,13 +169,17 @@ def plot_residuals(histories: dict, *, path: str, title: str = "") -> str:
     """Residual norm against iteration (log scale), one line per run; writes ``path``."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
-    for name, hist in histories.items():
-        if hist:
-            ax.semilogy([h["iteration"] + 1 for h in hist], [h["residual"] for h in hist], marker="o", label=name)
+    drawn = [name for name, hist in histories.items() if hist]
+    for name in drawn:
+        hist = histories[name]
+        ax.semilogy([h["iteration"] + 1 for h in hist], [h["residual"] for h in hist], marker="o", label=name)
     ax.set_xlabel("iteration")
     ax.set_ylabel("residual |r|")
     ax.grid(alpha=0.3, which="both")
-    ax.legend()
+    if drawn:
+        ax.legend()
+    else:  # every run stopped at its start (e.g. a start that already solves the problem): say so, not a blank plot
+        ax.text(0.5, 0.5, "no iterations: every run stopped at its start", transform=ax.transAxes, ha="center")
     if title:
         ax.set_title(title)
     return _save(fig, path)
