@@ -26,7 +26,9 @@ name                   size  value
 ``<link>`` is the body a joint carries as Pinocchio stores it (fixed links merged in), named by the first
 body frame of the joint (the joint's name if it has none). Mass, COM and inertia are independent: changing
 the mass keeps ``c`` and ``I_C``. Planar systems (``planar=True``) accept only in-plane placement
-increments (``with_parameters`` checks the model stays planar).
+increments (``with_parameters`` checks the model stays planar: ModelError naming the parameters). Their
+out-of-plane components (linear z, angular x and y) keep their columns in ``Fp``, which are 0: the planar motion is
+even in them (the mirror image through the plane), so its first derivative vanishes.
 
 The step's derivative ``Fp = d x+ / d p`` (ndx, sum of sizes), chained as the state Jacobians are
 (:mod:`dynamics.contact_step`), with a new right-hand-side block of columns:
@@ -328,7 +330,7 @@ def with_values(sim, params, values):
             raise TypeError("None")
         values = np.asarray(values, dtype=float)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"values must be {n} numbers for parameters {[(b.name, b.size) for b in blocks]}, got "
+        raise ValueError(f"values must be {n} number{'' if n == 1 else 's'} for parameters {[(b.name, b.size) for b in blocks]}, got "
                          f"{values!r} ({exc})") from None
     if values.ndim == 0 and n == 1:
         values = values.reshape(1)
@@ -346,7 +348,7 @@ def with_values(sim, params, values):
             x = float(val[0])
             if x < 0 or (b.kind == "restitution" and x > 1):
                 raise ValueError(f"parameter {b.name!r} must be {'>= 0' if b.kind == 'friction' else 'in [0, 1]'}, "
-                                 f"got {val[0]!r}")
+                                 f"got {float(val[0])!r}")
             old = coefficients[b.kind]
             if isinstance(old, Mapping) or b.pair >= 0:  # per pair: a new mapping, the entry replaced
                 coeff = sim.contact_model.coefficients(b.kind)
@@ -358,7 +360,7 @@ def with_values(sim, params, values):
             model.jointPlacements[b.joint] = model.jointPlacements[b.joint] * pin.exp6(pin.Motion(val))
         else:
             if b.kind == "mass" and not val[0] > 0:
-                raise ValueError(f"parameter {b.name!r}: a mass must be > 0 kg, got {val[0]!r}")
+                raise ValueError(f"parameter {b.name!r}: a mass must be > 0 kg, got {float(val[0])!r}")
             body.setdefault(b.joint, {})[b.kind] = val
     for j, kinds in body.items():
         I = model.inertias[j]
@@ -368,10 +370,14 @@ def with_values(sim, params, values):
         if "inertia" in kinds:
             _check_inertia(f"inertia:{link_name(model, j)}", Ic, m)
         model.inertias[j] = pin.Inertia(m, c, Ic)
-    from .simulator import Simulator
+    from .simulator import ModelError, Simulator
 
     opts = dict(sim._options, **coefficients)
-    new = Simulator(model, geometry=sim.geometry, **opts)
+    try:
+        new = Simulator(model, geometry=sim.geometry, **opts)
+    except ModelError as exc:  # the model-level checks (a singular mass matrix, a planar model leaving its plane)
+        changed = ", ".join(b.name for b in blocks)
+        raise ModelError(f"with the parameters {changed} set to {values.tolist()}: {exc}") from None
     new.mjcf = sim.mjcf
     return new
 

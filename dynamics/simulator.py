@@ -1210,7 +1210,9 @@ class Simulator:
 
     # -- physical parameters (dynamics.parameters) ---------------------------------------
     def parameter_names(self) -> list[str]:
-        """The names of this system's physical parameters: ``"friction"`` (with contact), then per joint
+        """The names of this system's physical parameters: ``"friction"`` (with contact; and
+        ``"friction:<A>|<B>"`` per pair where pairs have their own), ``"restitution"`` (and
+        ``"restitution:<A>|<B>"``) where some pair has a coefficient of restitution, then per joint
         ``"mass:<link>"``, ``"com:<link>"`` (3), ``"inertia:<link>"`` (6, Pinocchio's order xx, xy, yy, xz,
         yz, zz, about the centre of mass), then ``"placement:<joint>"`` (6, a tangent increment, ``M' = M
         exp6(delta)``). See :mod:`dynamics.parameters`."""
@@ -1227,8 +1229,10 @@ class Simulator:
     def with_parameters(self, names, values) -> "Simulator":
         """The same system with the parameters ``names`` set to ``values`` (this simulator is unchanged).
         ValueError naming the parameter on an unknown name, a wrong size, a non-finite value, a mass <= 0,
-        a negative friction, or an inertia that is not positive semi-definite or breaks the triangle
-        inequality (a point mass's zero inertia is valid, as in :func:`validate_model`)."""
+        a negative friction, a restitution outside [0, 1], or an inertia that is not positive semi-definite or
+        breaks the triangle inequality (a point mass's zero inertia is valid, as in :func:`validate_model`);
+        :class:`ModelError` naming the parameters set when the new model fails the model's own checks (a
+        singular mass matrix, a planar system leaving its plane)."""
         return _parameters().with_values(self, names, values)
 
     @property

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import problems
 from dynamics import ModelBuilder, Simulator
 from problems.cartpole import pendulum_simulator
 from problems.inverse import cube_simulator
@@ -284,8 +285,16 @@ def test_bad_parameters():
         sim.with_parameters("com:root_body1", [0.0, np.nan, 0.0])
     with pytest.raises(ValueError, match="'mass:root_body1': a mass must be > 0"):
         sim.with_parameters("mass:root_body1", [0.0])
-    with pytest.raises(ValueError, match="'mass:root_body1': a mass must be > 0"):
-        sim.with_parameters("mass:root_body1", [-1.0])
+    with pytest.raises(ValueError, match=r"'mass:root_body1': a mass must be > 0 kg, got -1.0$"):
+        sim.with_parameters("mass:root_body1", [-1.0])  # a plain number, not numpy's np.float64(-1.0)
+    with pytest.raises(ValueError, match=r"values must be 1 number for parameters"):
+        sim.with_parameters("mass:root_body1", "heavy")
+    # the model's own checks (here a free body with no rotational inertia: a singular mass matrix) name the
+    # parameters that were set
+    from dynamics.simulator import ModelError
+
+    with pytest.raises(ModelError, match=r"with the parameters inertia:root_body1 set to \[0.0, .*singular"):
+        sim.with_parameters("inertia:root_body1", [0.0] * 6)
     with pytest.raises(ValueError, match="'friction' must be >= 0"):
         sim.with_parameters("friction", [-0.1])
     with pytest.raises(ValueError, match="'inertia:root_body1'.*not positive semi-definite"):
@@ -405,7 +414,7 @@ def test_names_and_values_of_the_wrong_type():
     with pytest.raises(TypeError, match="parameter names must be"):
         sim.step_derivatives(cube_state(0.5), NONE, params=3)
     for bad in (None, "abc", [0.5, "x"]):
-        with pytest.raises(ValueError, match=r"values must be 1 numbers for parameters \[\('friction', 1\)\]"):
+        with pytest.raises(ValueError, match=r"values must be 1 number for parameters \[\('friction', 1\)\]"):
             sim.with_parameters("friction", bad)
     assert sim.get_parameters(("friction", "mass:root_body1")).tolist() == [0.5, 1.0]
     assert sim.get_parameters(np.array(["friction"])).tolist() == [0.5]
@@ -472,3 +481,19 @@ def test_names_from_an_iterator_give_the_same_columns_as_a_list():
     a = sim.step_derivatives(x, np.zeros(0), params=iter(["friction", "mass:root_body1"]))
     b = sim.step_derivatives(x, np.zeros(0), params=["friction", "mass:root_body1"])
     assert a[3].shape == b[3].shape == (sim.ndx, 2)
+
+
+def test_planar_placements_out_of_the_plane():
+    """A planar system's placement columns out of the plane (linear z, angular x, y) are 0 (the planar motion is
+    even in them), the in-plane ones are not, and with_parameters refuses to leave the plane, naming the parameter."""
+    from dynamics.simulator import ModelError
+    from trajopt.bench import bench_state
+
+    ocp = problems.load("catapult")
+    sim = ocp.dynamics
+    x, u = bench_state(ocp)
+    names = [n for n in sim.parameter_names() if n.startswith("placement:")]
+    Fp = sim.step_derivatives(x, u, params=names)[3].reshape(sim.ndx, len(names), 6)
+    assert np.all(Fp[:, :, 2:5] == 0.0) and np.abs(Fp[:, 1:, [0, 1, 5]]).max() > 1.0
+    with pytest.raises(ModelError, match=rf"with the parameters {names[1]} set to .*out of the xy plane"):
+        sim.with_parameters(names[1], [0.0, 0.0, 0.0, 0.01, 0.0, 0.0])
