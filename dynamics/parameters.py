@@ -61,7 +61,8 @@ The step's derivative ``Fp = d x+ / d p`` (ndx, sum of sizes), chained as the st
    impulses ``dc/de = c_n^-`` on the impact rows of the pairs the parameter covers, 0 elsewhere (a row that
    does not impact at this step has no ``e`` term; at ``e = 0`` exactly the step jumps as ``e`` leaves 0 on an
    approaching contact -- the speculative gap allowance goes -- and the column is the derivative of the
-   inelastic branch it took, 0). Friction enters the bounds: for the boxed LCP a bounded friction row
+   inelastic branch it took, 0); placements move ``e J_n(q) v`` on the impact rows by ``e d(J_n w)/ddelta`` at
+   ``w = v`` (as the state Jacobians' q-columns). Friction enters the bounds: for the boxed LCP a bounded friction row
    is ``lambda_i = s_i mu lambda_n``, so at fixed reduced unknowns ``dlambda_i/dmu = s_i lambda_n`` (``e``;
    ``c`` moves by ``A e``); for the NCP the sliding rows ``lambda_T + mu lambda_n c_T/|c_T| = 0`` (and the
    saturated ``lambda_T - mu lambda_n d = 0``) have the explicit partial ``dF/dmu``. Then::
@@ -86,7 +87,7 @@ which stays the reference the compiled one is tested against (``tests/test_core_
 Relaxed contact (``with_smoothing``): the same chain on its residual (:mod:`contact.relaxed`), which also reads
 the distances (``F_phi``: placements move them, ``dphi/ddelta = J_n``) and the friction coefficient (a friction
 block's ``R_i = c_i + 2 kappa lambda_i / D``, ``D = (mu lambda_n)^2 - |lambda_T|^2``: ``dR_i/dmu = -4 kappa lambda_i
-mu lambda_n^2 / D^2``). Penalty contact and placements with restitution are not covered (NotImplementedError).
+mu lambda_n^2 / D^2``). Penalty contact is not covered (NotImplementedError).
 """
 
 from __future__ import annotations
@@ -723,10 +724,6 @@ def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
     """``Simulator.step_derivatives`` with ``params`` and/or ``impulses`` (module docstring)."""
     blocks = Blocks([]) if params is None else resolve(sim, params)
     npar = blocks.npar
-    if sim.contact_model is not None and sim.contact_model.restitution is not None and blocks.placements:
-        # the impact rows' target e J_n(q) v moves with the placements: a term not chained yet
-        raise NotImplementedError("placement derivatives with restitution (e > 0) are not implemented yet "
-                                  "(friction, mass, COM and inertia are: the impact target does not depend on them)")
     if blocks.fusable and not impulses and adjoint is None and _FUSED_PLAN and _core is not None:
         # the compiled step with its compiled parameter plan: Fp in the same call as Fx, Fu (no Python between them)
         fs = sim._active_fused_step()
@@ -792,12 +789,19 @@ def _acceleration_and_forces(sim, ws, q, v, tau, state, aug, geo_aug):
 
 def _add_placement_contact_terms(dc, blocks, aug, geo_aug, state, v_next, dt):
     """Adds the placements' fixed-impulse terms to ``dc`` (m, npar): the contact velocity ``J v+`` through
-    ``J``'s placement derivative (contact rows), and the bias through the distances (normal rows)."""
+    ``J``'s placement derivative (contact rows), the bias through the distances (normal rows; an impact row's
+    slope is the state's, 0 across a gap), and on the impact rows the restitution target ``e J_n(q) v`` through
+    ``J_n``'s placement derivative at the pre-step velocity ``v`` (:mod:`dynamics.contact_step`, "Restitution":
+    the state Jacobians' ``e d(J_n w)/dq`` at ``w = v``, here on the placements' columns)."""
     mc = state.m_contact
     dc[:mc] += _placement_columns(blocks, aug, aug.kin.velocity_derivative(geo_aug, aug.v(v_next)))
     on = state.normal_rows < mc
     nrows, slope = state.normal_rows[on], np.asarray(state.bias_slope)[on]
     dc[nrows] += slope[:, None] / dt * _placement_columns(blocks, aug, geo_aug.J[nrows])
+    imp = getattr(state, "impact", None)
+    if imp is not None:
+        dJv = aug.kin.velocity_derivative(geo_aug, aug.v(imp.v))
+        dc[imp.rows] += imp.e[:, None] * _placement_columns(blocks, aug, dJv[imp.rows])
 
 
 def _reference_jacobian(sim, ws, blocks, npar, q, v, tau, v_next, state, aug, geo_aug):

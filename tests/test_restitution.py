@@ -187,18 +187,47 @@ def test_bad_threshold_and_non_colliding_pair_are_refused():
 
 @pytest.mark.parametrize("contact", ["lcp", "ncp"])
 def test_parameter_jacobians_at_an_impact(contact):
-    """Friction and inertial parameters at a bouncing, sliding impact step against central differences
-    through with_parameters (which keeps the restitution); placements are refused with restitution."""
+    """Every parameter kind (friction, restitution, inertial, the free joint's placement) at a bouncing, sliding,
+    spinning impact step against central differences through with_parameters (which keeps the restitution).
+    The placement's rotation turns the pre-step velocity the impact target e J_n(q) v reads: its column needs
+    that term (without it: 56 off, against 8.5e3 the largest entry)."""
     sim = ball(0.7, contact=contact, friction=0.4, joint="free")
     assert sim.with_parameters(["friction"], [0.3]).contact_model.restitution is not None
     x = np.zeros(sim.nx)
-    x[2], x[6], x[7:] = R + 1e-3, 1.0, (8.0, 0.0, -2.0, 0.0, 0.0, 0.0)  # slides through the impact
+    x[2], x[6], x[7:] = R + 1e-3, 1.0, (8.0, 0.0, -2.0, 0.0, 3.0, 1.0)  # slides and spins through the impact
     u = np.zeros(sim.nu)
-    names = [n for n in sim.parameter_names() if not n.startswith("placement")]
+    names = sim.parameter_names()
+    assert {n.split(":")[0] for n in names} == {"friction", "restitution", "mass", "com", "inertia", "placement"}
     _, _, _, Fp = sim.step_derivatives(x, u, params=names)
     fd = parameter_jacobian_fd(sim, x, u, names)
     assert np.abs(Fp - fd).max() <= 1e-6 * max(1.0, np.abs(fd).max())
     assert np.abs(Fp[:, 0]).max() > 1e-3  # friction acts at this step
-    placement = [n for n in sim.parameter_names() if n.startswith("placement")]
-    with pytest.raises(NotImplementedError, match="placement derivatives with restitution"):
-        sim.step_derivatives(x, u, params=placement)
+
+
+@pytest.mark.parametrize("contact", ["lcp", "ncp"])
+def test_placement_jacobians_of_a_swinging_arm_at_an_impact(contact):
+    """A two-link arm (revolute joints about y, 0.5 m links) whose tip ball strikes the ground with e = 0.6: the
+    second joint's placement moves the tip and turns its velocity, so the impact target e J_n(q) v moves with it.
+    Fp of both joints' placements and the inertial parameters against central differences, at the impact step."""
+    b = ModelBuilder("arm")
+    j1 = b.add_joint("revolute", name="shoulder", axis="y", placement=(0.0, 0.0, 1.0))
+    b.add_body(j1, mass=1.0, capsule=(0.03, 0.5), offset=(0.0, 0.0, -0.25), collision=False)
+    j2 = b.add_joint("revolute", name="elbow", axis="y", parent=j1, placement=(0.0, 0.0, -0.5))
+    b.add_body(j2, mass=0.5, sphere=R, offset=(0.0, 0.0, -0.5))
+    model, geom = b.build()
+    sim = Simulator(model, geometry=geom, dt=DT, ground=0.0, friction=0.3, contact=contact, restitution=0.6)
+    # the tip at (0.5 sin(a) + 0.5 sin(a + b), 1 - 0.5 cos(a) - 0.5 cos(a + b)); both links hanging: 0 m height
+    # at a = b = 0, so a small swing puts the ball's bottom 1 mm above the ground, moving down and sideways
+    a = np.arccos((1.0 - R - 1e-3) / 1.0)  # one straight link of 1 m: the tip's centre at height R + 1 mm
+    x = np.array([a, 0.0, -3.0, 0.5])
+    u = np.zeros(sim.nu)
+    sim.step(x, u)
+    assert len(sim.contacts) == 1
+    impact = sim._workspace(None).contact.impact  # the tip strikes at 1.2 m/s: an impact row
+    assert impact is not None and impact.e.tolist() == [0.6]
+    names = [n for n in sim.parameter_names() if not n.startswith("friction") and not n.startswith("restitution")]
+    _, _, _, Fp = sim.step_derivatives(x, u, params=names)
+    fd = parameter_jacobian_fd(sim, x, u, names)
+    assert np.abs(Fp - fd).max() <= 1e-6 * max(1.0, np.abs(fd).max())
+    elbow = names.index("placement:elbow")
+    assert np.abs(Fp[:, elbow:elbow + 6]).max() > 1.0
