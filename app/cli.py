@@ -673,7 +673,7 @@ def _write_least_squares(problem, args, out, runs, stopped=None) -> int:
                     **{k: v for k, v in metrics.items() if k not in ("cost", "residual")}},
     }
     start_time = problem.info.get("start_time")
-    if start_time is not None:  # a start made with the problem (cube-sysid's staged start): part of the answer's cost
+    if start_time is not None:  # a start made with the problem (cube-sysid's: staged, or raw in ~0 s), its time
         summary["start"] = problem.info.get("start", "")
         summary["start_time_s"] = float(start_time)
         summary["total_time_s"] = float(start_time) + float(sol.wall_time)

@@ -188,8 +188,9 @@ def validate_model(model: pin.Model) -> None:
         raise ModelError(f"the mass matrix is singular at the neutral configuration (smallest eigenvalue {w[0]:.3g}, "
                          f"largest {w[-1]:.3g}) along the motion of joint {model.names[j]!r}: a link it moves has "
                          "no mass or a zero moment of inertia about the joint axis (a point mass on a free or "
-                         f"spherical joint), or the masses and inertias span more than {1 / SINGULAR_RTOL:.0e} "
-                         "times (a link far heavier than the others)")
+                         f"spherical joint), or the masses and inertias span more than {1 / SINGULAR_RTOL:.2g} "
+                         "times (e.g. a mass far larger than a rotational inertia, or one link far heavier than "
+                         "another)")
 
 
 def _real(value) -> bool:

@@ -305,7 +305,7 @@ def test_bad_parameters():
 
     with pytest.raises(ModelError, match=r"with the parameters inertia:root_body1 set to \[0.0, .*singular"):
         sim.with_parameters("inertia:root_body1", [0.0] * 6)
-    with pytest.raises(ModelError, match=r"mass:root_body1 set to \[1e\+300\].*span more than 5e\+12 times"):
+    with pytest.raises(ModelError, match=r"mass:root_body1 set to \[1e\+300\].*span more than 4.5e\+12 times"):
         sim.with_parameters("mass:root_body1", [1e300])  # the other cause of a singular mass matrix, named too
     with pytest.raises(ValueError, match="'friction' must be >= 0"):
         sim.with_parameters("friction", [-0.1])

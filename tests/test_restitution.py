@@ -216,8 +216,9 @@ def test_placement_jacobians_of_a_swinging_arm_at_an_impact(contact):
     b.add_body(j2, mass=0.5, sphere=R, offset=(0.0, 0.0, -0.5))
     model, geom = b.build()
     sim = Simulator(model, geometry=geom, dt=DT, ground=0.0, friction=0.3, contact=contact, restitution=0.6)
-    # the tip at (0.5 sin(a) + 0.5 sin(a + b), 1 - 0.5 cos(a) - 0.5 cos(a + b)); both links hanging: 0 m height
-    # at a = b = 0, so a small swing puts the ball's bottom 1 mm above the ground, moving down and sideways
+    # the tip at (-0.5 sin(a) - 0.5 sin(a + b), 1 - 0.5 cos(a) - 0.5 cos(a + b)) (about y, x = -0.438 here); both
+    # links hanging put it at 0 m height, so a swing of a = 0.45 rad puts the ball's bottom 1 mm above the ground,
+    # moving down and sideways
     a = np.arccos((1.0 - R - 1e-3) / 1.0)  # one straight link of 1 m: the tip's centre at height R + 1 mm
     x = np.array([a, 0.0, -3.0, 0.5])
     u = np.zeros(sim.nu)
