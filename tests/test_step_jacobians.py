@@ -160,3 +160,35 @@ def test_fd_checker_on_a_linear_system(method):
     fd = step_jacobians_fd(lin, np.ones(3), np.ones(2), method=method)
     assert np.allclose(fd.Fx, lin.A, atol=1e-9)
     assert np.allclose(fd.Fu, lin.Bm, atol=1e-9)
+
+
+@pytest.mark.xfail(strict=True, reason="known defect (found 2026-11-27): between two round shapes that both move "
+                   "(sphere-sphere), detection gives the normal to one body to carry (dn = w_B x n, contact/"
+                   "detection.py _classify), but it lies along the line of centres and turns as either centre "
+                   "moves; the q-columns are off by up to 127 (of 1e3) here, frictionless too. A sphere on a "
+                   "fixed or flat body is right (the other tests). Fix: a centre-line normal mode in "
+                   "contact/_kernels.py and cpp/src/kinematics.cpp, dn = (I - n n^T)(dc_A - dc_B) / |c_A - c_B|")
+def test_two_moving_spheres_in_contact():
+    """A sphere on a swinging arm against a free ball, 0.5 mm apart (within the margin: a contact row), both
+    moving: Fx against central differences."""
+    from dynamics import ModelBuilder, Simulator
+
+    b = ModelBuilder("hit")
+    j1 = b.add_joint("revolute", name="swing", axis="y", placement=(0.0, 0.0, 1.0))
+    b.add_body(j1, mass=1.0, sphere=0.1, offset=(0.0, 0.0, -0.8))
+    j2 = b.add_joint("free", name="ball", placement=(0.3, 0.05, 0.0))
+    b.add_body(j2, mass=0.4, sphere=0.08)
+    model, geom = b.build()
+    sim = Simulator(model, geometry=geom, dt=1e-3, ground=-5.0, friction=0.3, contact="lcp")
+    a = 0.2
+    tip = np.array([-0.8 * np.sin(a), 0.0, 1 - 0.8 * np.cos(a)])
+    d = np.array([-1.0, 0.3, 0.2]) / np.linalg.norm([-1.0, 0.3, 0.2])
+    x = np.zeros(sim.nx)
+    x[0], x[1:4], x[7] = a, tip + d * (0.18 + 5e-4) - [0.3, 0.05, 0.0], 1.0
+    x[8], x[9:15] = 3.0, [1.0, 0.2, 0.3, 2.0, -1.0, 0.5]
+    u = np.zeros(sim.nu)
+    _, Fx, _ = sim.step_derivatives(x, u)
+    sim.step(x, u)
+    assert len(sim.contacts) == 1
+    fd = step_jacobians_fd(sim, x, u)
+    assert max_relative_error(Fx, fd.Fx) < fd_tolerance() * max(1.0, np.abs(Fx).max())
