@@ -15,7 +15,15 @@ optimization, which no derivative at the current design answers. :func:`solve_de
    fixed-design problem's metrics, e.g. ``distance_to_target``) is at most ``stop_below`` (None: try them all);
 2. the best candidate (lowest cost) becomes the co-design's start (its design in the design knot,
    ``dynamics.control_of(design)``, then its controls) and ``polish`` (default ``ddp``) descends the joint
-   problem from there with the time left, so the answer is never worse than the best fixed design.
+   problem from there with the time left, so the answer is never worse than the best fixed design;
+3. when the answer still misses ``stop_below`` and at least :data:`MORE_ROUNDS_MIN` of ``time_limit`` is left
+   (a polish that stalls at a kink returns most of its share), the inner method searches again at the best
+   candidate's design with that time (:data:`MORE_ROUNDS_SHARE` of it), from the seeds after the ones its first
+   search used (``seed + info["rounds"]``: new basins, not the same ones again), for a multi-round inner method
+   only (one that reports ``rounds``, e.g. ``cem-ddp``); a lower cost is polished again with the rest. No time
+   is left unused while the target is missed: measured on (3.5, 1.5) seed 0, the candidates took 115 s of 150,
+   the polish stalled after 4 s, and the design (0.33, 0.33) that missed by 2.8 cm in its 9 rounds hits within
+   5e-5 m at its 16th (a run of 60 rounds at that design).
 
 The nominal candidate's result is the fixed design's best with the same method and budget:
 ``Solution.info["candidates"]`` lists every candidate's design, cost, status and time, and
@@ -37,6 +45,10 @@ from ._common import append_stage, finish, stage_callback
 
 #: the share of ``time_limit`` the candidates' solves may use together (the polish gets the rest, at least)
 SEARCH_SHARE = 0.8
+#: more rounds of the inner search (module docstring, 3.) only with at least this share of ``time_limit`` left
+MORE_ROUNDS_MIN = 0.05
+#: the share of the time left that the further rounds may use (their polish gets the rest)
+MORE_ROUNDS_SHARE = 2.0 / 3.0
 
 
 def check_design_dynamics(dynamics) -> None:
@@ -105,7 +117,8 @@ def solve_design_search(ocp, *, inner: str = "cem-ddp", polish: str = "ddp", tim
             us = np.vstack([dyn.control_of(design)[None], sol.us])
             metrics = sub.metrics(sol.xs, sol.us) if sub.metrics is not None else {}
             found.append({"design": design.tolist(), "cost": float(ocp.cost(dyn.rollout(ocp.x0, us), us)),
-                          "status": sol.status.value, "time": round(sol.wall_time, 2), "metrics": metrics, "us": us})
+                          "status": sol.status.value, "time": round(sol.wall_time, 2), "metrics": metrics, "us": us,
+                          "rounds": sol.info.get("rounds")})
             if verbose:
                 shown = f", {stop_metric} {metrics[stop_metric]:.4g}" if stop_metric in metrics else ""
                 print(f"[design-search]   cost {found[-1]['cost']:.6g}{shown} ({sol.status.value})", flush=True)
@@ -128,21 +141,80 @@ def solve_design_search(ocp, *, inner: str = "cem-ddp", polish: str = "ddp", tim
                       status=Status.INTERRUPTED, t0=t0, info=info)
 
     # the joint descent from the best candidate (module docstring, 2.)
+    answer = _polish(ocp, polish, us, cost0, design, "polish", time_limit, now, history, callback, verbose)
+    info["polish"] = answer.pop("record")
+    if answer["status"] == Status.INTERRUPTED:
+        return _finish(ocp, answer, history, t0, info)
+
+    # more rounds of the inner search at the best candidate's design while the target is missed (module docstring, 3.)
+    left = None if time_limit is None else time_limit - now()
+    missed = stop_metric is not None and _metric(ocp, answer, stop_metric) > stop_below
+    if missed and left is not None and left >= MORE_ROUNDS_MIN * time_limit and best["rounds"]:
+        sub = dyn.fixed_design_ocp(ocp, design)
+        _, advice, _ = resolve(sub, inner, inner_options)
+        more_seed = seed + int(best["rounds"])
+        advice.update(verbose=False, callback=stage_callback(callback, history, now(), stage="more rounds"),
+                      time_limit=MORE_ROUNDS_SHARE * left, seed=more_seed)
+        if verbose:
+            print(f"[design-search] more rounds: {inner} at design {np.round(design, 4).tolist()} from seed "
+                  f"{more_seed}, {MORE_ROUNDS_SHARE * left:.0f} s (the answer misses {stop_metric} <= {stop_below:g})",
+                  flush=True)
+        offset = now()
+        more = solve(sub, inner, **advice)
+        append_stage(history, more.history, offset, stage="more rounds")
+        us2 = np.vstack([dyn.control_of(design)[None], more.us])
+        cost2 = float(ocp.cost(dyn.rollout(ocp.x0, us2), us2))
+        info["more_rounds"] = {"seed": more_seed, "rounds": more.info.get("rounds"), "cost": cost2,
+                               "status": more.status.value, "time": round(more.wall_time, 2)}
+        if verbose:
+            shown = sub.metrics(more.xs, more.us).get(stop_metric) if sub.metrics is not None else None
+            print(f"[design-search]   cost {cost2:.6g}" + (f", {stop_metric} {shown:.4g}" if shown is not None else "")
+                  + f" ({more.status.value})", flush=True)
+        if more.status == Status.INTERRUPTED:
+            if cost2 < answer["cost"]:
+                answer = {"xs": dyn.rollout(ocp.x0, us2), "us": us2, "cost": cost2, "info": {}, "message": None}
+            answer["status"] = Status.INTERRUPTED
+            return _finish(ocp, answer, history, t0, info)
+        if cost2 < answer["cost"]:
+            again = _polish(ocp, polish, us2, cost2, design, "polish 2", time_limit, now, history, callback, verbose)
+            info["polish_2"] = again.pop("record")
+            if again["cost"] <= answer["cost"]:
+                answer = again
+    return _finish(ocp, answer, history, t0, info)
+
+
+def _polish(ocp, polish, us, cost0, design, stage, time_limit, now, history, callback, verbose) -> dict:
+    """``polish`` on the joint problem from ``us`` (cost ``cost0``) with the time left: the answer as a dict
+    (xs, us, cost, status, info, message; ``record`` for the search's info). A polish that ends above its start
+    (it only keeps lower costs: a failure) gives the start back, STALLED, not claimed converged."""
+    from . import solve
+
     remaining = None if time_limit is None else max(time_limit - now(), 1.0)
     if verbose:
-        print(f"[design-search] polish: {polish} on the joint problem from design {np.round(design, 4).tolist()}",
+        print(f"[design-search] {stage}: {polish} on the joint problem from design {np.round(design, 4).tolist()}",
               flush=True)
     offset = now()
     sol = solve(ocp, polish, us_init=us, time_limit=remaining, verbose=verbose,
-                callback=stage_callback(callback, history, offset, stage="polish"))
-    append_stage(history, sol.history, offset, stage="polish")
-    info["polish"] = {"status": sol.status.value, "cost": float(sol.cost), "time": round(sol.wall_time, 2)}
+                callback=stage_callback(callback, history, offset, stage=stage))
+    append_stage(history, sol.history, offset, stage=stage)
+    record = {"status": sol.status.value, "cost": float(sol.cost), "time": round(sol.wall_time, 2)}
     if sol.cost <= cost0:
-        return finish(ocp, method="design-search", xs=sol.xs, us=sol.us, cost=sol.cost, history=history,
-                      status=sol.status, t0=t0, info={**sol.info, **info}, message=sol.info.get("message"),
-                      checked=True)
-    # the polish ended above its start (it only keeps lower costs: a failure): the start, not claimed converged
-    return finish(ocp, method="design-search", xs=dyn.rollout(ocp.x0, us), us=us, cost=cost0, history=history,
-                  status=Status.STALLED, t0=t0, info=info,
-                  message=f"the polish ({polish}) ended at {sol.cost:.6g} above its start {cost0:.6g}: the best "
-                          f"candidate's answer")
+        return {"xs": sol.xs, "us": sol.us, "cost": float(sol.cost), "status": sol.status, "info": sol.info,
+                "message": sol.info.get("message"), "record": record}
+    return {"xs": ocp.dynamics.rollout(ocp.x0, us), "us": us, "cost": cost0,
+            "status": Status.INTERRUPTED if sol.status == Status.INTERRUPTED else Status.STALLED, "info": {},
+            "message": f"the {stage} ({polish}) ended at {sol.cost:.6g} above its start {cost0:.6g}: the start's "
+                       "answer", "record": record}
+
+
+def _metric(ocp, answer, name) -> float:
+    """The joint problem's metric ``name`` at the answer (-inf when the problem does not report it: no further
+    rounds are started for a target it cannot tell missed)."""
+    figures = ocp.metrics(answer["xs"], answer["us"]) if ocp.metrics is not None else {}
+    return float(figures.get(name, -np.inf))
+
+
+def _finish(ocp, answer, history, t0, info):
+    return finish(ocp, method="design-search", xs=answer["xs"], us=answer["us"], cost=answer["cost"], history=history,
+                  status=answer["status"], t0=t0, info={**answer["info"], **info}, message=answer["message"],
+                  checked=True)

@@ -340,3 +340,31 @@ def test_design_search_interrupted_between_candidates_keeps_the_best(monkeypatch
     found = sol.info["candidates"]
     assert sol.status.value == "interrupted" and len(found) == 2
     assert np.isclose(sol.cost, min(c["cost"] for c in found))
+
+
+def test_design_search_spends_time_left_on_new_rounds_at_the_best_design(monkeypatch):
+    """A miss with time left (the polish done early): the inner search runs again at the best candidate's design
+    from the seeds after the ones its first search used (new basins), and the answer is never worse than the first
+    polish's. Short throw, cheap inner options; stop_below=0 is never met, so the further rounds always run."""
+    import solvers
+    from solvers import solve
+
+    calls = []
+    real = solvers.solve
+
+    def recording(ocp, method=None, **kw):
+        if ocp.name == "catapult-fixed-design":
+            calls.append((method, kw.get("seed"), kw.get("time_limit")))
+        return real(ocp, method, **kw)
+
+    monkeypatch.setattr(solvers, "solve", recording)
+    ocp = problems.load("catapult-design", horizon=120, target=(0.6, 0.6))
+    sol = solve(ocp, "design-search", seed=7, time_limit=60.0, stop_metric="distance_to_target", stop_below=0.0,
+                verbose=False, cem_iterations=1, population=4, max_iter=3, rounds=2)
+    found, more = sol.info["candidates"], sol.info["more_rounds"]
+    best = min(found, key=lambda c: c["cost"])
+    assert len(found) == 5 and best["rounds"] >= 1
+    assert more["seed"] == 7 + best["rounds"] and more["rounds"] >= 1
+    assert calls[-1][:2] == ("cem-ddp", 7 + best["rounds"]) and len(calls) == 6
+    assert sol.cost <= sol.info["polish"]["cost"] + 1e-15 and sol.cost <= more["cost"] + 1e-15
+    assert [h["stage"] for h in sol.history].count("more rounds") >= 1
