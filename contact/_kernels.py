@@ -51,12 +51,13 @@ def tangent_basis(n0, n1, n2):
 
 
 @njit(cache=True)
-def contact_geometry(Jw, support, body_a, body_b, normal_body, point_body, points, normals, radius, axes, planar,
-                     J, D, dD, dp, J6A, J6B):
+def contact_geometry(Jw, support, body_a, body_b, normal_body, point_body, points, normals, radius, axes, gaps,
+                     planar, J, D, dD, dp, J6A, J6B):
     """Fill the contact Jacobian and the derivative ingredients (shapes as in ContactGeometry).
 
     ``J`` (nc*r, nv), ``D`` (nc, 3, r), ``dD`` (nc, r, 3, nv), ``dp`` (nc, 3, nv),
-    ``J6A``/``J6B`` (nc, 6, nv).
+    ``J6A``/``J6B`` (nc, 6, nv). ``gaps`` (nc,): a sphere on a sphere's signed centre offset (Contacts.gap),
+    whose normal turns with both centres, ``dn = (I - n n^T) (v_P(c_P) - v_N(c_N)) / gap``; 0: ``dn = w_N x n``.
     """
     nc = points.shape[0]
     nv = Jw.shape[1]
@@ -119,10 +120,22 @@ def contact_geometry(Jw, support, body_a, body_b, normal_body, point_body, point
             for j in range(r):
                 J[c * r + j, k] = D[c, 0, j] * vp0 + D[c, 1, j] * vp1 + D[c, 2, j] * vp2
             # dn = w_N x n ; dp = v_P(centre) + radius dn
-            nw0, nw1, nw2 = JN[3, k], JN[4, k], JN[5, k]
-            d0, d1, d2 = _cross(nw0, nw1, nw2, n0, n1, n2)
-            dn[0, k], dn[1, k], dn[2, k] = d0, d1, d2
             rad = radius[c]
+            gap = gaps[c]
+            if gap != 0.0:
+                # the line of centres: c_P = p - rad n, c_N = c_P - gap n; dn = (I - n n^T) (v_P(c_P) - v_N(c_N)) / gap
+                cp0, cp1, cp2 = p0 - rad * n0, p1 - rad * n1, p2 - rad * n2
+                q0, q1, q2 = _cross(JP[3, k], JP[4, k], JP[5, k], cp0, cp1, cp2)
+                s0, s1, s2 = _cross(JN[3, k], JN[4, k], JN[5, k], cp0 - gap * n0, cp1 - gap * n1, cp2 - gap * n2)
+                u0 = (JP[0, k] + q0) - (JN[0, k] + s0)
+                u1 = (JP[1, k] + q1) - (JN[1, k] + s1)
+                u2 = (JP[2, k] + q2) - (JN[2, k] + s2)
+                un_ = n0 * u0 + n1 * u1 + n2 * u2
+                d0, d1, d2 = (u0 - n0 * un_) / gap, (u1 - n1 * un_) / gap, (u2 - n2 * un_) / gap
+            else:
+                nw0, nw1, nw2 = JN[3, k], JN[4, k], JN[5, k]
+                d0, d1, d2 = _cross(nw0, nw1, nw2, n0, n1, n2)
+            dn[0, k], dn[1, k], dn[2, k] = d0, d1, d2
             if cyl:
                 # rim point: p = centre + rad u, u = w / |w|, w = n - a (a.n); du = (I - u u^T) dw / |w|
                 # with dw = dn - da (a.n) - a (da.n + a.dn), da = w_P x a

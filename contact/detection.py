@@ -40,6 +40,10 @@ Conventions of a contact (all in the world frame):
   as the point of a sphere/capsule cap at signed distance ``radius`` along ``n``
   from a body-fixed centre (``p = centre + radius * n``). Both matter for how the
   contact moves with ``q`` (the collision-geometry terms of the Jacobians).
+- between two spheres the normal is the line of their centres, which turns as either
+  centre moves, not with one body: ``gap`` is then the signed distance of the normal
+  body's centre behind the point body's, ``c_N = c_P - gap * n`` (``|gap|`` the
+  distance of the centres; 0 for every other pair, whose normal the carrier turns).
 """
 
 from __future__ import annotations
@@ -94,7 +98,9 @@ class Contacts:
     the normal, ``pair`` (nc,) index of the collision pair, ``axis`` (nc, 3) the unit axis
     of a cylinder whose rim carries the point (zeros otherwise): the point is then
     ``centre + radius u`` with ``u`` the unit projection of ``n`` normal to the axis
-    (the lowest point of the rim circle of centre ``centre``, body-fixed).
+    (the lowest point of the rim circle of centre ``centre``, body-fixed). ``gap`` (nc,): for a sphere on a
+    sphere, the signed offset of the normal body's centre, ``c_N = c_P - gap n`` with ``c_P = p - radius n``
+    (the normal is the line of centres and turns with both), else 0 (module docstring).
     """
 
     points: np.ndarray
@@ -107,10 +113,13 @@ class Contacts:
     radius: np.ndarray
     pair: np.ndarray
     axis: np.ndarray | None = None
+    gap: np.ndarray | None = None
 
     def __post_init__(self):
         if self.axis is None:
             self.axis = np.zeros((len(self.phi), 3))
+        if self.gap is None:
+            self.gap = np.zeros(len(self.phi))
 
     def __len__(self) -> int:
         return len(self.phi)
@@ -120,7 +129,7 @@ class Contacts:
         z3 = np.zeros((0, 3))
         zi = np.zeros(0, dtype=np.intp)
         return cls(z3, z3.copy(), np.zeros(0), zi, zi.copy(), zi.copy(), zi.copy(), np.zeros(0), zi.copy(),
-                   z3.copy())
+                   z3.copy(), np.zeros(0))
 
 
 class CollisionScene:
@@ -286,6 +295,13 @@ class CollisionScene:
                     parts.append(part)
                     continue
             carrier, vertex_body, radius, n = self._classify(jA, jB, sA, sB, iA, iB, n, gdata)
+            gap = 0.0
+            if isinstance(sA, coal.Sphere) and isinstance(sB, coal.Sphere):
+                # the line of centres (A's point, B's normal: _classify), exactly: its gap c_A - c_B = gap n
+                d = np.asarray(gdata.oMg[iA].translation) - np.asarray(gdata.oMg[iB].translation)
+                gap = float(np.linalg.norm(d))
+                if gap > 0.0:
+                    n = d / gap
             on_A = vertex_body == jA
             # The witness points on the body that carries the point (the patch
             # midpoints are not body-fixed), snapped to the box vertices they stand for.
@@ -315,13 +331,14 @@ class CollisionScene:
             else:
                 level = _support(sA, gdata.oMg[iA], -n)
                 phi = -level - P @ n if level is not None else np.full(len(P), patch.penetration_depth)
-            parts.append((P, n, phi, jA, jB, carrier, vertex_body, radius, k, None))
+            parts.append((P, n, phi, jA, jB, carrier, vertex_body, radius, k, None, gap))
         m = sum(len(p[0]) for p in parts)
         out = Contacts(np.empty((m, 3)), np.empty((m, 3)), np.empty(m), np.empty(m, dtype=np.intp),
                        np.empty(m, dtype=np.intp), np.empty(m, dtype=np.intp), np.empty(m, dtype=np.intp),
-                       np.empty(m), np.empty(m, dtype=np.intp), np.zeros((m, 3)))
+                       np.empty(m), np.empty(m, dtype=np.intp), np.zeros((m, 3)), np.zeros(m))
         i = 0
-        for P, n, phi, jA, jB, carrier, vertex_body, radius, k, axis in parts:
+        for part in parts:  # the sphere-sphere parts carry an 11th entry, their gap
+            P, n, phi, jA, jB, carrier, vertex_body, radius, k, axis = part[:10]
             e = i + len(P)
             out.points[i:e] = P
             out.normals[i:e] = n
@@ -331,6 +348,8 @@ class CollisionScene:
             out.radius[i:e], out.pair[i:e] = radius, k
             if axis is not None:
                 out.axis[i:e] = axis
+            if len(part) > 10:
+                out.gap[i:e] = part[10]
             i = e
         return out
 

@@ -98,14 +98,21 @@ class ReferenceKinematics:
             dJ = A - B
             Jp = dJ[:3] - skew(p) @ dJ[3:]  # velocity of the material points at p, A minus B
             J[c * r:(c + 1) * r] = Dc.T @ Jp
-            # Geometry: the normal turns with its carrier, the point moves with its body.
+            # Geometry: the normal turns with its carrier (between two spheres: along their centres' line), the
+            # point moves with its body.
             N = cache[contacts.normal_body[c]]
-            dn = -skew(n) @ N[3:]
-            for k in range(r):
-                dD[c, k] = dD_dn[k] @ dn
             P = cache[contacts.point_body[c]]
             rad = contacts.radius[c]
             centre = p - rad * n
+            gap = contacts.gap[c]
+            if gap != 0.0:
+                other = centre - gap * n
+                rel = (P[:3] - skew(centre) @ P[3:]) - (N[:3] - skew(other) @ N[3:])
+                dn = (np.eye(3) - np.outer(n, n)) @ rel / gap
+            else:
+                dn = -skew(n) @ N[3:]
+            for k in range(r):
+                dD[c, k] = dD_dn[k] @ dn
             dp[c] = P[:3] - skew(centre) @ P[3:] + rad * dn
         return ContactGeometry(contacts, J, D, dD, dp, J6A, J6B, r)
 

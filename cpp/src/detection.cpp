@@ -111,10 +111,10 @@ struct HandBack {};
 
 // The rows of one part of the result (one pair's contacts), appended in order.
 struct Output {
-  std::vector<double> points, normals, phi, radius, axis;
+  std::vector<double> points, normals, phi, radius, axis, gap;
   std::vector<int64_t> body_a, body_b, normal_body, point_body, pair;
   void add(const Points& P, const Vec3& n, const std::vector<double>& ph, int64_t jA, int64_t jB, int64_t carrier,
-           int64_t vertex_body, double rad, int64_t k, const Vec3* ax) {
+           int64_t vertex_body, double rad, int64_t k, const Vec3* ax, double g = 0.0) {
     for (Eigen::Index i = 0; i < P.rows(); ++i) {
       for (int c = 0; c < 3; ++c) {
         points.push_back(P(i, c));
@@ -128,12 +128,13 @@ struct Output {
       point_body.push_back(vertex_body);
       radius.push_back(rad);
       pair.push_back(k);
+      gap.push_back(g);
     }
   }
-  // The 10 arrays as a tuple of new numpy arrays (float64 and intp), as Contacts takes them.
+  // The 11 arrays as a tuple of new numpy arrays (float64 and intp), as Contacts takes them.
   nb::object arrays() const {
     const npy_intp m = static_cast<npy_intp>(phi.size());
-    nb::object out = nb::steal(PyTuple_New(10));
+    nb::object out = nb::steal(PyTuple_New(11));
     int slot = 0;
     auto put = [&](const auto& v, int cols, int type) {
       npy_intp dims[2] = {m, 3};
@@ -152,6 +153,7 @@ struct Output {
     put(radius, 1, NPY_DOUBLE);
     put(pair, 1, NPY_INTP);
     put(axis, 3, NPY_DOUBLE);
+    put(gap, 1, NPY_DOUBLE);
     return out;
   }
 };
@@ -315,7 +317,7 @@ class Detector {
     for (auto& v : vertices) vertices_.push_back(v ? *v : Points(0, 3));
   }
 
-  // Contacts at q as arrays (points, normals, phi, body_a, body_b, normal_body, point_body, radius, pair, axis),
+  // Contacts at q as arrays (points, normals, phi, body_a, body_b, normal_body, point_body, radius, pair, axis, gap),
   // or None for a case this port does not handle (the caller then runs the Python reference).
   nb::object detect(nb::handle model, nb::handle data, nb::handle gdata, const Eigen::VectorXd& q) {
     auto& M = model_of(model);
@@ -378,6 +380,13 @@ class Detector {
     } else {
       carrier = p.jB, vertex_body = p.jA, radius = 0.0;
     }
+    double gap = 0.0;
+    if (sA.kind == Kind::Sphere && sB.kind == Kind::Sphere) {
+      // the line of centres (A's point, B's normal: _classify), exactly: its gap c_A - c_B = gap n
+      const Vec3 d = M_A.translation() - M_B.translation();
+      gap = d.norm();
+      if (gap > 0.0) n = d / gap;
+    }
     const bool on_A = vertex_body == p.jA;
     Points P = witness_points(*patch, on_A);
     if (!finite_points(P)) {
@@ -402,7 +411,7 @@ class Detector {
       if (!level) phi[i] = patch->penetration_depth;
       else phi[i] = on_A ? pn - *level : -*level - pn;
     }
-    out.add(P, n, phi, p.jA, p.jB, carrier, vertex_body, radius, static_cast<int64_t>(k), nullptr);
+    out.add(P, n, phi, p.jA, p.jB, carrier, vertex_body, radius, static_cast<int64_t>(k), nullptr, gap);
   }
 
   static Points witness_points(const coal::ContactPatch& patch, bool on_A) {
@@ -700,7 +709,7 @@ void bind_detection(nb::module_& m) {
               "GJK tolerances runs), 2 every patch (the retry fails with its error); 0 (default) neither")
       .def("detect", &Detector::detect, nb::arg("model"), nb::arg("data"), nb::arg("gdata"), nb::arg("q"),
            "Contacts at q as arrays (points, normals, phi, body_a, body_b, normal_body, point_body, radius, pair, "
-           "axis), or None where the Python reference must run instead");
+           "axis, gap), or None where the Python reference must run instead");
 }
 
 }  // namespace contactraj

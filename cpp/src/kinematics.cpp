@@ -1,5 +1,7 @@
 // Contact kinematics and the implicit-derivative kernels (see kinematics.hpp), and their bindings.
 #include "kinematics.hpp"
+#include <nanobind/stl/optional.h>
+#include <optional>
 
 #include <Eigen/LU>
 #include <Eigen/SVD>
@@ -147,17 +149,17 @@ SupportMasks support_masks(const pinocchio::Model& model) {
 ContactGeometry contact_geometry(const Eigen::Ref<const Eigen::MatrixXd>& Jw, const CRowRef& support,
                                  const CIdxRef& body_a, const CIdxRef& body_b, const CIdxRef& normal_body,
                                  const CIdxRef& point_body, const CRowRef& points, const CRowRef& normals,
-                                 const CVecRef& radius, const CRowRef& axes, bool planar) {
+                                 const CVecRef& radius, const CRowRef& axes, const CVecRef& gaps, bool planar) {
   ContactGeometry g;
   contact_geometry_into(g, Jw, support, body_a, body_b, normal_body, point_body, points, normals, radius, axes,
-                        planar);
+                        gaps, planar);
   return g;
 }
 
 void contact_geometry_into(ContactGeometry& g, const Eigen::Ref<const Eigen::MatrixXd>& Jw, const CRowRef& support,
                            const CIdxRef& body_a, const CIdxRef& body_b, const CIdxRef& normal_body,
                            const CIdxRef& point_body, const CRowRef& points, const CRowRef& normals,
-                           const CVecRef& radius, const CRowRef& axes, bool planar) {
+                           const CVecRef& radius, const CRowRef& axes, const CVecRef& gaps, bool planar) {
   static const char* fn = "contact_geometry";
   const Eigen::Index nc = points.rows(), nv = Jw.cols();
   expect(Jw.rows() == 6, fn, "Jw has " + std::to_string(Jw.rows()) + " rows, expected 6 (data.J)");
@@ -168,6 +170,8 @@ void contact_geometry_into(ContactGeometry& g, const Eigen::Ref<const Eigen::Mat
   expect_shape(fn, "axes", axes.rows(), axes.cols(), nc, 3);
   expect(radius.size() == nc, fn, "radius has " + std::to_string(radius.size()) + " entries, expected nc = " +
                                       std::to_string(nc));
+  expect(gaps.size() == nc, fn, "gaps has " + std::to_string(gaps.size()) + " entries, expected nc = " +
+                                    std::to_string(nc));
   const CIdxRef* bodies[4] = {&body_a, &body_b, &normal_body, &point_body};
   const char* names[4] = {"body_a", "body_b", "normal_body", "point_body"};
   for (int b = 0; b < 4; ++b) {
@@ -280,7 +284,21 @@ void contact_geometry_into(ContactGeometry& g, const Eigen::Ref<const Eigen::Mat
       for (int j = 0; j < r; ++j) g.J(c * r + j, k) = D(0, j) * vp0 + D(1, j) * vp1 + D(2, j) * vp2;
       // dn = w_N x n ; dp = v_P(centre) + radius dn
       double d0, d1, d2;
-      cross(JN(3, k), JN(4, k), JN(5, k), n0, n1, n2, d0, d1, d2);
+      const double gap = gaps[c];
+      if (gap != 0.0) {
+        // the line of centres: c_P = p - rad n, c_N = c_P - gap n; dn = (I - n n^T) (v_P(c_P) - v_N(c_N)) / gap
+        const double cp0 = p0 - rad * n0, cp1 = p1 - rad * n1, cp2 = p2 - rad * n2;
+        double q0, q1, q2, s0, s1, s2;
+        cross(JP(3, k), JP(4, k), JP(5, k), cp0, cp1, cp2, q0, q1, q2);
+        cross(JN(3, k), JN(4, k), JN(5, k), cp0 - gap * n0, cp1 - gap * n1, cp2 - gap * n2, s0, s1, s2);
+        const double u0 = (JP(0, k) + q0) - (JN(0, k) + s0);
+        const double u1 = (JP(1, k) + q1) - (JN(1, k) + s1);
+        const double u2 = (JP(2, k) + q2) - (JN(2, k) + s2);
+        const double un = n0 * u0 + n1 * u1 + n2 * u2;
+        d0 = (u0 - n0 * un) / gap; d1 = (u1 - n1 * un) / gap; d2 = (u2 - n2 * un) / gap;
+      } else {
+        cross(JN(3, k), JN(4, k), JN(5, k), n0, n1, n2, d0, d1, d2);
+      }
       dn(0, k) = d0; dn(1, k) = d1; dn(2, k) = d2;
       double c0, c1, c2, g0, g1, g2;
       if (cyl) {
@@ -714,13 +732,15 @@ void bind_kinematics(nb::module_& m) {
       "contact_geometry",
       [](nb::handle data, const ArrD& support, const ArrI& body_a, const ArrI& body_b, const ArrI& normal_body,
          const ArrI& point_body, const ArrD& points, const ArrD& normals, const ArrD& radius, const ArrD& axes,
-         bool planar) {
+         bool planar, std::optional<ArrD> gaps) {
         static const char* fn = "contact_geometry";
         const auto& Jw = data_of(data).J;
+        const Eigen::VectorXd none = Eigen::VectorXd::Zero(radius.shape(0));
         ContactGeometry g = contact_geometry(
             Jw, rows_of(support, fn, "support", {-1, -1}), idx_of(body_a), idx_of(body_b), idx_of(normal_body),
             idx_of(point_body), rows_of(points, fn, "points", {-1, 3}), rows_of(normals, fn, "normals", {-1, 3}),
-            vec(rows_of(radius, fn, "radius", {-1})), rows_of(axes, fn, "axes", {-1, 3}), planar);
+            vec(rows_of(radius, fn, "radius", {-1})), rows_of(axes, fn, "axes", {-1, 3}),
+            gaps ? vec(rows_of(*gaps, fn, "gaps", {-1})) : CVecRef(none), planar);
         const size_t nc = g.nc, r = g.r, nv = g.nv;
         return nb::make_tuple(to_numpy(std::move(g.J), {nc * r, nv}), to_numpy(std::move(g.D), {nc, 3, r}),
                               to_numpy(std::move(g.dD), {nc, r, 3, nv}), to_numpy(std::move(g.dp), {nc, 3, nv}),
@@ -728,9 +748,9 @@ void bind_kinematics(nb::module_& m) {
       },
       nb::arg("data"), nb::arg("support"), nb::arg("body_a"), nb::arg("body_b"), nb::arg("normal_body"),
       nb::arg("point_body"), nb::arg("points"), nb::arg("normals"), nb::arg("radius"), nb::arg("axes"),
-      nb::arg("planar"),
+      nb::arg("planar"), nb::arg("gaps") = nb::none(),
       "(J, D, dD, dp, J6A, J6B) of contact/_kernels.py contact_geometry, the joint Jacobians read from "
-      "data.J (computeJointJacobians first)");
+      "data.J (computeJointJacobians first); gaps (nc,): Contacts.gap (None: zeros)");
   m.def(
       "force_derivative",
       [](const ArrD& J6A, const ArrD& J6B, const ArrD& D, const ArrD& dD, const ArrD& dp, const ArrD& points,
