@@ -26,14 +26,17 @@ seed=s)``, 2 shared cores, one run each; ``python -m app solve catapult-design -
 - (2.6, 1.6) seed 0: fixed 0.324 m; the corners 0.062 (0.33, 0.33), 0.30, 0.47, 2.17 m; the polish from (0.33,
   0.33) took it to 4.0e-6 m (lengths (0.326, 0.326)), CONVERGED, 121 s;
 - (3.7, 0.8) seed 1: fixed 0.794 m; co-design 8.2e-5 m; (2.7, 1.4) seed 2: fixed 4.8 cm, co-design 1.9e-5 m;
-- not reached: (3.3, 0.0) seed 0: fixed 0.847 m, co-design 0.115 m; (3.5, 1.5) seed 0: 0.873 m and 1.39 cm
-  (2.28 cm on 2026-11-27 08:13; a polish on relaxed contact from there ended at 0.16 m);
-  (3.3, 2.0) seed 1: 1.01 and 0.272 m (the longest design's search stalls there); upward targets 3 m out,
-  (2.2, 2.2): 0.510 and 0.296 m, (1.5, 2.6): 0.702 and 0.667 m: the damped family throws low and far, not high.
+- since design-search spends the time a stalled polish leaves on new rounds at the best design (its step 3,
+  2026-11-27 10:25-10:45, ``trajopt solve``): (3.5, 1.5) seeds 0 and 1: fixed 0.873 m, co-design 5.0e-5 m,
+  CONVERGED, 136 / 119 s (before: 1.39-2.28 cm, stalled at a kink);
+- not reached: (3.3, 0.0) seed 0: fixed 0.153 m, co-design 1.72 cm (0.115 m before step 3); (3.3, 2.0) seed 1:
+  0.916 and 0.359 m (the longest design's search stalls there); upward targets 3 m out, (2.2, 2.2) seed 0: 0.507 m
+  and 6.2 cm (0.296 m before step 3), (1.5, 2.6): 0.702 and 0.667 m: the damped family throws low and far, not high.
 
 The nominal design's reach is no circle: it hit (3.2, 0.3), (2.9, 0.9) (seed 1) and (3.1, 0.8) (seed 2) within
 0.1 mm, so ``fixed_design_distance`` comes with every answer. (A second pass of the inner method at the best
-design, from its answer with a new seed, was tried and did not help: not kept.)
+design, from its answer with a new seed, was tried and did not help: not kept; new rounds from the initial guess
+with the seeds not yet used are design-search's step 3.)
 
 The undamped family (``motor_damping=0``, the registered one until 2026-11-26, target (4, 3)) is measured in the
 sections below: there the lengths do not bound the throw and the issue's criterion could not be met.
