@@ -51,13 +51,59 @@ def tangent_basis(n0, n1, n2):
 
 
 @njit(cache=True)
+def centre_line(JP, JN, k, x0, x1, x2, n0, n1, n2, gap, slides, c):
+    """Column ``k`` of the centre line's motion (Contacts.gap, .slide): the core points ``x_P`` (given) and
+    ``x_N = x_P - gap n`` of two round shapes (a sphere's centre, or the closest point of a capsule's segment, which
+    slides along its unit axis ``a``: ``slides[c, :3]`` for P, ``slides[c, 3:]`` for N, zeros when fixed). With
+    ``r = x_P - x_N = gap n``, ``w = v_P(x_P) - v_N(x_N)`` and ``dr = w + s_P a_P - s_N a_N``, a sliding point
+    keeps ``r . a = 0``: ``dr . a + r . (w_X x a) = 0`` gives the slides (both: a 2 x 2 system; parallel axes: P's
+    alone). Returns ``dn = (I - n n^T) dr / gap`` and ``s_P a_P`` (the point body's core moves by
+    ``v_P(x_P) + s_P a_P``)."""
+    q0, q1, q2 = _cross(JP[3, k], JP[4, k], JP[5, k], x0, x1, x2)
+    y0, y1, y2 = x0 - gap * n0, x1 - gap * n1, x2 - gap * n2
+    s0, s1, s2 = _cross(JN[3, k], JN[4, k], JN[5, k], y0, y1, y2)
+    w0 = (JP[0, k] + q0) - (JN[0, k] + s0)
+    w1 = (JP[1, k] + q1) - (JN[1, k] + s1)
+    w2 = (JP[2, k] + q2) - (JN[2, k] + s2)
+    ap0, ap1, ap2 = slides[c, 0], slides[c, 1], slides[c, 2]
+    an0, an1, an2 = slides[c, 3], slides[c, 4], slides[c, 5]
+    slp = ap0 != 0.0 or ap1 != 0.0 or ap2 != 0.0
+    sln = an0 != 0.0 or an1 != 0.0 or an2 != 0.0
+    sp, sn = 0.0, 0.0
+    r0, r1, r2 = gap * n0, gap * n1, gap * n2
+    bp, bn = 0.0, 0.0
+    if slp:
+        e0, e1, e2 = _cross(JP[3, k], JP[4, k], JP[5, k], ap0, ap1, ap2)
+        bp = -(w0 * ap0 + w1 * ap1 + w2 * ap2 + r0 * e0 + r1 * e1 + r2 * e2)
+    if sln:
+        e0, e1, e2 = _cross(JN[3, k], JN[4, k], JN[5, k], an0, an1, an2)
+        bn = -(w0 * an0 + w1 * an1 + w2 * an2 + r0 * e0 + r1 * e1 + r2 * e2)
+    if slp and sln:
+        cc = ap0 * an0 + ap1 * an1 + ap2 * an2
+        if abs(cc * cc - 1.0) > 1e-9:
+            sn = (bn - cc * bp) / (cc * cc - 1.0)
+            sp = bp + cc * sn
+        else:  # parallel axes: sliding along them moves no normal
+            sp = bp
+    elif slp:
+        sp = bp
+    elif sln:
+        sn = -bn
+    u0 = w0 + sp * ap0 - sn * an0
+    u1 = w1 + sp * ap1 - sn * an1
+    u2 = w2 + sp * ap2 - sn * an2
+    un = n0 * u0 + n1 * u1 + n2 * u2
+    return ((u0 - n0 * un) / gap, (u1 - n1 * un) / gap, (u2 - n2 * un) / gap, sp * ap0, sp * ap1, sp * ap2)
+
+
+@njit(cache=True)
 def contact_geometry(Jw, support, body_a, body_b, normal_body, point_body, points, normals, radius, axes, gaps,
-                     planar, J, D, dD, dp, J6A, J6B):
+                     slides, planar, J, D, dD, dp, J6A, J6B):
     """Fill the contact Jacobian and the derivative ingredients (shapes as in ContactGeometry).
 
     ``J`` (nc*r, nv), ``D`` (nc, 3, r), ``dD`` (nc, r, 3, nv), ``dp`` (nc, 3, nv),
-    ``J6A``/``J6B`` (nc, 6, nv). ``gaps`` (nc,): a sphere on a sphere's signed centre offset (Contacts.gap),
-    whose normal turns with both centres, ``dn = (I - n n^T) (v_P(c_P) - v_N(c_N)) / gap``; 0: ``dn = w_N x n``.
+    ``J6A``/``J6B`` (nc, 6, nv). ``gaps`` (nc,), ``slides`` (nc, 6): two round shapes' centre line (Contacts.gap,
+    .slide; :func:`centre_line`), whose normal turns with both cores; gap 0: ``dn = w_N x n``.
     """
     nc = points.shape[0]
     nv = Jw.shape[1]
@@ -122,16 +168,10 @@ def contact_geometry(Jw, support, body_a, body_b, normal_body, point_body, point
             # dn = w_N x n ; dp = v_P(centre) + radius dn
             rad = radius[c]
             gap = gaps[c]
-            if gap != 0.0:
-                # the line of centres: c_P = p - rad n, c_N = c_P - gap n; dn = (I - n n^T) (v_P(c_P) - v_N(c_N)) / gap
-                cp0, cp1, cp2 = p0 - rad * n0, p1 - rad * n1, p2 - rad * n2
-                q0, q1, q2 = _cross(JP[3, k], JP[4, k], JP[5, k], cp0, cp1, cp2)
-                s0, s1, s2 = _cross(JN[3, k], JN[4, k], JN[5, k], cp0 - gap * n0, cp1 - gap * n1, cp2 - gap * n2)
-                u0 = (JP[0, k] + q0) - (JN[0, k] + s0)
-                u1 = (JP[1, k] + q1) - (JN[1, k] + s1)
-                u2 = (JP[2, k] + q2) - (JN[2, k] + s2)
-                un_ = n0 * u0 + n1 * u1 + n2 * u2
-                d0, d1, d2 = (u0 - n0 * un_) / gap, (u1 - n1 * un_) / gap, (u2 - n2 * un_) / gap
+            sl0, sl1, sl2 = 0.0, 0.0, 0.0
+            if gap != 0.0:  # the centre line of two round shapes: x_P = p - rad n, x_N = x_P - gap n
+                d0, d1, d2, sl0, sl1, sl2 = centre_line(JP, JN, k, p0 - rad * n0, p1 - rad * n1, p2 - rad * n2,
+                                                        n0, n1, n2, gap, slides, c)
             else:
                 nw0, nw1, nw2 = JN[3, k], JN[4, k], JN[5, k]
                 d0, d1, d2 = _cross(nw0, nw1, nw2, n0, n1, n2)
@@ -151,9 +191,9 @@ def contact_geometry(Jw, support, body_a, body_b, normal_body, point_body, point
                 c0, c1, c2 = p0 - rad * n0, p1 - rad * n1, p2 - rad * n2
                 g0, g1, g2 = d0, d1, d2
             y0, y1, y2 = _cross(JP[3, k], JP[4, k], JP[5, k], c0, c1, c2)
-            dp[c, 0, k] = JP[0, k] + y0 + rad * g0
-            dp[c, 1, k] = JP[1, k] + y1 + rad * g1
-            dp[c, 2, k] = JP[2, k] + y2 + rad * g2
+            dp[c, 0, k] = JP[0, k] + y0 + rad * g0 + sl0
+            dp[c, 1, k] = JP[1, k] + y1 + rad * g1 + sl1
+            dp[c, 2, k] = JP[2, k] + y2 + rad * g2 + sl2
         for j in range(r):
             for i in range(3):
                 for k in range(nv):

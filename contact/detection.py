@@ -40,10 +40,12 @@ Conventions of a contact (all in the world frame):
   as the point of a sphere/capsule cap at signed distance ``radius`` along ``n``
   from a body-fixed centre (``p = centre + radius * n``). Both matter for how the
   contact moves with ``q`` (the collision-geometry terms of the Jacobians).
-- between two spheres the normal is the line of their centres, which turns as either
-  centre moves, not with one body: ``gap`` is then the signed distance of the normal
-  body's centre behind the point body's, ``c_N = c_P - gap * n`` (``|gap|`` the
-  distance of the centres; 0 for every other pair, whose normal the carrier turns).
+- between two round shapes (spheres, capsules) the normal is the line of their cores'
+  closest points (a sphere's centre; the nearest point of a capsule's segment, which
+  slides along it), which turns as either moves, not with one body: ``gap`` is then the
+  signed distance of the normal body's core point behind the point body's,
+  ``x_N = x_P - gap * n``, and ``slide`` their sliding axes (0 for every other pair,
+  whose normal the carrier turns).
 """
 
 from __future__ import annotations
@@ -98,9 +100,11 @@ class Contacts:
     the normal, ``pair`` (nc,) index of the collision pair, ``axis`` (nc, 3) the unit axis
     of a cylinder whose rim carries the point (zeros otherwise): the point is then
     ``centre + radius u`` with ``u`` the unit projection of ``n`` normal to the axis
-    (the lowest point of the rim circle of centre ``centre``, body-fixed). ``gap`` (nc,): for a sphere on a
-    sphere, the signed offset of the normal body's centre, ``c_N = c_P - gap n`` with ``c_P = p - radius n``
-    (the normal is the line of centres and turns with both), else 0 (module docstring).
+    (the lowest point of the rim circle of centre ``centre``, body-fixed). ``gap`` (nc,): between two round
+    shapes (spheres, capsules), the signed offset of the normal body's core point, ``x_N = x_P - gap n`` with
+    ``x_P = p - radius n`` (the normal is the line of the cores' closest points and turns with both), else 0;
+    ``slide`` (nc, 6): the unit axes along which ``x_P`` and ``x_N`` slide (a capsule's segment, the closest point
+    inside it), zeros where the point is fixed (a sphere's centre, a capsule's end) (module docstring).
     """
 
     points: np.ndarray
@@ -114,12 +118,15 @@ class Contacts:
     pair: np.ndarray
     axis: np.ndarray | None = None
     gap: np.ndarray | None = None
+    slide: np.ndarray | None = None
 
     def __post_init__(self):
         if self.axis is None:
             self.axis = np.zeros((len(self.phi), 3))
         if self.gap is None:
             self.gap = np.zeros(len(self.phi))
+        if self.slide is None:
+            self.slide = np.zeros((len(self.phi), 6))
 
     def __len__(self) -> int:
         return len(self.phi)
@@ -129,7 +136,7 @@ class Contacts:
         z3 = np.zeros((0, 3))
         zi = np.zeros(0, dtype=np.intp)
         return cls(z3, z3.copy(), np.zeros(0), zi, zi.copy(), zi.copy(), zi.copy(), np.zeros(0), zi.copy(),
-                   z3.copy(), np.zeros(0))
+                   z3.copy(), np.zeros(0), np.zeros((0, 6)))
 
 
 class CollisionScene:
@@ -295,13 +302,18 @@ class CollisionScene:
                     parts.append(part)
                     continue
             carrier, vertex_body, radius, n = self._classify(jA, jB, sA, sB, iA, iB, n, gdata)
-            gap = 0.0
-            if isinstance(sA, coal.Sphere) and isinstance(sB, coal.Sphere):
-                # the line of centres (A's point, B's normal: _classify), exactly: its gap c_A - c_B = gap n
-                d = np.asarray(gdata.oMg[iA].translation) - np.asarray(gdata.oMg[iB].translation)
-                gap = float(np.linalg.norm(d))
+            gap, slide = 0.0, None
+            if isinstance(sA, _ROUND) and isinstance(sB, _ROUND):
+                # two round shapes: the line of their cores' closest points (A's point, B's normal: _classify)
+                xA, xB, slide = _round_cores(sA, gdata.oMg[iA], sB, gdata.oMg[iB])
+                gap = float(np.linalg.norm(xA - xB))
                 if gap > 0.0:
-                    n = d / gap
+                    n = (xA - xB) / gap
+                    P = (xA + radius * n)[None, :]
+                    phi = np.array([gap - float(sA.radius) - float(sB.radius)])
+                    parts.append((P, n, phi, jA, jB, carrier, vertex_body, radius, k, None, gap, slide))
+                    continue
+                gap, slide = 0.0, None  # concentric: no line (coal's normal, carried by B)
             on_A = vertex_body == jA
             # The witness points on the body that carries the point (the patch
             # midpoints are not body-fixed), snapped to the box vertices they stand for.
@@ -331,13 +343,13 @@ class CollisionScene:
             else:
                 level = _support(sA, gdata.oMg[iA], -n)
                 phi = -level - P @ n if level is not None else np.full(len(P), patch.penetration_depth)
-            parts.append((P, n, phi, jA, jB, carrier, vertex_body, radius, k, None, gap))
+            parts.append((P, n, phi, jA, jB, carrier, vertex_body, radius, k, None))
         m = sum(len(p[0]) for p in parts)
         out = Contacts(np.empty((m, 3)), np.empty((m, 3)), np.empty(m), np.empty(m, dtype=np.intp),
                        np.empty(m, dtype=np.intp), np.empty(m, dtype=np.intp), np.empty(m, dtype=np.intp),
-                       np.empty(m), np.empty(m, dtype=np.intp), np.zeros((m, 3)), np.zeros(m))
+                       np.empty(m), np.empty(m, dtype=np.intp), np.zeros((m, 3)), np.zeros(m), np.zeros((m, 6)))
         i = 0
-        for part in parts:  # the sphere-sphere parts carry an 11th entry, their gap
+        for part in parts:  # the round-round parts carry their gap and slides too
             P, n, phi, jA, jB, carrier, vertex_body, radius, k, axis = part[:10]
             e = i + len(P)
             out.points[i:e] = P
@@ -349,7 +361,7 @@ class CollisionScene:
             if axis is not None:
                 out.axis[i:e] = axis
             if len(part) > 10:
-                out.gap[i:e] = part[10]
+                out.gap[i:e], out.slide[i:e] = part[10], part[11]
             i = e
         return out
 
@@ -518,6 +530,41 @@ class CollisionScene:
         if isinstance(sA, _FLAT) or _aligned(sA, gdata.oMg[iA], n):
             return jA, jB, 0.0, _face_normal(sA, gdata.oMg[iA], -n, flip=True)
         return jB, jA, 0.0, n
+
+
+def _core(shape, M: pin.SE3):
+    """A round shape's core: ``(centre, unit axis, half-length)``, a segment (a capsule, along its local z) or a
+    point (a sphere: half-length 0)."""
+    if isinstance(shape, coal.Capsule):
+        return np.asarray(M.translation), np.asarray(M.rotation)[:, 2].copy(), float(shape.halfLength)
+    return np.asarray(M.translation), np.zeros(3), 0.0
+
+
+def _round_cores(sA, MA: pin.SE3, sB, MB: pin.SE3):
+    """The closest points ``(x_A, x_B)`` of two round shapes' cores and their slides (6,): each core's unit axis
+    where its closest point lies inside its segment (it slides as the shapes move), zeros where it is fixed (a
+    sphere's centre or a segment's end). Parallel overlapping segments: the middle of the overlap on A."""
+    oA, aA, hA = _core(sA, MA)
+    oB, aB, hB = _core(sB, MB)
+    w0 = oA - oB
+    b, d, e = float(aA @ aB), float(aA @ w0), float(aB @ w0)
+    den = 1.0 - b * b
+    if hA > 0.0 and hB > 0.0 and den > 1e-12:
+        s = float(np.clip((b * e - d) / den, -hA, hA))
+    elif hA > 0.0 and hB > 0.0:  # parallel: the middle of the overlap of B's projection onto A's segment
+        lo, hi = max(-hA, -d - hB), min(hA, -d + hB)
+        s = 0.5 * (lo + hi) if lo <= hi else float(np.clip(-d, -hA, hA))
+    else:
+        s = float(np.clip(-d, -hA, hA)) if hA > 0.0 else 0.0
+    t = float(np.clip(b * s + e, -hB, hB)) if hB > 0.0 else 0.0
+    if hA > 0.0:  # A's best point for B's (clamped) one
+        s = float(np.clip(b * t - d, -hA, hA))
+    slide = np.zeros(6)
+    if hA > 0.0 and abs(s) < hA * (1.0 - 1e-9):
+        slide[:3] = aA
+    if hB > 0.0 and abs(t) < hB * (1.0 - 1e-9):
+        slide[3:] = aB
+    return oA + s * aA, oB + t * aB, slide
 
 
 def _tangents(n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -17,8 +17,9 @@ tangent-space perturbations act on the right), and 0 otherwise:
 
 The collision-geometry terms add how each contact's point ``p`` and normal
 ``n`` (and the tangents built from it) move with q: the normal turns with the
-body that carries it (``dn = w_N x n``), or between two spheres along the line of
-their centres (``dn = (I - n n^T)(v_P(c_P) - v_N(c_N)) / gap``, ``Contacts.gap``);
+body that carries it (``dn = w_N x n``), or between two round shapes along the line
+of their cores' closest points, which slide along a capsule's axis
+(``dn = (I - n n^T) dr / gap``, ``Contacts.gap``/``slide``, :func:`contact._kernels.centre_line`);
 the point is a body-fixed vertex or a
 sphere/capsule surface point ``centre + radius n``, or the lowest point of a
 cylinder's rim ``centre + radius u``, ``u`` the unit projection of ``n`` normal to
@@ -100,7 +101,7 @@ class ContactKinematics:
         c = contacts
         J, D, dD, dp, J6A, J6B = self.core.contact_geometry(data, self.support, c.body_a, c.body_b, c.normal_body,
                                                             c.point_body, c.points, c.normals, c.radius, c.axis,
-                                                            bool(self.planar), c.gap)
+                                                            bool(self.planar), c.gap, c.slide)
         return ContactGeometry(contacts, J, D, dD, dp, J6A, J6B, self.rows)
 
     def force_derivative(self, g: ContactGeometry, lam: np.ndarray) -> np.ndarray:
@@ -126,7 +127,8 @@ class ContactKinematics:
         J6B = np.empty((nc, 6, nv))
         _kernels.contact_geometry(np.asarray(data.J).reshape(6, -1), self.support, contacts.body_a, contacts.body_b,
                                   contacts.normal_body, contacts.point_body, contacts.points, contacts.normals,
-                                  contacts.radius, contacts.axis, contacts.gap, self.planar, J, D, dD, dp, J6A, J6B)
+                                  contacts.radius, contacts.axis, contacts.gap, contacts.slide, self.planar, J, D, dD,
+                                  dp, J6A, J6B)
         return ContactGeometry(contacts, J, D, dD, dp, J6A, J6B, r)
 
     def _reference_force_derivative(self, g: ContactGeometry, lam: np.ndarray) -> np.ndarray:

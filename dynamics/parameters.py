@@ -465,7 +465,7 @@ class _Augmented:
         mp = self.idmap
         c = Contacts(contacts.points, contacts.normals, contacts.phi, mp[contacts.body_a], mp[contacts.body_b],
                      mp[contacts.normal_body], mp[contacts.point_body], contacts.radius, contacts.pair,
-                     contacts.axis, contacts.gap)
+                     contacts.axis, contacts.gap, contacts.slide)
         pin.computeJointJacobians(self.model, self.data, self.q(q))
         return self.kin.geometry(self.data, c)
 

@@ -105,15 +105,38 @@ class ReferenceKinematics:
             rad = contacts.radius[c]
             centre = p - rad * n
             gap = contacts.gap[c]
-            if gap != 0.0:
+            slide = np.zeros((3, nv))
+            if gap != 0.0:  # the cores' centre line (contact._kernels.centre_line), column by column
                 other = centre - gap * n
-                rel = (P[:3] - skew(centre) @ P[3:]) - (N[:3] - skew(other) @ N[3:])
-                dn = (np.eye(3) - np.outer(n, n)) @ rel / gap
+                w = (P[:3] - skew(centre) @ P[3:]) - (N[:3] - skew(other) @ N[3:])
+                aP, aN = contacts.slide[c, :3], contacts.slide[c, 3:]
+                rr = gap * n
+                rows, rhs = [], []
+                if aP.any():
+                    rows.append(np.concatenate(([1.0], [-(aP @ aN)] if aN.any() else [])))
+                    rhs.append(-(aP @ w) - rr @ (-skew(aP) @ P[3:]))
+                if aN.any():
+                    rows.append(np.concatenate(([aP @ aN] if aP.any() else [], [-1.0])))
+                    rhs.append(-(aN @ w) - rr @ (-skew(aN) @ N[3:]))
+                s_P, s_N = np.zeros(nv), np.zeros(nv)
+                if rows:
+                    Mrows = np.array(rows)
+                    if len(rows) == 2 and abs(np.linalg.det(Mrows)) <= 1e-9:  # parallel: P's slide alone
+                        s_P = rhs[0]
+                    else:
+                        sol = np.linalg.solve(Mrows, np.array(rhs))
+                        if aP.any():
+                            s_P = sol[0]
+                        if aN.any():
+                            s_N = sol[-1]
+                u = w + np.outer(aP, s_P) - np.outer(aN, s_N)
+                dn = (np.eye(3) - np.outer(n, n)) @ u / gap
+                slide = np.outer(aP, s_P)
             else:
                 dn = -skew(n) @ N[3:]
             for k in range(r):
                 dD[c, k] = dD_dn[k] @ dn
-            dp[c] = P[:3] - skew(centre) @ P[3:] + rad * dn
+            dp[c] = P[:3] - skew(centre) @ P[3:] + rad * dn + slide
         return ContactGeometry(contacts, J, D, dD, dp, J6A, J6B, r)
 
     # -- derivative contractions ------------------------------------------------------------

@@ -29,7 +29,7 @@ from test_rods import LENGTH, R, rod_model  # noqa: E402
 
 pytestmark = pytest.mark.skipif(core.module is None, reason=f"the compiled core is not available: {core.reason}")
 
-FLOATS = ("points", "normals", "phi", "radius", "axis")
+FLOATS = ("points", "normals", "phi", "radius", "axis", "gap", "slide")
 INTS = ("body_a", "body_b", "normal_body", "point_body", "pair")
 
 
@@ -299,3 +299,24 @@ def test_no_core_means_no_detector(monkeypatch):
     assert scene._detector is None
     c = scene.detect(model, model.createData(), scene.create_data(), _free_q(model, 0.05))
     assert len(c) == 1
+
+
+def test_round_shapes_against_each_other():
+    """Spheres and capsules on two free bodies, near and touching, at random poses: the centre line (normal, gap,
+    slides: contact/detection.py _round_cores and its compiled twin) both ways."""
+    rng = np.random.default_rng(11)
+    free = _one_free()
+    for shapes in (("sphere", "sphere"), ("capsule", "sphere"), ("sphere", "capsule"), ("capsule", "capsule")):
+        b = ModelBuilder("round")
+        for i, shape in enumerate(shapes):
+            j = b.add_joint("free", name=f"j{i}")
+            b.add_body(j, mass=1.0, **({"sphere": 0.06} if shape == "sphere" else {"capsule": (0.04, 0.2)}))
+        model, geom = b.build()
+        scene = CollisionScene(model, geom, ground=-5.0, margin=5e-3)
+        qa = np.r_[0, 0, 0, 0, 0, 0, 1.0]
+        qs = []
+        for _ in range(40):
+            qb = pin.integrate(free, np.r_[0, 0, 0.1, 0, 0, 0, 1.0], rng.normal(0, 1, 6) * [0.05, 0.05, 0.01, 2, 2, 2])
+            qs.append(np.r_[pin.integrate(free, qa, rng.normal(0, 0.3, 6) * [0, 0, 0, 1, 1, 1]), qb])
+        seen, _ = compare(scene, model, qs)
+        assert seen > 0, shapes

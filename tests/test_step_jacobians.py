@@ -206,16 +206,18 @@ def test_two_moving_spheres_in_contact(contact):
     assert np.abs(Fp - parameter_jacobian_fd(sim, x, u, names)).max() <= 1e-6 * scale
 
 
-def test_sphere_sphere_geometry_compiled_numba_and_numpy_agree():
-    """The centre-line normal's derivative (dn, dp, dD) in the three implementations: the compiled core, the numba
-    kernels and tests/reference_kinematics.py."""
+@pytest.mark.parametrize("case", ["sphere-sphere", "capsule-ball", "ball-capsule", "capsule-capsule",
+                                  "capsule-end-ball"])
+def test_round_pair_geometry_compiled_numba_and_numpy_agree(case):
+    """The centre line's derivatives (dn, dp, dD; with a capsule's slides) in the three implementations: the
+    compiled core, the numba kernels and tests/reference_kinematics.py."""
     import pinocchio as pin
 
     from contact.kinematics import ContactKinematics
 
     from .reference_kinematics import ReferenceKinematics
 
-    sim, x, u = _sphere_on_sphere("lcp")
+    sim, x, u = _sphere_on_sphere("lcp") if case == "sphere-sphere" else _round_pair(case, "lcp")
     sim.step(x, u)
     c = sim._workspace(None).contact.geo.contacts
     data = sim.model.createData()
@@ -227,37 +229,78 @@ def test_sphere_sphere_geometry_compiled_numba_and_numpy_agree():
     for f in ("J", "D", "dD", "dp"):
         assert np.allclose(getattr(compiled, f), getattr(numba, f), rtol=0, atol=1e-12), f
         assert np.allclose(getattr(numba, f), getattr(numpy_, f), rtol=0, atol=1e-12), f
-    assert np.abs(compiled.dD).max() > 1.0  # the normal turns (a free ball's translation turns it)
+    assert np.abs(compiled.dD).max() > 0.1  # the normal turns (the free body's translation turns it)
 
 
-@pytest.mark.xfail(strict=True, reason="known defect (2026-11-27): a capsule against a sphere (or a capsule) that "
-                   "both move: the normal lies along the line from the capsule's closest axis point, which slides "
-                   "along the axis, and the capsule's surface point slides with it; detection lets one body carry "
-                   "the normal (dn = w_N x n) and the point's centre be body-fixed. Fx is off by 38 of 9.3e3 here "
-                   "(4e-3 relative). Fix: the segment-to-point (and segment-to-segment) centre line with its "
-                   "sliding terms, as Contacts.gap does for two spheres")
-def test_capsule_against_a_moving_sphere():
+ROUND_PAIRS = {  # (the arm's shape, the free body's shape, where along the arm capsule's axis, the free axis)
+    "capsule-ball": ("capsule", "sphere", 0.05, None),
+    "ball-capsule": ("sphere", "capsule", 0.0, (0.0, 0.0, 1.0)),
+    "capsule-capsule": ("capsule", "capsule", -0.04, (0.3, 0.2, 1.0)),
+    "capsule-end-ball": ("capsule", "sphere", -0.2, None),
+}
+
+
+def _round_pair(case: str, contact: str):
+    """A round shape at the end of a swinging arm (a capsule lies along the arm's x) against a free round body
+    0.5 mm from it, approaching, sliding along the capsule and spinning. ``case``: ROUND_PAIRS. (sim, x, u)."""
+    import pinocchio as pin
+
     from dynamics import ModelBuilder, Simulator
 
+    arm_shape, free_shape, along, free_axis = ROUND_PAIRS[case]
+    r_arm, r_free = 0.05, 0.08 if free_shape == "sphere" else 0.04
     b = ModelBuilder("hit")
     a = 0.2
     j1 = b.add_joint("revolute", name="swing", axis="y", placement=(0.0, 0.0, 1.0))
-    b.add_body(j1, mass=1.0, capsule=(0.05, 0.3), offset=(0.0, 0.0, -0.8),
-               rotation=np.array([[0.0, 0.0, 1.0], [0.0, 1.0, 0.0], [-1.0, 0.0, 0.0]]))  # the capsule along x
-    j2 = b.add_joint("free", name="ball")
-    b.add_body(j2, mass=0.4, sphere=0.08)
+    turn = np.array([[0.0, 0.0, 1.0], [0.0, 1.0, 0.0], [-1.0, 0.0, 0.0]])  # local z along the arm's x
+    b.add_body(j1, mass=1.0, offset=(0.0, 0.0, -0.8), rotation=turn,
+               **({"capsule": (r_arm, 0.3)} if arm_shape == "capsule" else {"sphere": r_arm}))
+    j2 = b.add_joint("free", name="free")
+    b.add_body(j2, mass=0.4, **({"capsule": (r_free, 0.2)} if free_shape == "capsule" else {"sphere": r_free}))
     model, geom = b.build()
-    sim = Simulator(model, geometry=geom, dt=1e-3, ground=-5.0, friction=0.3, contact="lcp")
+    sim = Simulator(model, geometry=geom, dt=1e-3, ground=-5.0, friction=0.3, contact=contact)
     tip = np.array([-0.8 * np.sin(a), 0.0, 1 - 0.8 * np.cos(a)])
-    axis = np.array([np.cos(a), 0.0, -np.sin(a)])
-    d = np.array([0.2, 1.0, 0.1]) - axis * (np.array([0.2, 1.0, 0.1]) @ axis)
+    ax = np.array([np.cos(a), 0.0, -np.sin(a)])  # the arm capsule's axis (world)
+    end = 0.15 if arm_shape == "capsule" else 0.0
+    core = tip + np.clip(along, -end, end) * ax  # the arm core's closest point
+    d = np.array([0.2, 1.0, 0.1]) - ax * (np.array([0.2, 1.0, 0.1]) @ ax)
+    if abs(along) > end:  # beyond the capsule's end: the line from its end cap's centre (the swing pushes it on)
+        d = d / np.linalg.norm(d) + (along - np.clip(along, -end, end)) * 4.0 * ax
     d /= np.linalg.norm(d)
+    R = np.eye(3)
+    if free_axis is not None:  # the free capsule's axis across d (its closest point: its centre)
+        zb = np.array(free_axis) - d * (np.array(free_axis) @ d)
+        zb /= np.linalg.norm(zb)
+        xb = np.cross(d, zb)
+        R = np.column_stack((xb, d, zb))
     x = np.zeros(sim.nx)
-    x[0], x[1:4], x[7], x[8] = a, tip + 0.05 * axis + d * (0.13 + 5e-4), 1.0, 3.0
-    x[9:12], x[12:15] = -d + 0.3 * axis, [2.0, -1.0, 0.5]  # approaching, sliding along the axis, spinning
-    u = np.zeros(sim.nu)
+    x[0], x[1:4] = a, core + d * (r_arm + r_free + 5e-4)
+    x[4:8] = pin.Quaternion(R).coeffs()
+    x[8] = 3.0
+    x[9:12] = R.T @ (-d + 0.3 * ax)  # the free joint's velocity is in its own frame: approaching, sliding
+    x[12:15] = [2.0, -1.0, 0.5]
+    return sim, x, np.zeros(sim.nu)
+
+
+@pytest.mark.parametrize("contact", ["lcp", "ncp"])
+@pytest.mark.parametrize("case", list(ROUND_PAIRS))
+def test_round_shapes_in_contact(case, contact):
+    """Capsules against round shapes that move: the normal is the line of the cores' closest points, which slide
+    along a capsule's segment (Contacts.slide; fixed at a capsule's end). Fx and the placement columns of Fp against
+    central differences. Before: one body carried the normal and a capsule's point centre was body-fixed; Fx was
+    4e-3 relative off on capsule-ball (38 of 9.3e3)."""
+    from trajopt.numdiff import parameter_jacobian_fd
+
+    sim, x, u = _round_pair(case, contact)
     sim.step(x, u)
     assert len(sim.contacts) == 1 and sim.contacts.impulses[0, 0] > 0
+    c = sim._workspace(None).contact.geo.contacts
+    slides = int(np.abs(c.slide[0, :3]).sum() > 0) + int(np.abs(c.slide[0, 3:]).sum() > 0)
+    assert slides == {"capsule-ball": 1, "ball-capsule": 1, "capsule-capsule": 2, "capsule-end-ball": 0}[case]
     _, Fx, _ = sim.step_derivatives(x, u)
     fd = step_jacobians_fd(sim, x, u)
-    assert max_relative_error(Fx, fd.Fx) < fd_tolerance() * max(1.0, np.abs(Fx).max())
+    scale = max(1.0, np.abs(Fx).max())
+    assert max_relative_error(Fx, fd.Fx) < fd_tolerance() * scale
+    names = ["placement:swing", "placement:free"]
+    Fp = sim.step_derivatives(x, u, params=names)[3]
+    assert np.abs(Fp - parameter_jacobian_fd(sim, x, u, names)).max() <= 1e-6 * scale

@@ -111,10 +111,10 @@ struct HandBack {};
 
 // The rows of one part of the result (one pair's contacts), appended in order.
 struct Output {
-  std::vector<double> points, normals, phi, radius, axis, gap;
+  std::vector<double> points, normals, phi, radius, axis, gap, slide;
   std::vector<int64_t> body_a, body_b, normal_body, point_body, pair;
   void add(const Points& P, const Vec3& n, const std::vector<double>& ph, int64_t jA, int64_t jB, int64_t carrier,
-           int64_t vertex_body, double rad, int64_t k, const Vec3* ax, double g = 0.0) {
+           int64_t vertex_body, double rad, int64_t k, const Vec3* ax, double g = 0.0, const double* sl = nullptr) {
     for (Eigen::Index i = 0; i < P.rows(); ++i) {
       for (int c = 0; c < 3; ++c) {
         points.push_back(P(i, c));
@@ -129,15 +129,16 @@ struct Output {
       radius.push_back(rad);
       pair.push_back(k);
       gap.push_back(g);
+      for (int c = 0; c < 6; ++c) slide.push_back(sl ? sl[c] : 0.0);
     }
   }
-  // The 11 arrays as a tuple of new numpy arrays (float64 and intp), as Contacts takes them.
+  // The 12 arrays as a tuple of new numpy arrays (float64 and intp), as Contacts takes them.
   nb::object arrays() const {
     const npy_intp m = static_cast<npy_intp>(phi.size());
-    nb::object out = nb::steal(PyTuple_New(11));
+    nb::object out = nb::steal(PyTuple_New(12));
     int slot = 0;
     auto put = [&](const auto& v, int cols, int type) {
-      npy_intp dims[2] = {m, 3};
+      npy_intp dims[2] = {m, cols};
       PyObject* a = PyArray_SimpleNew(cols == 1 ? 1 : 2, dims, type);
       if (a == nullptr) throw nb::python_error();
       if (!v.empty()) std::memcpy(PyArray_DATA(reinterpret_cast<PyArrayObject*>(a)), v.data(), v.size() * 8);
@@ -154,6 +155,7 @@ struct Output {
     put(pair, 1, NPY_INTP);
     put(axis, 3, NPY_DOUBLE);
     put(gap, 1, NPY_DOUBLE);
+    put(slide, 6, NPY_DOUBLE);
     return out;
   }
 };
@@ -317,7 +319,8 @@ class Detector {
     for (auto& v : vertices) vertices_.push_back(v ? *v : Points(0, 3));
   }
 
-  // Contacts at q as arrays (points, normals, phi, body_a, body_b, normal_body, point_body, radius, pair, axis, gap),
+  // Contacts at q as arrays (points, normals, phi, body_a, body_b, normal_body, point_body, radius, pair, axis, gap,
+  // slide),
   // or None for a case this port does not handle (the caller then runs the Python reference).
   nb::object detect(nb::handle model, nb::handle data, nb::handle gdata, const Eigen::VectorXd& q) {
     auto& M = model_of(model);
@@ -380,12 +383,21 @@ class Detector {
     } else {
       carrier = p.jB, vertex_body = p.jA, radius = 0.0;
     }
-    double gap = 0.0;
-    if (sA.kind == Kind::Sphere && sB.kind == Kind::Sphere) {
-      // the line of centres (A's point, B's normal: _classify), exactly: its gap c_A - c_B = gap n
-      const Vec3 d = M_A.translation() - M_B.translation();
-      gap = d.norm();
-      if (gap > 0.0) n = d / gap;
+    if (sA.round() && sB.round()) {
+      // two round shapes: the line of their cores' closest points (A's point, B's normal: _classify)
+      Vec3 xA, xB;
+      double sl[6];
+      round_cores(sA, M_A, sB, M_B, xA, xB, sl);
+      const Vec3 d = xA - xB;
+      const double gap = d.norm();
+      if (gap > 0.0) {
+        n = d / gap;
+        Points P(1, 3);
+        for (int i = 0; i < 3; ++i) P(0, i) = xA[i] + radius * n[i];
+        const std::vector<double> ph{gap - sA.radius() - sB.radius()};
+        out.add(P, n, ph, p.jA, p.jB, carrier, vertex_body, radius, static_cast<int64_t>(k), nullptr, gap, sl);
+        return;
+      }  // concentric: no line (coal's normal, carried by B)
     }
     const bool on_A = vertex_body == p.jA;
     Points P = witness_points(*patch, on_A);
@@ -411,7 +423,52 @@ class Detector {
       if (!level) phi[i] = patch->penetration_depth;
       else phi[i] = on_A ? pn - *level : -*level - pn;
     }
-    out.add(P, n, phi, p.jA, p.jB, carrier, vertex_body, radius, static_cast<int64_t>(k), nullptr, gap);
+    out.add(P, n, phi, p.jA, p.jB, carrier, vertex_body, radius, static_cast<int64_t>(k), nullptr);
+  }
+
+  // contact/detection.py _core and _round_cores: the closest points of two round shapes' cores (a sphere's centre,
+  // a capsule's segment along its local z) and their slides (each core's unit axis where its point lies inside
+  // its segment, else zeros), the same operations in the same order
+  static void core(const Shape& s, const pinocchio::SE3& M, Vec3& o, Vec3& a, double& h) {
+    o = M.translation();
+    if (s.kind == Kind::Capsule) {
+      a = M.rotation().col(2);
+      h = s.half_length();
+    } else {
+      a.setZero();
+      h = 0.0;
+    }
+  }
+  static double clip(double x, double lo, double hi) { return x < lo ? lo : (x > hi ? hi : x); }
+  static void round_cores(const Shape& sA, const pinocchio::SE3& MA, const Shape& sB, const pinocchio::SE3& MB,
+                          Vec3& xA, Vec3& xB, double* slide) {
+    Vec3 oA, aA, oB, aB;
+    double hA, hB;
+    core(sA, MA, oA, aA, hA);
+    core(sB, MB, oB, aB, hB);
+    const Vec3 w0 = oA - oB;
+    const double b = aA[0] * aB[0] + aA[1] * aB[1] + aA[2] * aB[2];
+    const double d = aA[0] * w0[0] + aA[1] * w0[1] + aA[2] * w0[2];
+    const double e = aB[0] * w0[0] + aB[1] * w0[1] + aB[2] * w0[2];
+    const double den = 1.0 - b * b;
+    double s = 0.0, t = 0.0;
+    if (hA > 0.0 && hB > 0.0 && den > 1e-12) {
+      s = clip((b * e - d) / den, -hA, hA);
+    } else if (hA > 0.0 && hB > 0.0) {  // parallel: the middle of the overlap
+      const double lo = std::max(-hA, -d - hB), hi = std::min(hA, -d + hB);
+      s = lo <= hi ? 0.5 * (lo + hi) : clip(-d, -hA, hA);
+    } else {
+      s = hA > 0.0 ? clip(-d, -hA, hA) : 0.0;
+    }
+    t = hB > 0.0 ? clip(b * s + e, -hB, hB) : 0.0;
+    if (hA > 0.0) s = clip(b * t - d, -hA, hA);
+    for (int i = 0; i < 6; ++i) slide[i] = 0.0;
+    if (hA > 0.0 && std::abs(s) < hA * (1.0 - 1e-9))
+      for (int i = 0; i < 3; ++i) slide[i] = aA[i];
+    if (hB > 0.0 && std::abs(t) < hB * (1.0 - 1e-9))
+      for (int i = 0; i < 3; ++i) slide[3 + i] = aB[i];
+    xA = oA + s * aA;
+    xB = oB + t * aB;
   }
 
   static Points witness_points(const coal::ContactPatch& patch, bool on_A) {
@@ -709,7 +766,7 @@ void bind_detection(nb::module_& m) {
               "GJK tolerances runs), 2 every patch (the retry fails with its error); 0 (default) neither")
       .def("detect", &Detector::detect, nb::arg("model"), nb::arg("data"), nb::arg("gdata"), nb::arg("q"),
            "Contacts at q as arrays (points, normals, phi, body_a, body_b, normal_body, point_body, radius, pair, "
-           "axis, gap), or None where the Python reference must run instead");
+           "axis, gap, slide), or None where the Python reference must run instead");
 }
 
 }  // namespace contactraj

@@ -149,17 +149,19 @@ SupportMasks support_masks(const pinocchio::Model& model) {
 ContactGeometry contact_geometry(const Eigen::Ref<const Eigen::MatrixXd>& Jw, const CRowRef& support,
                                  const CIdxRef& body_a, const CIdxRef& body_b, const CIdxRef& normal_body,
                                  const CIdxRef& point_body, const CRowRef& points, const CRowRef& normals,
-                                 const CVecRef& radius, const CRowRef& axes, const CVecRef& gaps, bool planar) {
+                                 const CVecRef& radius, const CRowRef& axes, const CVecRef& gaps, const CRowRef& slides,
+                                 bool planar) {
   ContactGeometry g;
   contact_geometry_into(g, Jw, support, body_a, body_b, normal_body, point_body, points, normals, radius, axes,
-                        gaps, planar);
+                        gaps, slides, planar);
   return g;
 }
 
 void contact_geometry_into(ContactGeometry& g, const Eigen::Ref<const Eigen::MatrixXd>& Jw, const CRowRef& support,
                            const CIdxRef& body_a, const CIdxRef& body_b, const CIdxRef& normal_body,
                            const CIdxRef& point_body, const CRowRef& points, const CRowRef& normals,
-                           const CVecRef& radius, const CRowRef& axes, const CVecRef& gaps, bool planar) {
+                           const CVecRef& radius, const CRowRef& axes, const CVecRef& gaps, const CRowRef& slides,
+                           bool planar) {
   static const char* fn = "contact_geometry";
   const Eigen::Index nc = points.rows(), nv = Jw.cols();
   expect(Jw.rows() == 6, fn, "Jw has " + std::to_string(Jw.rows()) + " rows, expected 6 (data.J)");
@@ -172,6 +174,7 @@ void contact_geometry_into(ContactGeometry& g, const Eigen::Ref<const Eigen::Mat
                                       std::to_string(nc));
   expect(gaps.size() == nc, fn, "gaps has " + std::to_string(gaps.size()) + " entries, expected nc = " +
                                     std::to_string(nc));
+  expect_shape(fn, "slides", slides.rows(), slides.cols(), nc, 6);
   const CIdxRef* bodies[4] = {&body_a, &body_b, &normal_body, &point_body};
   const char* names[4] = {"body_a", "body_b", "normal_body", "point_body"};
   for (int b = 0; b < 4; ++b) {
@@ -285,17 +288,49 @@ void contact_geometry_into(ContactGeometry& g, const Eigen::Ref<const Eigen::Mat
       // dn = w_N x n ; dp = v_P(centre) + radius dn
       double d0, d1, d2;
       const double gap = gaps[c];
+      double sl0 = 0.0, sl1 = 0.0, sl2 = 0.0;
       if (gap != 0.0) {
-        // the line of centres: c_P = p - rad n, c_N = c_P - gap n; dn = (I - n n^T) (v_P(c_P) - v_N(c_N)) / gap
-        const double cp0 = p0 - rad * n0, cp1 = p1 - rad * n1, cp2 = p2 - rad * n2;
+        // the cores' centre line (contact/_kernels.py centre_line): x_P = p - rad n, x_N = x_P - gap n, r = gap n,
+        // w = v_P(x_P) - v_N(x_N), dr = w + s_P a_P - s_N a_N with the slides keeping r . a = 0
+        const double x0 = p0 - rad * n0, x1 = p1 - rad * n1, x2 = p2 - rad * n2;
         double q0, q1, q2, s0, s1, s2;
-        cross(JP(3, k), JP(4, k), JP(5, k), cp0, cp1, cp2, q0, q1, q2);
-        cross(JN(3, k), JN(4, k), JN(5, k), cp0 - gap * n0, cp1 - gap * n1, cp2 - gap * n2, s0, s1, s2);
-        const double u0 = (JP(0, k) + q0) - (JN(0, k) + s0);
-        const double u1 = (JP(1, k) + q1) - (JN(1, k) + s1);
-        const double u2 = (JP(2, k) + q2) - (JN(2, k) + s2);
+        cross(JP(3, k), JP(4, k), JP(5, k), x0, x1, x2, q0, q1, q2);
+        cross(JN(3, k), JN(4, k), JN(5, k), x0 - gap * n0, x1 - gap * n1, x2 - gap * n2, s0, s1, s2);
+        const double w0 = (JP(0, k) + q0) - (JN(0, k) + s0);
+        const double w1 = (JP(1, k) + q1) - (JN(1, k) + s1);
+        const double w2 = (JP(2, k) + q2) - (JN(2, k) + s2);
+        const double ap0 = slides(c, 0), ap1 = slides(c, 1), ap2 = slides(c, 2);
+        const double an0 = slides(c, 3), an1 = slides(c, 4), an2 = slides(c, 5);
+        const bool slp = ap0 != 0.0 || ap1 != 0.0 || ap2 != 0.0, sln = an0 != 0.0 || an1 != 0.0 || an2 != 0.0;
+        const double r0 = gap * n0, r1 = gap * n1, r2 = gap * n2;
+        double bp = 0.0, bn = 0.0, sp = 0.0, sn = 0.0;
+        if (slp) {
+          double e0, e1, e2;
+          cross(JP(3, k), JP(4, k), JP(5, k), ap0, ap1, ap2, e0, e1, e2);
+          bp = -(w0 * ap0 + w1 * ap1 + w2 * ap2 + r0 * e0 + r1 * e1 + r2 * e2);
+        }
+        if (sln) {
+          double e0, e1, e2;
+          cross(JN(3, k), JN(4, k), JN(5, k), an0, an1, an2, e0, e1, e2);
+          bn = -(w0 * an0 + w1 * an1 + w2 * an2 + r0 * e0 + r1 * e1 + r2 * e2);
+        }
+        if (slp && sln) {
+          const double cc = ap0 * an0 + ap1 * an1 + ap2 * an2;
+          if (std::abs(cc * cc - 1.0) > 1e-9) {
+            sn = (bn - cc * bp) / (cc * cc - 1.0);
+            sp = bp + cc * sn;
+          } else {  // parallel axes: sliding along them moves no normal
+            sp = bp;
+          }
+        } else if (slp) {
+          sp = bp;
+        } else if (sln) {
+          sn = -bn;
+        }
+        const double u0 = w0 + sp * ap0 - sn * an0, u1 = w1 + sp * ap1 - sn * an1, u2 = w2 + sp * ap2 - sn * an2;
         const double un = n0 * u0 + n1 * u1 + n2 * u2;
         d0 = (u0 - n0 * un) / gap; d1 = (u1 - n1 * un) / gap; d2 = (u2 - n2 * un) / gap;
+        sl0 = sp * ap0; sl1 = sp * ap1; sl2 = sp * ap2;
       } else {
         cross(JN(3, k), JN(4, k), JN(5, k), n0, n1, n2, d0, d1, d2);
       }
@@ -317,9 +352,9 @@ void contact_geometry_into(ContactGeometry& g, const Eigen::Ref<const Eigen::Mat
       }
       double y0, y1, y2;
       cross(JP(3, k), JP(4, k), JP(5, k), c0, c1, c2, y0, y1, y2);
-      g.dp(c * 3 + 0, k) = JP(0, k) + y0 + rad * g0;
-      g.dp(c * 3 + 1, k) = JP(1, k) + y1 + rad * g1;
-      g.dp(c * 3 + 2, k) = JP(2, k) + y2 + rad * g2;
+      g.dp(c * 3 + 0, k) = JP(0, k) + y0 + rad * g0 + sl0;
+      g.dp(c * 3 + 1, k) = JP(1, k) + y1 + rad * g1 + sl1;
+      g.dp(c * 3 + 2, k) = JP(2, k) + y2 + rad * g2 + sl2;
     }
     for (int j = 0; j < r; ++j)
       for (int i = 0; i < 3; ++i)
@@ -732,15 +767,17 @@ void bind_kinematics(nb::module_& m) {
       "contact_geometry",
       [](nb::handle data, const ArrD& support, const ArrI& body_a, const ArrI& body_b, const ArrI& normal_body,
          const ArrI& point_body, const ArrD& points, const ArrD& normals, const ArrD& radius, const ArrD& axes,
-         bool planar, std::optional<ArrD> gaps) {
+         bool planar, std::optional<ArrD> gaps, std::optional<ArrD> slides) {
         static const char* fn = "contact_geometry";
         const auto& Jw = data_of(data).J;
         const Eigen::VectorXd none = Eigen::VectorXd::Zero(radius.shape(0));
+        const RowMat none6 = RowMat::Zero(radius.shape(0), 6);
         ContactGeometry g = contact_geometry(
             Jw, rows_of(support, fn, "support", {-1, -1}), idx_of(body_a), idx_of(body_b), idx_of(normal_body),
             idx_of(point_body), rows_of(points, fn, "points", {-1, 3}), rows_of(normals, fn, "normals", {-1, 3}),
             vec(rows_of(radius, fn, "radius", {-1})), rows_of(axes, fn, "axes", {-1, 3}),
-            gaps ? vec(rows_of(*gaps, fn, "gaps", {-1})) : CVecRef(none), planar);
+            gaps ? vec(rows_of(*gaps, fn, "gaps", {-1})) : CVecRef(none),
+            slides ? rows_of(*slides, fn, "slides", {-1, 6}) : CRowRef(none6), planar);
         const size_t nc = g.nc, r = g.r, nv = g.nv;
         return nb::make_tuple(to_numpy(std::move(g.J), {nc * r, nv}), to_numpy(std::move(g.D), {nc, 3, r}),
                               to_numpy(std::move(g.dD), {nc, r, 3, nv}), to_numpy(std::move(g.dp), {nc, 3, nv}),
@@ -748,9 +785,9 @@ void bind_kinematics(nb::module_& m) {
       },
       nb::arg("data"), nb::arg("support"), nb::arg("body_a"), nb::arg("body_b"), nb::arg("normal_body"),
       nb::arg("point_body"), nb::arg("points"), nb::arg("normals"), nb::arg("radius"), nb::arg("axes"),
-      nb::arg("planar"), nb::arg("gaps") = nb::none(),
+      nb::arg("planar"), nb::arg("gaps") = nb::none(), nb::arg("slides") = nb::none(),
       "(J, D, dD, dp, J6A, J6B) of contact/_kernels.py contact_geometry, the joint Jacobians read from "
-      "data.J (computeJointJacobians first); gaps (nc,): Contacts.gap (None: zeros)");
+      "data.J (computeJointJacobians first); gaps (nc,), slides (nc, 6): Contacts.gap, .slide (None: zeros)");
   m.def(
       "force_derivative",
       [](const ArrD& J6A, const ArrD& J6B, const ArrD& D, const ArrD& dD, const ArrD& dp, const ArrD& points,

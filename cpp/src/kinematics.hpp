@@ -34,17 +34,19 @@ struct ContactGeometry {
 
 // contact/_kernels.py contact_geometry. ``Jw`` (6, nv): Pinocchio's data.J after
 // computeJointJacobians; ``support`` (njoints, nv); body indices (nc,); ``points``, ``normals``,
-// ``axes`` (nc, 3); ``radius``, ``gaps`` (nc,) (Contacts.gap: a sphere on a sphere's centre offset, whose normal
-// turns with both centres).
+// ``axes`` (nc, 3); ``radius``, ``gaps`` (nc,), ``slides`` (nc, 6) (Contacts.gap, .slide: two round shapes' centre
+// line, whose normal turns with both cores; contact/_kernels.py centre_line).
 ContactGeometry contact_geometry(const Eigen::Ref<const Eigen::MatrixXd>& Jw, const CRowRef& support,
                                  const CIdxRef& body_a, const CIdxRef& body_b, const CIdxRef& normal_body,
                                  const CIdxRef& point_body, const CRowRef& points, const CRowRef& normals,
-                                 const CVecRef& radius, const CRowRef& axes, const CVecRef& gaps, bool planar);
+                                 const CVecRef& radius, const CRowRef& axes, const CVecRef& gaps, const CRowRef& slides,
+                                 bool planar);
 // The same into ``g``, whose buffers are reused when their sizes fit (a caller that makes one per call).
 void contact_geometry_into(ContactGeometry& g, const Eigen::Ref<const Eigen::MatrixXd>& Jw, const CRowRef& support,
                            const CIdxRef& body_a, const CIdxRef& body_b, const CIdxRef& normal_body,
                            const CIdxRef& point_body, const CRowRef& points, const CRowRef& normals,
-                           const CVecRef& radius, const CRowRef& axes, const CVecRef& gaps, bool planar);
+                           const CVecRef& radius, const CRowRef& axes, const CVecRef& gaps, const CRowRef& slides,
+                           bool planar);
 
 // contact/_kernels.py force_derivative: d(J(q)^T lambda)/dq (nv, nv) with ``lam`` (nc*r,) held.
 // ``out`` must be (nv, nv); ``mask`` (nv, nv).

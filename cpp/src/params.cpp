@@ -884,7 +884,7 @@ class ParameterPlan {
     if (na > 0)  // else nothing reads it
       contact_geometry_into(fgeo_, JFc_, supportFc_, ba, bb, nb_, pb, M3(points_, nc, 3), M3(dbl(1), nc, 3),
                             Eigen::Map<const Eigen::VectorXd>(dbl(7), nc), M3(dbl(9), nc, 3),
-                            Eigen::Map<const Eigen::VectorXd>(dbl(10), nc), planar_);
+                            Eigen::Map<const Eigen::VectorXd>(dbl(10), nc), M3(dbl(11), nc, 6), planar_);
   }
   Eigen::Map<const RowMat> points() const { return Eigen::Map<const RowMat>(points_, nc_, 3); }
 

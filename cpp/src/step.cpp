@@ -236,7 +236,8 @@ class FusedLCP {
       auto mat3 = [&](int k) { return Eigen::Map<const RowMat>(arr_data<double>(a[k]), nc, 3); };
       st->geo = contact_geometry(D.J, support_, idx(3), idx(4), idx(5), idx(6), mat3(0), mat3(1),
                                  Eigen::Map<const Eigen::VectorXd>(arr_data<double>(a[7]), nc), mat3(9),
-                                 Eigen::Map<const Eigen::VectorXd>(arr_data<double>(a[10]), nc), planar_);
+                                 Eigen::Map<const Eigen::VectorXd>(arr_data<double>(a[10]), nc),
+                                 Eigen::Map<const RowMat>(arr_data<double>(a[11]), nc, 6), planar_);
       st->J.topRows(nc * r) = st->geo.J;
       const double* ph = arr_data<double>(a[2]);
       for (int64_t c = 0; c < nc; ++c) st->phi[c] = ph[c];
