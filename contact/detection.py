@@ -303,17 +303,21 @@ class CollisionScene:
                     continue
             carrier, vertex_body, radius, n = self._classify(jA, jB, sA, sB, iA, iB, n, gdata)
             gap, slide = 0.0, None
-            if isinstance(sA, _ROUND) and isinstance(sB, _ROUND):
-                # two round shapes: the line of their cores' closest points (A's point, B's normal: _classify)
+            if _centre_line_pair(sA, gdata.oMg[iA], sB, gdata.oMg[iB]):
+                # two round shapes: the line of their cores' closest points (the point on P, the normal's N: _classify)
                 xA, xB, slide = _round_cores(sA, gdata.oMg[iA], sB, gdata.oMg[iB])
-                gap = float(np.linalg.norm(xA - xB))
-                if gap > 0.0:
-                    n = (xA - xB) / gap
-                    P = (xA + radius * n)[None, :]
-                    phi = np.array([gap - float(sA.radius) - float(sB.radius)])
+                L = float(np.linalg.norm(xA - xB))
+                if L > 0.0:
+                    n = (xA - xB) / L
+                    if vertex_body == jA:  # P = A: x_N = x_B = x_A - L n
+                        xP, gap = xA, L
+                    else:  # P = B: x_N = x_A = x_B + L n
+                        xP, gap, slide = xB, -L, np.concatenate((slide[3:], slide[:3]))
+                    P = (xP + radius * n)[None, :]
+                    phi = np.array([L - float(sA.radius) - float(sB.radius)])
                     parts.append((P, n, phi, jA, jB, carrier, vertex_body, radius, k, None, gap, slide))
                     continue
-                gap, slide = 0.0, None  # concentric: no line (coal's normal, carried by B)
+                # concentric: no line (coal's normal, carried by N)
             on_A = vertex_body == jA
             # The witness points on the body that carries the point (the patch
             # midpoints are not body-fixed), snapped to the box vertices they stand for.
@@ -532,10 +536,24 @@ class CollisionScene:
         return jB, jA, 0.0, n
 
 
+def _centre_line_pair(sA, MA: pin.SE3, sB, MB: pin.SE3) -> bool:
+    """Whether the contact of two shapes lies on the line of their cores' closest points (:func:`_round_cores`): two
+    round shapes (spheres, capsules), or a sphere against a cylinder's side (the sphere's centre strictly between the
+    cylinder's end planes: its side is a capsule's there; on a cap face the face carries the normal, and a rim is
+    not covered)."""
+    if isinstance(sA, _ROUND) and isinstance(sB, _ROUND):
+        return True
+    for s1, M1, s2, M2 in ((sA, MA, sB, MB), (sB, MB, sA, MA)):
+        if isinstance(s1, coal.Sphere) and isinstance(s2, coal.Cylinder):
+            axial = float(np.asarray(M2.rotation)[:, 2] @ (np.asarray(M1.translation) - np.asarray(M2.translation)))
+            return abs(axial) < float(s2.halfLength)
+    return False
+
+
 def _core(shape, M: pin.SE3):
-    """A round shape's core: ``(centre, unit axis, half-length)``, a segment (a capsule, along its local z) or a
-    point (a sphere: half-length 0)."""
-    if isinstance(shape, coal.Capsule):
+    """A round shape's core: ``(centre, unit axis, half-length)``, a segment (a capsule or a cylinder's side, along
+    its local z) or a point (a sphere: half-length 0)."""
+    if isinstance(shape, (coal.Capsule, coal.Cylinder)):
         return np.asarray(M.translation), np.asarray(M.rotation)[:, 2].copy(), float(shape.halfLength)
     return np.asarray(M.translation), np.zeros(3), 0.0
 

@@ -302,15 +302,17 @@ def test_no_core_means_no_detector(monkeypatch):
 
 
 def test_round_shapes_against_each_other():
-    """Spheres and capsules on two free bodies, near and touching, at random poses: the centre line (normal, gap,
-    slides: contact/detection.py _round_cores and its compiled twin) both ways."""
+    """Spheres, capsules and cylinders on two free bodies, near and touching, at random poses: the centre line
+    (normal, gap, slides: contact/detection.py _round_cores and its compiled twin; a ball on a cylinder's side, cap
+    or rim) both ways."""
     rng = np.random.default_rng(11)
     free = _one_free()
-    for shapes in (("sphere", "sphere"), ("capsule", "sphere"), ("sphere", "capsule"), ("capsule", "capsule")):
+    for shapes in (("sphere", "sphere"), ("capsule", "sphere"), ("sphere", "capsule"), ("capsule", "capsule"),
+                   ("cylinder", "sphere"), ("sphere", "cylinder")):
         b = ModelBuilder("round")
         for i, shape in enumerate(shapes):
             j = b.add_joint("free", name=f"j{i}")
-            b.add_body(j, mass=1.0, **({"sphere": 0.06} if shape == "sphere" else {"capsule": (0.04, 0.2)}))
+            b.add_body(j, mass=1.0, **({"sphere": 0.06} if shape == "sphere" else {shape: (0.04, 0.2)}))
         model, geom = b.build()
         scene = CollisionScene(model, geom, ground=-5.0, margin=5e-3)
         qa = np.r_[0, 0, 0, 0, 0, 0, 1.0]

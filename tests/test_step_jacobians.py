@@ -207,7 +207,7 @@ def test_two_moving_spheres_in_contact(contact):
 
 
 @pytest.mark.parametrize("case", ["sphere-sphere", "capsule-ball", "ball-capsule", "capsule-capsule",
-                                  "capsule-end-ball"])
+                                  "capsule-end-ball", "cylinder-side-ball", "ball-cylinder-side"])
 def test_round_pair_geometry_compiled_numba_and_numpy_agree(case):
     """The centre line's derivatives (dn, dp, dD; with a capsule's slides) in the three implementations: the
     compiled core, the numba kernels and tests/reference_kinematics.py."""
@@ -237,6 +237,8 @@ ROUND_PAIRS = {  # (the arm's shape, the free body's shape, where along the arm 
     "ball-capsule": ("sphere", "capsule", 0.0, (0.0, 0.0, 1.0)),
     "capsule-capsule": ("capsule", "capsule", -0.04, (0.3, 0.2, 1.0)),
     "capsule-end-ball": ("capsule", "sphere", -0.2, None),
+    "cylinder-side-ball": ("cylinder", "sphere", 0.05, None),
+    "ball-cylinder-side": ("sphere", "cylinder", 0.0, (0.0, 0.0, 1.0)),
 }
 
 
@@ -249,19 +251,20 @@ def _round_pair(case: str, contact: str):
 
     arm_shape, free_shape, along, free_axis = ROUND_PAIRS[case]
     r_arm, r_free = 0.05, 0.08 if free_shape == "sphere" else 0.04
+    rod = {"capsule": "capsule", "cylinder": "cylinder"}
     b = ModelBuilder("hit")
     a = 0.2
     j1 = b.add_joint("revolute", name="swing", axis="y", placement=(0.0, 0.0, 1.0))
     turn = np.array([[0.0, 0.0, 1.0], [0.0, 1.0, 0.0], [-1.0, 0.0, 0.0]])  # local z along the arm's x
     b.add_body(j1, mass=1.0, offset=(0.0, 0.0, -0.8), rotation=turn,
-               **({"capsule": (r_arm, 0.3)} if arm_shape == "capsule" else {"sphere": r_arm}))
+               **({rod[arm_shape]: (r_arm, 0.3)} if arm_shape in rod else {"sphere": r_arm}))
     j2 = b.add_joint("free", name="free")
-    b.add_body(j2, mass=0.4, **({"capsule": (r_free, 0.2)} if free_shape == "capsule" else {"sphere": r_free}))
+    b.add_body(j2, mass=0.4, **({rod[free_shape]: (r_free, 0.2)} if free_shape in rod else {"sphere": r_free}))
     model, geom = b.build()
     sim = Simulator(model, geometry=geom, dt=1e-3, ground=-5.0, friction=0.3, contact=contact)
     tip = np.array([-0.8 * np.sin(a), 0.0, 1 - 0.8 * np.cos(a)])
     ax = np.array([np.cos(a), 0.0, -np.sin(a)])  # the arm capsule's axis (world)
-    end = 0.15 if arm_shape == "capsule" else 0.0
+    end = 0.15 if arm_shape in rod else 0.0
     core = tip + np.clip(along, -end, end) * ax  # the arm core's closest point
     d = np.array([0.2, 1.0, 0.1]) - ax * (np.array([0.2, 1.0, 0.1]) @ ax)
     if abs(along) > end:  # beyond the capsule's end: the line from its end cap's centre (the swing pushes it on)
@@ -285,8 +288,9 @@ def _round_pair(case: str, contact: str):
 @pytest.mark.parametrize("contact", ["lcp", "ncp"])
 @pytest.mark.parametrize("case", list(ROUND_PAIRS))
 def test_round_shapes_in_contact(case, contact):
-    """Capsules against round shapes that move: the normal is the line of the cores' closest points, which slide
-    along a capsule's segment (Contacts.slide; fixed at a capsule's end). Fx and the placement columns of Fp against
+    """Capsules against round shapes that move, and a ball on a cylinder's side: the normal is the line of the cores'
+    closest points, which slide along a capsule's (or the cylinder's) segment (Contacts.slide; fixed at a capsule's
+    end). Before, the cylinder's side was 4.3e-7 relative off (a tolerance of 7.3e-9). Fx and the placement columns of Fp against
     central differences. Before: one body carried the normal and a capsule's point centre was body-fixed; Fx was
     4e-3 relative off on capsule-ball (38 of 9.3e3)."""
     from trajopt.numdiff import parameter_jacobian_fd
@@ -296,7 +300,8 @@ def test_round_shapes_in_contact(case, contact):
     assert len(sim.contacts) == 1 and sim.contacts.impulses[0, 0] > 0
     c = sim._workspace(None).contact.geo.contacts
     slides = int(np.abs(c.slide[0, :3]).sum() > 0) + int(np.abs(c.slide[0, 3:]).sum() > 0)
-    assert slides == {"capsule-ball": 1, "ball-capsule": 1, "capsule-capsule": 2, "capsule-end-ball": 0}[case]
+    assert slides == {"capsule-ball": 1, "ball-capsule": 1, "capsule-capsule": 2, "capsule-end-ball": 0,
+                      "cylinder-side-ball": 1, "ball-cylinder-side": 1}[case]
     _, Fx, _ = sim.step_derivatives(x, u)
     fd = step_jacobians_fd(sim, x, u)
     scale = max(1.0, np.abs(Fx).max())

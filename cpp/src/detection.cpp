@@ -383,21 +383,29 @@ class Detector {
     } else {
       carrier = p.jB, vertex_body = p.jA, radius = 0.0;
     }
-    if (sA.round() && sB.round()) {
-      // two round shapes: the line of their cores' closest points (A's point, B's normal: _classify)
+    if (centre_line_pair(sA, M_A, sB, M_B)) {
+      // two round shapes: the line of their cores' closest points (the point on P, the normal's N: _classify)
       Vec3 xA, xB;
       double sl[6];
       round_cores(sA, M_A, sB, M_B, xA, xB, sl);
       const Vec3 d = xA - xB;
-      const double gap = d.norm();
-      if (gap > 0.0) {
-        n = d / gap;
+      const double L = d.norm();
+      if (L > 0.0) {
+        n = d / L;
+        const bool P_is_A = vertex_body == p.jA;  // P = A: x_N = x_B = x_A - L n; else x_N = x_A = x_B + L n
+        const Vec3& xP = P_is_A ? xA : xB;
+        const double gap = P_is_A ? L : -L;
+        double slPN[6];
+        for (int i = 0; i < 3; ++i) {
+          slPN[i] = P_is_A ? sl[i] : sl[3 + i];
+          slPN[3 + i] = P_is_A ? sl[3 + i] : sl[i];
+        }
         Points P(1, 3);
-        for (int i = 0; i < 3; ++i) P(0, i) = xA[i] + radius * n[i];
-        const std::vector<double> ph{gap - sA.radius() - sB.radius()};
-        out.add(P, n, ph, p.jA, p.jB, carrier, vertex_body, radius, static_cast<int64_t>(k), nullptr, gap, sl);
+        for (int i = 0; i < 3; ++i) P(0, i) = xP[i] + radius * n[i];
+        const std::vector<double> ph{L - sA.radius() - sB.radius()};
+        out.add(P, n, ph, p.jA, p.jB, carrier, vertex_body, radius, static_cast<int64_t>(k), nullptr, gap, slPN);
         return;
-      }  // concentric: no line (coal's normal, carried by B)
+      }  // concentric: no line (coal's normal, carried by N)
     }
     const bool on_A = vertex_body == p.jA;
     Points P = witness_points(*patch, on_A);
@@ -429,9 +437,25 @@ class Detector {
   // contact/detection.py _core and _round_cores: the closest points of two round shapes' cores (a sphere's centre,
   // a capsule's segment along its local z) and their slides (each core's unit axis where its point lies inside
   // its segment, else zeros), the same operations in the same order
+  // contact/detection.py _centre_line_pair: two round shapes, or a sphere against a cylinder's side
+  static bool centre_line_pair(const Shape& sA, const pinocchio::SE3& MA, const Shape& sB, const pinocchio::SE3& MB) {
+    if (sA.round() && sB.round()) return true;
+    const Shape* s1[2] = {&sA, &sB};
+    const Shape* s2[2] = {&sB, &sA};
+    const pinocchio::SE3* M1[2] = {&MA, &MB};
+    const pinocchio::SE3* M2[2] = {&MB, &MA};
+    for (int i = 0; i < 2; ++i)
+      if (s1[i]->kind == Kind::Sphere && s2[i]->kind == Kind::Cylinder) {
+        const Vec3 a = M2[i]->rotation().col(2);
+        const Vec3 w = M1[i]->translation() - M2[i]->translation();
+        const double axial = a[0] * w[0] + a[1] * w[1] + a[2] * w[2];
+        return std::abs(axial) < s2[i]->half_length();
+      }
+    return false;
+  }
   static void core(const Shape& s, const pinocchio::SE3& M, Vec3& o, Vec3& a, double& h) {
     o = M.translation();
-    if (s.kind == Kind::Capsule) {
+    if (s.kind == Kind::Capsule || s.kind == Kind::Cylinder) {
       a = M.rotation().col(2);
       h = s.half_length();
     } else {
