@@ -27,8 +27,9 @@ seed=s)``, 2 shared cores, one run each; ``python -m app solve catapult-design -
   0.33) took it to 4.0e-6 m (lengths (0.326, 0.326)), CONVERGED, 121 s;
 - (3.7, 0.8) seed 1: fixed 0.794 m; co-design 8.2e-5 m; (2.7, 1.4) seed 2: fixed 4.8 cm, co-design 1.9e-5 m;
 - since design-search spends the time a stalled polish leaves on new rounds at the best design (its step 3,
-  2026-11-27 10:25-10:45, ``trajopt solve``): (3.5, 1.5) seeds 0 and 1: fixed 0.873 m, co-design 5.0e-5 m,
-  CONVERGED, 136 / 119 s (before: 1.39-2.28 cm, stalled at a kink);
+  2026-11-27 10:25-11:40, ``trajopt solve``): (3.5, 1.5) seeds 0 and 1: fixed 0.873 m, co-design 5.0e-5 m,
+  CONVERGED, 136 / 119 s (before: 1.39-2.28 cm, stalled at a kink), seed 0 under NCP the same in 126 s;
+  (3.45, 1.3) seed 2: fixed 0.726 m, co-design 6.1e-5 m, 31 s;
 - not reached: (3.3, 0.0) seed 0: fixed 0.153 m, co-design 1.72 cm (0.115 m before step 3); (3.3, 2.0) seed 1:
   0.916 and 0.359 m (the longest design's search stalls there); upward targets 3 m out, (2.2, 2.2) seed 0: 0.507 m
   and 6.2 cm (0.296 m before step 3), (1.5, 2.6): 0.702 and 0.667 m: the damped family throws low and far, not high.
