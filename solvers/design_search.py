@@ -67,7 +67,7 @@ def solve_design_search(ocp, *, inner: str = "cem-ddp", polish: str = "ddp", tim
     search. ``us_init`` is not used (each candidate starts from its fixed-design problem's own guess). Unknown
     ``inner``/``polish`` methods and a ``stop_metric`` the fixed-design problem does not report raise
     ValueError before any solving; Ctrl-C keeps the best candidate so far (INTERRUPTED)."""
-    from . import METHODS, resolve, solve  # the dispatcher (a package-level import would be circular)
+    from . import METHODS  # the dispatcher (a package-level import would be circular)
 
     check_design_dynamics(ocp.dynamics)
     if time_limit is not None and not time_limit > 0:
@@ -101,27 +101,15 @@ def solve_design_search(ocp, *, inner: str = "cem-ddp", polish: str = "ddp", tim
                 if left <= 0 and found:
                     break
                 budget = max(left, 1.0) / (len(candidates) - i)
-            sub = dyn.fixed_design_ocp(ocp, design)
-            _, advice, _ = resolve(sub, inner, inner_options)
-            advice.update(verbose=False, callback=stage_callback(callback, history, now(), candidate=i))
-            if budget is not None:
-                advice["time_limit"] = budget
-            if "cem" in inner:
-                advice.setdefault("seed", seed)
             if verbose:
                 print(f"[design-search] candidate {i + 1}/{len(candidates)}: design {np.round(design, 4).tolist()}, "
                       f"{inner}" + (f", {budget:.0f} s" if budget is not None else ""), flush=True)
-            offset = now()
-            sol = solve(sub, inner, **advice)
-            append_stage(history, sol.history, offset, stage=f"candidate {i}")
-            us = np.vstack([dyn.control_of(design)[None], sol.us])
-            metrics = sub.metrics(sol.xs, sol.us) if sub.metrics is not None else {}
-            found.append({"design": design.tolist(), "cost": float(ocp.cost(dyn.rollout(ocp.x0, us), us)),
-                          "status": sol.status.value, "time": round(sol.wall_time, 2), "metrics": metrics, "us": us,
-                          "rounds": sol.info.get("rounds")})
+            sol, entry = _fixed_design(ocp, design, inner, inner_options, budget, seed, False, f"candidate {i}",
+                                       {"candidate": i}, now, history, callback)
+            found.append(entry)
+            metrics = entry["metrics"]
             if verbose:
-                shown = f", {stop_metric} {metrics[stop_metric]:.4g}" if stop_metric in metrics else ""
-                print(f"[design-search]   cost {found[-1]['cost']:.6g}{shown} ({sol.status.value})", flush=True)
+                _say(entry, stop_metric)
             if sol.status == Status.INTERRUPTED:
                 interrupted = True
                 break
@@ -150,26 +138,18 @@ def solve_design_search(ocp, *, inner: str = "cem-ddp", polish: str = "ddp", tim
     left = None if time_limit is None else time_limit - now()
     missed = stop_metric is not None and _metric(ocp, answer, stop_metric) > stop_below
     if missed and left is not None and left >= MORE_ROUNDS_MIN * time_limit and best["rounds"]:
-        sub = dyn.fixed_design_ocp(ocp, design)
-        _, advice, _ = resolve(sub, inner, inner_options)
         more_seed = seed + int(best["rounds"])
-        advice.update(verbose=False, callback=stage_callback(callback, history, now(), stage="more rounds"),
-                      time_limit=MORE_ROUNDS_SHARE * left, seed=more_seed)
         if verbose:
             print(f"[design-search] more rounds: {inner} at design {np.round(design, 4).tolist()} from seed "
                   f"{more_seed}, {MORE_ROUNDS_SHARE * left:.0f} s (the answer misses {stop_metric} <= {stop_below:g})",
                   flush=True)
-        offset = now()
-        more = solve(sub, inner, **advice)
-        append_stage(history, more.history, offset, stage="more rounds")
-        us2 = np.vstack([dyn.control_of(design)[None], more.us])
-        cost2 = float(ocp.cost(dyn.rollout(ocp.x0, us2), us2))
-        info["more_rounds"] = {"seed": more_seed, "rounds": more.info.get("rounds"), "cost": cost2,
-                               "status": more.status.value, "time": round(more.wall_time, 2)}
+        more, entry = _fixed_design(ocp, design, inner, inner_options, MORE_ROUNDS_SHARE * left, more_seed, True,
+                                    "more rounds", {"stage": "more rounds"}, now, history, callback)
+        us2, cost2 = entry["us"], entry["cost"]
+        info["more_rounds"] = {"seed": more_seed, "rounds": entry["rounds"], "cost": cost2, "status": entry["status"],
+                               "time": entry["time"]}
         if verbose:
-            shown = sub.metrics(more.xs, more.us).get(stop_metric) if sub.metrics is not None else None
-            print(f"[design-search]   cost {cost2:.6g}" + (f", {stop_metric} {shown:.4g}" if shown is not None else "")
-                  + f" ({more.status.value})", flush=True)
+            _say(entry, stop_metric)
         if more.status == Status.INTERRUPTED:
             if cost2 < answer["cost"]:
                 answer = {"xs": dyn.rollout(ocp.x0, us2), "us": us2, "cost": cost2, "info": {}, "message": None}
@@ -181,6 +161,40 @@ def solve_design_search(ocp, *, inner: str = "cem-ddp", polish: str = "ddp", tim
             if again["cost"] <= answer["cost"]:
                 answer = again
     return _finish(ocp, answer, history, t0, info)
+
+
+def _fixed_design(ocp, design, inner, inner_options, budget, seed, new_seed, stage, tags, now, history, callback):
+    """The ``inner`` method on the fixed-design problem at ``design`` (the problem's advice for it applied, within
+    ``budget`` seconds when given; a cem search's ``seed``: the advice's own unless ``new_seed``), its iterations
+    appended to ``history`` as ``stage`` and the callback's reports tagged with ``tags``. Returns ``(solution,
+    entry)``, ``entry`` the search's record: design, cost (the joint problem's, its design knot first), status,
+    time, the fixed-design problem's metrics, the joint controls ``us`` and the rounds a multi-round search used."""
+    from . import resolve, solve
+
+    dyn = ocp.dynamics
+    sub = dyn.fixed_design_ocp(ocp, design)
+    _, advice, _ = resolve(sub, inner, inner_options)
+    advice.update(verbose=False, callback=stage_callback(callback, history, now(), **tags))
+    if budget is not None:
+        advice["time_limit"] = budget
+    if new_seed:
+        advice["seed"] = seed
+    elif "cem" in inner:
+        advice.setdefault("seed", seed)
+    offset = now()
+    sol = solve(sub, inner, **advice)
+    append_stage(history, sol.history, offset, stage=stage)
+    us = np.vstack([dyn.control_of(design)[None], sol.us])
+    entry = {"design": np.asarray(design).tolist(), "cost": float(ocp.cost(dyn.rollout(ocp.x0, us), us)),
+             "status": sol.status.value, "time": round(sol.wall_time, 2),
+             "metrics": sub.metrics(sol.xs, sol.us) if sub.metrics is not None else {}, "us": us,
+             "rounds": sol.info.get("rounds")}
+    return sol, entry
+
+
+def _say(entry, stop_metric) -> None:
+    shown = f", {stop_metric} {entry['metrics'][stop_metric]:.4g}" if stop_metric in entry["metrics"] else ""
+    print(f"[design-search]   cost {entry['cost']:.6g}{shown} ({entry['status']})", flush=True)
 
 
 def _polish(ocp, polish, us, cost0, design, stage, time_limit, now, history, callback, verbose) -> dict:
