@@ -302,7 +302,6 @@ class CollisionScene:
                     parts.append(part)
                     continue
             carrier, vertex_body, radius, n = self._classify(jA, jB, sA, sB, iA, iB, n, gdata)
-            gap, slide = 0.0, None
             if _centre_line_pair(sA, gdata.oMg[iA], sB, gdata.oMg[iB]):
                 # two round shapes: the line of their cores' closest points (the point on P, the normal's N: _classify)
                 xA, xB, slide = _round_cores(sA, gdata.oMg[iA], sB, gdata.oMg[iB])

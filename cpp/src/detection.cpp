@@ -434,9 +434,6 @@ class Detector {
     out.add(P, n, phi, p.jA, p.jB, carrier, vertex_body, radius, static_cast<int64_t>(k), nullptr);
   }
 
-  // contact/detection.py _core and _round_cores: the closest points of two round shapes' cores (a sphere's centre,
-  // a capsule's segment along its local z) and their slides (each core's unit axis where its point lies inside
-  // its segment, else zeros), the same operations in the same order
   // contact/detection.py _centre_line_pair: two round shapes, or a sphere against a cylinder's side
   static bool centre_line_pair(const Shape& sA, const pinocchio::SE3& MA, const Shape& sB, const pinocchio::SE3& MB) {
     if (sA.round() && sB.round()) return true;
@@ -453,6 +450,9 @@ class Detector {
       }
     return false;
   }
+  // contact/detection.py _core and _round_cores: the closest points of two round shapes' cores (a sphere's centre,
+  // a capsule's or a cylinder side's segment along its local z) and their slides (each core's unit axis where its
+  // point lies inside its segment, else zeros), the same operations in the same order
   static void core(const Shape& s, const pinocchio::SE3& M, Vec3& o, Vec3& a, double& h) {
     o = M.translation();
     if (s.kind == Kind::Capsule || s.kind == Kind::Cylinder) {

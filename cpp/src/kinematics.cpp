@@ -157,6 +157,56 @@ ContactGeometry contact_geometry(const Eigen::Ref<const Eigen::MatrixXd>& Jw, co
   return g;
 }
 
+namespace {
+// contact/_kernels.py centre_line: column k of the centre line's motion of two round shapes' core points x_P and
+// x_N = x_P - gap n (slide: their sliding unit axes a_P, a_N, zeros when fixed). With r = gap n,
+// w = v_P(x_P) - v_N(x_N) and dr = w + s_P a_P - s_N a_N, a sliding point keeps r . a = 0 (both: a 2 x 2 system;
+// parallel axes: P's alone). Out: dn = (I - n n^T) dr / gap and s_P a_P (the point body's core moves by v_P + s_P a_P).
+template <class Row>
+void centre_line(const RowMat& JP, const RowMat& JN, Eigen::Index k, double x0, double x1, double x2, double n0,
+                 double n1, double n2, double gap, const Row& slide, double& d0, double& d1, double& d2, double& sl0,
+                 double& sl1, double& sl2) {
+  double q0, q1, q2, s0, s1, s2;
+  cross(JP(3, k), JP(4, k), JP(5, k), x0, x1, x2, q0, q1, q2);
+  cross(JN(3, k), JN(4, k), JN(5, k), x0 - gap * n0, x1 - gap * n1, x2 - gap * n2, s0, s1, s2);
+  const double w0 = (JP(0, k) + q0) - (JN(0, k) + s0);
+  const double w1 = (JP(1, k) + q1) - (JN(1, k) + s1);
+  const double w2 = (JP(2, k) + q2) - (JN(2, k) + s2);
+  const double ap0 = slide(0), ap1 = slide(1), ap2 = slide(2);
+  const double an0 = slide(3), an1 = slide(4), an2 = slide(5);
+  const bool slp = ap0 != 0.0 || ap1 != 0.0 || ap2 != 0.0, sln = an0 != 0.0 || an1 != 0.0 || an2 != 0.0;
+  const double r0 = gap * n0, r1 = gap * n1, r2 = gap * n2;
+  double bp = 0.0, bn = 0.0, sp = 0.0, sn = 0.0;
+  if (slp) {
+    double e0, e1, e2;
+    cross(JP(3, k), JP(4, k), JP(5, k), ap0, ap1, ap2, e0, e1, e2);
+    bp = -(w0 * ap0 + w1 * ap1 + w2 * ap2 + r0 * e0 + r1 * e1 + r2 * e2);
+  }
+  if (sln) {
+    double e0, e1, e2;
+    cross(JN(3, k), JN(4, k), JN(5, k), an0, an1, an2, e0, e1, e2);
+    bn = -(w0 * an0 + w1 * an1 + w2 * an2 + r0 * e0 + r1 * e1 + r2 * e2);
+  }
+  if (slp && sln) {
+    const double cc = ap0 * an0 + ap1 * an1 + ap2 * an2;
+    if (std::abs(cc * cc - 1.0) > 1e-9) {
+      sn = (bn - cc * bp) / (cc * cc - 1.0);
+      sp = bp + cc * sn;
+    } else {  // parallel axes: sliding along them moves no normal
+      sp = bp;
+    }
+  } else if (slp) {
+    sp = bp;
+  } else if (sln) {
+    sn = -bn;
+  }
+  const double u0 = w0 + sp * ap0 - sn * an0, u1 = w1 + sp * ap1 - sn * an1, u2 = w2 + sp * ap2 - sn * an2;
+  const double un = n0 * u0 + n1 * u1 + n2 * u2;
+  d0 = (u0 - n0 * un) / gap; d1 = (u1 - n1 * un) / gap; d2 = (u2 - n2 * un) / gap;
+  sl0 = sp * ap0; sl1 = sp * ap1; sl2 = sp * ap2;
+}
+}  // namespace
+
 void contact_geometry_into(ContactGeometry& g, const Eigen::Ref<const Eigen::MatrixXd>& Jw, const CRowRef& support,
                            const CIdxRef& body_a, const CIdxRef& body_b, const CIdxRef& normal_body,
                            const CIdxRef& point_body, const CRowRef& points, const CRowRef& normals,
@@ -289,48 +339,9 @@ void contact_geometry_into(ContactGeometry& g, const Eigen::Ref<const Eigen::Mat
       double d0, d1, d2;
       const double gap = gaps[c];
       double sl0 = 0.0, sl1 = 0.0, sl2 = 0.0;
-      if (gap != 0.0) {
-        // the cores' centre line (contact/_kernels.py centre_line): x_P = p - rad n, x_N = x_P - gap n, r = gap n,
-        // w = v_P(x_P) - v_N(x_N), dr = w + s_P a_P - s_N a_N with the slides keeping r . a = 0
-        const double x0 = p0 - rad * n0, x1 = p1 - rad * n1, x2 = p2 - rad * n2;
-        double q0, q1, q2, s0, s1, s2;
-        cross(JP(3, k), JP(4, k), JP(5, k), x0, x1, x2, q0, q1, q2);
-        cross(JN(3, k), JN(4, k), JN(5, k), x0 - gap * n0, x1 - gap * n1, x2 - gap * n2, s0, s1, s2);
-        const double w0 = (JP(0, k) + q0) - (JN(0, k) + s0);
-        const double w1 = (JP(1, k) + q1) - (JN(1, k) + s1);
-        const double w2 = (JP(2, k) + q2) - (JN(2, k) + s2);
-        const double ap0 = slides(c, 0), ap1 = slides(c, 1), ap2 = slides(c, 2);
-        const double an0 = slides(c, 3), an1 = slides(c, 4), an2 = slides(c, 5);
-        const bool slp = ap0 != 0.0 || ap1 != 0.0 || ap2 != 0.0, sln = an0 != 0.0 || an1 != 0.0 || an2 != 0.0;
-        const double r0 = gap * n0, r1 = gap * n1, r2 = gap * n2;
-        double bp = 0.0, bn = 0.0, sp = 0.0, sn = 0.0;
-        if (slp) {
-          double e0, e1, e2;
-          cross(JP(3, k), JP(4, k), JP(5, k), ap0, ap1, ap2, e0, e1, e2);
-          bp = -(w0 * ap0 + w1 * ap1 + w2 * ap2 + r0 * e0 + r1 * e1 + r2 * e2);
-        }
-        if (sln) {
-          double e0, e1, e2;
-          cross(JN(3, k), JN(4, k), JN(5, k), an0, an1, an2, e0, e1, e2);
-          bn = -(w0 * an0 + w1 * an1 + w2 * an2 + r0 * e0 + r1 * e1 + r2 * e2);
-        }
-        if (slp && sln) {
-          const double cc = ap0 * an0 + ap1 * an1 + ap2 * an2;
-          if (std::abs(cc * cc - 1.0) > 1e-9) {
-            sn = (bn - cc * bp) / (cc * cc - 1.0);
-            sp = bp + cc * sn;
-          } else {  // parallel axes: sliding along them moves no normal
-            sp = bp;
-          }
-        } else if (slp) {
-          sp = bp;
-        } else if (sln) {
-          sn = -bn;
-        }
-        const double u0 = w0 + sp * ap0 - sn * an0, u1 = w1 + sp * ap1 - sn * an1, u2 = w2 + sp * ap2 - sn * an2;
-        const double un = n0 * u0 + n1 * u1 + n2 * u2;
-        d0 = (u0 - n0 * un) / gap; d1 = (u1 - n1 * un) / gap; d2 = (u2 - n2 * un) / gap;
-        sl0 = sp * ap0; sl1 = sp * ap1; sl2 = sp * ap2;
+      if (gap != 0.0) {  // the cores' centre line: x_P = p - rad n
+        centre_line(JP, JN, k, p0 - rad * n0, p1 - rad * n1, p2 - rad * n2, n0, n1, n2, gap, slides.row(c), d0, d1,
+                    d2, sl0, sl1, sl2);
       } else {
         cross(JN(3, k), JN(4, k), JN(5, k), n0, n1, n2, d0, d1, d2);
       }
@@ -770,8 +781,10 @@ void bind_kinematics(nb::module_& m) {
          bool planar, std::optional<ArrD> gaps, std::optional<ArrD> slides) {
         static const char* fn = "contact_geometry";
         const auto& Jw = data_of(data).J;
-        const Eigen::VectorXd none = Eigen::VectorXd::Zero(radius.shape(0));
-        const RowMat none6 = RowMat::Zero(radius.shape(0), 6);
+        Eigen::VectorXd none;  // zeros only where the caller gives none (ContactKinematics always does)
+        RowMat none6;
+        if (!gaps) none = Eigen::VectorXd::Zero(radius.shape(0));
+        if (!slides) none6 = RowMat::Zero(radius.shape(0), 6);
         ContactGeometry g = contact_geometry(
             Jw, rows_of(support, fn, "support", {-1, -1}), idx_of(body_a), idx_of(body_b), idx_of(normal_body),
             idx_of(point_body), rows_of(points, fn, "points", {-1, 3}), rows_of(normals, fn, "normals", {-1, 3}),
