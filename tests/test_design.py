@@ -368,3 +368,42 @@ def test_design_search_spends_time_left_on_new_rounds_at_the_best_design(monkeyp
     assert calls[-1][:2] == ("cem-ddp", 7 + best["rounds"]) and len(calls) == 6
     assert sol.cost <= sol.info["polish"]["cost"] + 1e-15 and sol.cost <= more["cost"] + 1e-15
     assert [h["stage"] for h in sol.history].count("more rounds") >= 1
+
+
+def test_design_search_polishes_a_stalled_answer_again_by_continuation(monkeypatch):
+    """A polish that stalls at a kink while the target is missed: design-search polishes its answer again by
+    continuation on relaxed contact (smoothing='auto', with at most SMOOTHED_POLISH_SHARE of the time left), keeps
+    the lower cost, and reports the stage; a polish that does not stall gets no second one. The first polish's
+    stall is forced here (the real answer with its status set to STALLED) so that the mechanics run on a short throw."""
+    import dataclasses
+
+    import solvers
+    from solvers import solve
+    from solvers.design_search import SMOOTHED_POLISH_SHARE
+    from trajopt.solution import Status
+
+    calls = []
+    real = solvers.solve
+
+    def stalling(ocp, method=None, **kw):
+        sol = real(ocp, method, **kw)
+        if ocp.name == "catapult-design":
+            calls.append((method, kw.get("smoothing"), kw.get("time_limit")))
+            if kw.get("smoothing") is None:
+                return dataclasses.replace(sol, status=Status.STALLED)
+        return sol
+
+    monkeypatch.setattr(solvers, "solve", stalling)
+    ocp = problems.load("catapult-design", horizon=120, target=(0.6, 0.6))
+    options = dict(inner="ddp", max_iter=3, time_limit=60.0, stop_metric="distance_to_target", verbose=False)
+    sol = solve(ocp, "design-search", stop_below=0.0, **options)
+    assert [c[:2] for c in calls[:2]] == [("ddp", None), ("ddp", "auto")], calls
+    assert calls[1][2] <= SMOOTHED_POLISH_SHARE * 60.0
+    assert sol.cost <= sol.info["polish"]["cost"] + 1e-15
+    assert sol.info["smoothed_polish"]["cost"] >= sol.cost - 1e-15
+    assert "smoothed polish" in {h["stage"] for h in sol.history}
+    # met (any distance is below 1e9): no second polish
+    calls.clear()
+    sol = solve(problems.load("catapult-design", horizon=120, target=(0.6, 0.6)), "design-search", stop_below=1e9,
+                **options)
+    assert [c[1] for c in calls] == [None] and "smoothed_polish" not in sol.info
