@@ -31,7 +31,7 @@ seed=s)``, 2 shared cores, one run each; ``python -m app solve catapult-design -
   2026-11-27 10:25-11:40, ``trajopt solve``): (3.5, 1.5) seeds 0 and 1: fixed 0.873 m, co-design 5.0e-5 m,
   CONVERGED, 136 / 119 s (before: 1.39-2.28 cm, stalled at a kink), seed 0 under NCP the same in 126 s;
   (3.45, 1.3) seed 2: fixed 0.726 m, co-design 6.1e-5 m, 31 s;
-- since a stalled polish is polished again by continuation (design-search's step 2b, 2026-11-27 12:40-13:10,
+- since a stalled polish is polished again by continuation (design-search's step 2b, 2026-11-27 12:05-12:30,
   ``trajopt solve``, one run each): (3.3, 0.0) seed 0: fixed 1.29 cm (this run's search; 0.153 m in an earlier
   one), co-design 9.0e-5 m (lengths (0.257, 0.257)), CONVERGED, 130 s (1.29 cm, STALLED, without step 2b);
   (3.5, 1.5) seed 0 and the registered target seed 0 unchanged (5.0e-5 m in 144 s, step 3; 8.2e-5 m in 26 s);
