@@ -374,8 +374,9 @@ def test_design_search_spends_time_left_on_new_rounds_at_the_best_design(monkeyp
 def test_design_search_polishes_a_stalled_answer_again_by_continuation(monkeypatch):
     """A polish that stalls at a kink while the target is missed: design-search polishes its answer again by
     continuation on relaxed contact (smoothing='auto', with at most SMOOTHED_POLISH_SHARE of the time left), keeps
-    the lower cost, and reports the stage; a polish that does not stall gets no second one. The first polish's
-    stall is forced here (the real answer with its status set to STALLED) so that the mechanics run on a short throw."""
+    the lower cost, and reports the stage; no second polish when the target is met or the polish did not stall.
+    The first polish's status is forced here (the real answer with its status set) so that the mechanics run on a
+    short throw."""
     import dataclasses
 
     import solvers
@@ -384,6 +385,7 @@ def test_design_search_polishes_a_stalled_answer_again_by_continuation(monkeypat
     from trajopt.solution import Status
 
     calls = []
+    forced = {"status": Status.STALLED}
     real = solvers.solve
 
     def stalling(ocp, method=None, **kw):
@@ -391,7 +393,7 @@ def test_design_search_polishes_a_stalled_answer_again_by_continuation(monkeypat
         if ocp.name == "catapult-design":
             calls.append((method, kw.get("smoothing"), kw.get("time_limit")))
             if kw.get("smoothing") is None:
-                return dataclasses.replace(sol, status=Status.STALLED)
+                return dataclasses.replace(sol, status=forced["status"])
         return sol
 
     monkeypatch.setattr(solvers, "solve", stalling)
@@ -403,8 +405,10 @@ def test_design_search_polishes_a_stalled_answer_again_by_continuation(monkeypat
     assert sol.cost <= sol.info["polish"]["cost"] + 1e-15
     assert sol.info["smoothed_polish"]["cost"] >= sol.cost - 1e-15
     assert "smoothed polish" in {h["stage"] for h in sol.history}
-    # met (any distance is below 1e9): no second polish
-    calls.clear()
-    sol = solve(problems.load("catapult-design", horizon=120, target=(0.6, 0.6)), "design-search", stop_below=1e9,
-                **options)
-    assert [c[1] for c in calls] == [None] and "smoothed_polish" not in sol.info
+    # met (any distance is below 1e9), or missed after a polish that did not stall: no second polish
+    for stop_below, status in ((1e9, Status.STALLED), (0.0, Status.MAX_ITERATIONS)):
+        calls.clear()
+        forced["status"] = status
+        sol = solve(problems.load("catapult-design", horizon=120, target=(0.6, 0.6)), "design-search",
+                    stop_below=stop_below, **options)
+        assert "auto" not in [c[1] for c in calls] and "smoothed_polish" not in sol.info, (stop_below, calls)
