@@ -12,8 +12,8 @@ design's answers are honest stationary points where every control and length mov
 ("Why local methods stop there" below). The default method ``design-search`` (:mod:`solvers.design_search`)
 solves the fixed-design problem (the catapult's ``cem-ddp``) at the nominal design and then at the bounds' corners,
 longest first, each with an equal share of 70 % of ``time_limit`` (180 s), stopping once one lands within 1 mm,
-then polishes design and torques together by DDP from the best (again by continuation on relaxed contact when
-that stalls at a kink, then new rounds at the best design while the target is missed). Its nominal candidate is the fixed design's
+then polishes design and torques together by DDP from the best (again by continuation on gently relaxed contact
+when that stalls at a kink, then new rounds at the best design while the target is missed). Its nominal candidate is the fixed design's
 best with the same method and budget: ``fixed_design_distance``. Measured (``solve(ocp, "design-search",
 seed=s)``, 2 shared cores, one run each; ``python -m app solve catapult-design --option target=X,Y``):
 
@@ -31,14 +31,17 @@ seed=s)``, 2 shared cores, one run each; ``python -m app solve catapult-design -
   2026-11-27 10:25-11:40, ``trajopt solve``): (3.5, 1.5) seeds 0 and 1: fixed 0.873 m, co-design 5.0e-5 m,
   CONVERGED, 136 / 119 s (before: 1.39-2.28 cm, stalled at a kink), seed 0 under NCP the same in 126 s;
   (3.45, 1.3) seed 2: fixed 0.726 m, co-design 6.1e-5 m, 31 s;
-- since a stalled polish is polished again by continuation (design-search's step 2b, 2026-11-27 12:05-12:30,
-  ``trajopt solve``, one run each): (3.3, 0.0) seed 0: fixed 1.29 cm (this run's search; 0.153 m in an earlier
-  one), co-design 9.0e-5 m (lengths (0.257, 0.257)), CONVERGED, 130 s (1.29 cm, STALLED, without step 2b);
-  (3.5, 1.5) seed 0 and the registered target seed 0 unchanged (5.0e-5 m in 144 s, step 3; 8.2e-5 m in 26 s);
-  (2.2, 2.2) seed 0 still 6.2 cm (the continuation ended at 11.8 cm, not kept);
-- not reached: (3.3, 0.0) seed 0 before step 2b: co-design 1.72 cm (0.115 m before step 3); (3.3, 2.0) seed 1:
-  0.916 and 0.359 m (the longest design's search stalls there); upward targets 3 m out, (2.2, 2.2) seed 0: 0.507 m
-  and 6.2 cm (0.296 m before step 3), (1.5, 2.6): 0.702 and 0.667 m: the damped family throws low and far, not high.
+- since a stalled polish is polished again by continuation on gently relaxed contact (design-search's step 2b:
+  the finest kappa of the "auto" schedule, then hard contact; after the first polish and after step 3's;
+  2026-11-27 13:40-13:55, ``trajopt solve``, one run each): (4.0, 0.5) seed 0: fixed 1.2 m, co-design 1.3e-4 m
+  (lengths (0.327, 0.326)), 140 s (0.105 m before: stalled at a kink); (3.9, 0.7) seed 0: fixed 0.873 m,
+  7.5e-5 m, CONVERGED, 150 s (3.0 mm before); (3.3, 0.0) seed 0: fixed 1.29 cm (this search; 0.153 m in an
+  earlier one), 9.0e-5 m (lengths (0.257, 0.257)), CONVERGED, 126 s (1.29 cm before); (3.5, 1.5) seed 0 and the
+  registered target seed 0 unchanged (5.0e-5 m in 139 s; 8.2e-5 m in 27 s); (3.6, 0.4) and (3.4, 1.0) seed 0
+  (fixed 0.528 and 0.604 m): 1.0e-5 and 4.4e-5 m, 42 and 30 s (a candidate lands there, before any step 2b);
+- not reached: (3.3, 2.0) seed 1: fixed 0.916 m, co-design 0.245 m (0.29-0.36 m before step 2b); upward targets
+  3 m out, (2.2, 2.2) seed 0: fixed 0.507 m, co-design 3.9 cm (6.2 cm before step 2b, 0.296 m before step 3),
+  (1.5, 2.6): 0.702 and 0.667 m: the damped family throws low and far, not high.
 
 The nominal design's reach is no circle: it hit (3.2, 0.3), (2.9, 0.9) (seed 1) and (3.1, 0.8) (seed 2) within
 0.1 mm, so ``fixed_design_distance`` comes with every answer. (A second pass of the inner method at the best

@@ -18,13 +18,16 @@ optimization, which no derivative at the current design answers. :func:`solve_de
    problem from there with the time left, so the answer is never worse than the best fixed design;
 2b. when that polish stalls (a kink of hard contact: contact events change along its step), the answer still
    misses ``stop_below``, the dynamics offers ``with_smoothing`` and the polish method can use it, the polish runs
-   again from its answer by continuation on relaxed contact (``smoothing="auto"``, :mod:`solvers.continuation`:
-   it always ends on hard contact, whose status it reports) with :data:`SMOOTHED_POLISH_SHARE` of the time left;
-   its answer is kept when its cost is lower. Measured on catapult-design (3.3, 0.0) seed 0: the hard polish from
-   the nominal design's 1.29 cm stalled after 7 iterations; by continuation from there it reached 9.0e-5 m,
-   CONVERGED, with a 28 s budget (not with 14 s: the hard stage then had 3.6 s of the 13 s it needs), hence
-   :data:`SEARCH_SHARE` 0.7 of catapult-design's 180 s (was 0.8 of 150 s: the candidates' share is unchanged);
-   at (2.2, 2.2) it ended above the polish's 6.2 cm (11.8 cm: not kept);
+   again from its answer by continuation on gently relaxed contact (:func:`polish_schedule`: the finest
+   ``kappa`` of the dynamics' ``"auto"`` schedule, then hard contact; :mod:`solvers.continuation` always ends on
+   hard contact, whose status it reports) with :data:`SMOOTHED_POLISH_SHARE` of the time left; its answer is kept
+   when its cost is lower. The same after step 3's polish ("smoothed polish 2", with the time left). Measured on
+   catapult-design from stalled answers (30 s budget each): (3.3, 0.0) 1.29 cm -> 9.0e-5 m in 18 s, (3.9, 0.7)
+   3.0 mm -> 7.5e-5 m in 1 s, (4.0, 0.5) 10.5 cm -> 2.1e-5 m in 6 s (all CONVERGED); (2.2, 2.2) 6.2 -> 3.9 cm,
+   (3.3, 2.0) 0.29 -> 0.245 m. The whole ``"auto"`` schedule, whose first stages hover 30 mm and lose the throw,
+   did worse from the same answers (3.9, 0.7: 3.6 cm; 2.2, 2.2: 11.8 cm; 3.3, 0.0 converged in 25 s, not in 14),
+   and so did the finest three (4.0, 0.5: 5.2 cm; 2.2, 2.2: 10.1 cm). The candidates share 70 % of
+   catapult-design's 180 s (80 % of 150 s before: the same time per candidate), leaving these polishes time;
 3. when the answer still misses ``stop_below`` and at least :data:`MORE_ROUNDS_MIN` of ``time_limit`` is left
    (a polish that stalls at a kink returns most of its share), the inner method searches again at the best
    candidate's design with that time (:data:`MORE_ROUNDS_SHARE` of it), from the seeds after the ones its first
@@ -145,19 +148,18 @@ def solve_design_search(ocp, *, inner: str = "cem-ddp", polish: str = "ddp", tim
     if answer["status"] == Status.INTERRUPTED:
         return _finish(ocp, answer, history, t0, info)
 
-    # a stalled polish again by continuation on relaxed contact (module docstring, 2b.)
-    missed = stop_metric is not None and _metric(ocp, answer, stop_metric) > stop_below
-    if missed and answer["status"] == Status.STALLED and _smoothable(ocp, polish):
+    # a stalled polish again by continuation on gently relaxed contact (module docstring, 2b.)
+    def stalled_and_missed(a):
+        return (a["status"] == Status.STALLED and stop_metric is not None and _smoothable(ocp, polish)
+                and _metric(ocp, a, stop_metric) > stop_below)
+
+    if stalled_and_missed(answer):
         budget = None if time_limit is None else SMOOTHED_POLISH_SHARE * max(time_limit - now(), 1.0)
-        smooth = _polish(ocp, polish, answer["us"], answer["cost"], design, "smoothed polish", time_limit, now,
-                         history, callback, verbose, budget=budget, smoothing="auto")
-        info["smoothed_polish"] = smooth.pop("record")
-        stopped = smooth["status"] == Status.INTERRUPTED
-        if smooth["cost"] < answer["cost"]:
-            answer = smooth
-        if stopped:
-            return _finish(ocp, {**answer, "status": Status.INTERRUPTED}, history, t0, info)
-        missed = _metric(ocp, answer, stop_metric) > stop_below
+        answer = _smoothed_polish(ocp, polish, answer, design, "smoothed polish", time_limit, now, history, callback,
+                                  verbose, budget, info)
+        if answer["status"] == Status.INTERRUPTED:
+            return _finish(ocp, answer, history, t0, info)
+    missed = stop_metric is not None and _metric(ocp, answer, stop_metric) > stop_below
 
     # more rounds of the inner search at the best candidate's design while the target is missed (module docstring, 3.)
     left = None if time_limit is None else time_limit - now()
@@ -184,6 +186,10 @@ def solve_design_search(ocp, *, inner: str = "cem-ddp", polish: str = "ddp", tim
             info["polish_2"] = again.pop("record")
             if again["cost"] <= answer["cost"]:
                 answer = again
+                left = time_limit - now()
+                if stalled_and_missed(answer) and left >= MORE_ROUNDS_MIN * time_limit:
+                    answer = _smoothed_polish(ocp, polish, answer, design, "smoothed polish 2", time_limit, now,
+                                              history, callback, verbose, left, info)
     return _finish(ocp, answer, history, t0, info)
 
 
@@ -224,14 +230,14 @@ def _say(entry, stop_metric) -> None:
 def _polish(ocp, polish, us, cost0, design, stage, time_limit, now, history, callback, verbose, *, budget=None,
             smoothing=None) -> dict:
     """``polish`` on the joint problem from ``us`` (cost ``cost0``) with ``budget`` seconds (None: the time left),
-    by continuation when ``smoothing`` is given: the answer as a dict (xs, us, cost, status, info, message;
-    ``record`` for the search's info). A polish that ends above its start (it only keeps lower costs: a failure)
-    gives the start back, STALLED, not claimed converged."""
+    by continuation on the ``smoothing`` schedule (a list of kappa) when given: the answer as a dict (xs, us, cost,
+    status, info, message; ``record`` for the search's info). A polish that ends above its start (it only keeps
+    lower costs: a failure) gives the start back, STALLED, not claimed converged."""
     from . import solve
 
     remaining = budget if budget is not None else None if time_limit is None else max(time_limit - now(), 1.0)
     if verbose:
-        how = f" by continuation (smoothing={smoothing!r})" if smoothing is not None else ""
+        how = "" if smoothing is None else f" by continuation (kappa {', '.join(f'{k:.3g}' for k in smoothing)})"
         print(f"[design-search] {stage}: {polish}{how} on the joint problem from design "
               f"{np.round(design, 4).tolist()}", flush=True)
     offset = now()
@@ -247,6 +253,27 @@ def _polish(ocp, polish, us, cost0, design, stage, time_limit, now, history, cal
             "status": Status.INTERRUPTED if sol.status == Status.INTERRUPTED else Status.STALLED, "info": {},
             "message": f"the {stage} ({polish}) ended at {sol.cost:.6g} above its start {cost0:.6g}: the start's "
                        "answer", "record": record}
+
+
+def polish_schedule(dynamics) -> list[float]:
+    """The smoothing schedule of a polish from a stalled hard-contact answer (module docstring, 2b.): the finest
+    ``kappa`` of ``dynamics``' ``"auto"`` schedule (:func:`contact.relaxed.auto_schedule`), then 0 (hard)."""
+    from .continuation import resolve_schedule
+
+    return resolve_schedule(dynamics, "auto")[-2:]
+
+
+def _smoothed_polish(ocp, polish, answer, design, stage, time_limit, now, history, callback, verbose, budget,
+                     info) -> dict:
+    """``answer`` polished again by continuation on :func:`polish_schedule` within ``budget`` seconds (module
+    docstring, 2b.): the lower-cost answer, INTERRUPTED when the continuation was; its record in ``info``."""
+    smooth = _polish(ocp, polish, answer["us"], answer["cost"], design, stage, time_limit, now, history, callback,
+                     verbose, budget=budget, smoothing=polish_schedule(ocp.dynamics))
+    info[stage.replace(" ", "_")] = smooth.pop("record")
+    better = smooth if smooth["cost"] < answer["cost"] else answer
+    if smooth["status"] == Status.INTERRUPTED:
+        return {**better, "status": Status.INTERRUPTED}
+    return better
 
 
 def _smoothable(ocp, polish) -> bool:

@@ -373,7 +373,8 @@ def test_design_search_spends_time_left_on_new_rounds_at_the_best_design(monkeyp
 
 def test_design_search_polishes_a_stalled_answer_again_by_continuation(monkeypatch):
     """A polish that stalls at a kink while the target is missed: design-search polishes its answer again by
-    continuation on relaxed contact (smoothing='auto', with at most SMOOTHED_POLISH_SHARE of the time left), keeps
+    continuation on gently relaxed contact (polish_schedule: the finest kappa of the 'auto' schedule, then hard
+    contact; with at most SMOOTHED_POLISH_SHARE of the time left), keeps
     the lower cost, and reports the stage; no second polish when the target is met or the polish did not stall.
     The first polish's status is forced here (the real answer with its status set) so that the mechanics run on a
     short throw."""
@@ -381,7 +382,8 @@ def test_design_search_polishes_a_stalled_answer_again_by_continuation(monkeypat
 
     import solvers
     from solvers import solve
-    from solvers.design_search import SMOOTHED_POLISH_SHARE
+    from solvers.continuation import resolve_schedule
+    from solvers.design_search import SMOOTHED_POLISH_SHARE, polish_schedule
     from trajopt.solution import Status
 
     calls = []
@@ -400,7 +402,9 @@ def test_design_search_polishes_a_stalled_answer_again_by_continuation(monkeypat
     ocp = problems.load("catapult-design", horizon=120, target=(0.6, 0.6))
     options = dict(inner="ddp", max_iter=3, time_limit=60.0, stop_metric="distance_to_target", verbose=False)
     sol = solve(ocp, "design-search", stop_below=0.0, **options)
-    assert [c[:2] for c in calls[:2]] == [("ddp", None), ("ddp", "auto")], calls
+    schedule = polish_schedule(ocp.dynamics)
+    assert len(schedule) == 2 and schedule[-1] == 0.0 and schedule[0] == min(resolve_schedule(ocp.dynamics, "auto")[:-1])
+    assert [c[:2] for c in calls[:2]] == [("ddp", None), ("ddp", schedule)], calls
     assert calls[1][2] <= SMOOTHED_POLISH_SHARE * 60.0
     assert sol.cost <= sol.info["polish"]["cost"] + 1e-15
     assert sol.info["smoothed_polish"]["cost"] >= sol.cost - 1e-15
@@ -411,4 +415,4 @@ def test_design_search_polishes_a_stalled_answer_again_by_continuation(monkeypat
         forced["status"] = status
         sol = solve(problems.load("catapult-design", horizon=120, target=(0.6, 0.6)), "design-search",
                     stop_below=stop_below, **options)
-        assert "auto" not in [c[1] for c in calls] and "smoothed_polish" not in sol.info, (stop_below, calls)
+        assert all(c[1] is None for c in calls) and "smoothed_polish" not in sol.info, (stop_below, calls)
