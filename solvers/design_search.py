@@ -149,9 +149,11 @@ def solve_design_search(ocp, *, inner: str = "cem-ddp", polish: str = "ddp", tim
         return _finish(ocp, answer, history, t0, info)
 
     # a stalled polish again by continuation on gently relaxed contact (module docstring, 2b.)
+    def misses(a):
+        return stop_metric is not None and _metric(ocp, a, stop_metric) > stop_below
+
     def stalled_and_missed(a):
-        return (a["status"] == Status.STALLED and stop_metric is not None and _smoothable(ocp, polish)
-                and _metric(ocp, a, stop_metric) > stop_below)
+        return a["status"] == Status.STALLED and _smoothable(ocp, polish) and misses(a)
 
     if stalled_and_missed(answer):
         budget = None if time_limit is None else SMOOTHED_POLISH_SHARE * max(time_limit - now(), 1.0)
@@ -159,11 +161,10 @@ def solve_design_search(ocp, *, inner: str = "cem-ddp", polish: str = "ddp", tim
                                   verbose, budget, info)
         if answer["status"] == Status.INTERRUPTED:
             return _finish(ocp, answer, history, t0, info)
-    missed = stop_metric is not None and _metric(ocp, answer, stop_metric) > stop_below
 
     # more rounds of the inner search at the best candidate's design while the target is missed (module docstring, 3.)
     left = None if time_limit is None else time_limit - now()
-    if missed and left is not None and left >= MORE_ROUNDS_MIN * time_limit and best["rounds"]:
+    if left is not None and left >= MORE_ROUNDS_MIN * time_limit and best["rounds"] and misses(answer):
         more_seed = seed + int(best["rounds"])
         if verbose:
             print(f"[design-search] more rounds: {inner} at design {np.round(design, 4).tolist()} from seed "
@@ -235,14 +236,15 @@ def _polish(ocp, polish, us, cost0, design, stage, time_limit, now, history, cal
     lower costs: a failure) gives the start back, STALLED, not claimed converged."""
     from . import solve
 
-    remaining = budget if budget is not None else None if time_limit is None else max(time_limit - now(), 1.0)
+    if budget is None and time_limit is not None:
+        budget = max(time_limit - now(), 1.0)
     if verbose:
         how = "" if smoothing is None else f" by continuation (kappa {', '.join(f'{k:.3g}' for k in smoothing)})"
         print(f"[design-search] {stage}: {polish}{how} on the joint problem from design "
               f"{np.round(design, 4).tolist()}", flush=True)
     offset = now()
     options = {} if smoothing is None else {"smoothing": smoothing}
-    sol = solve(ocp, polish, us_init=us, time_limit=remaining, verbose=verbose,
+    sol = solve(ocp, polish, us_init=us, time_limit=budget, verbose=verbose,
                 callback=stage_callback(callback, history, offset, stage=stage), **options)
     append_stage(history, sol.history, offset, stage=stage)
     record = {"status": sol.status.value, "cost": float(sol.cost), "time": round(sol.wall_time, 2)}
