@@ -160,12 +160,21 @@ void block_product(const RowMat& R, int64_t col0, const std::vector<int64_t>& ro
   }
 }
 
+// the widest column block (a body's inertial columns: mass, com, inertia)
+constexpr int kMaxBlock = 10;
+
 template <int... Gs>
 void block_product_n(int g, const RowMat& R, int64_t col0, const std::vector<int64_t>& rows, const RowMat& S,
                      double* out, int64_t ostride, std::integer_sequence<int, Gs...>) {
   bool done = false;
   ((g == Gs + 1 ? (block_product<Gs + 1>(R, col0, rows, S, out, ostride), done = true) : false), ...);
   if (!done) throw std::logic_error("block_product: a block of " + std::to_string(g) + " columns");
+}
+
+// block_product<g> for a run-time width g (1 .. kMaxBlock)
+void block_product(int g, const RowMat& R, int64_t col0, const std::vector<int64_t>& rows, const RowMat& S,
+                   double* out, int64_t ostride) {
+  block_product_n(g, R, col0, rows, S, out, ostride, std::make_integer_sequence<int, kMaxBlock>{});
 }
 
 // One parameter list's compiled Jacobian (ParameterPlan in Python): what does not change between calls
@@ -612,8 +621,7 @@ class ParameterPlan {
           for (int64_t e = 0; e < b.n; ++e) any = any || r[e] != 0.0;
           if (any) brows_.push_back(d);
         }
-        block_product_n(int(b.n), R_, b.col0, brows_, S, outT.data() + b.col0 * ncol, ncol,
-                        std::make_integer_sequence<int, kMaxBlock>{});
+        block_product(int(b.n), R_, b.col0, brows_, S, outT.data() + b.col0 * ncol, ncol);
       }
     }
     if (!inertial_ || !zinert_) return;
@@ -636,8 +644,7 @@ class ParameterPlan {
       const int64_t i = body_[b.col0];
       world_body_regressor(M, D, world, i, Yw);
       Cb_.noalias() = (-dt * Yw) * dpi_.middleCols(b.col0, b.n);
-      block_product_n(int(b.n), Cb_, 0, six_, ZT_[i], outT.data() + b.col0 * ncol, ncol,
-                      std::make_integer_sequence<int, kMaxBlock>{});
+      block_product(int(b.n), Cb_, 0, six_, ZT_[i], outT.data() + b.col0 * ncol, ncol);
     }
   }
 
@@ -1169,7 +1176,6 @@ class ParameterPlan {
   RowMat Xc_, FJ_, xe_;  // model_columns' placement rows, Fc MJt^T and explicit terms X_e
   Eigen::VectorXd e_;
   std::vector<int64_t> cols_, posC_, xcols_;
-  static constexpr int kMaxBlock = 10;  // a body's inertial columns (mass, com, inertia)
   struct Block {
     int64_t col0, n;
     bool inertial;
