@@ -38,6 +38,11 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define CONTACTRAJ_AVX2_KERNEL 1
+#endif
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -117,20 +122,74 @@ void check_chain(const pinocchio::Model& M, const IdxVec& body, const CRowRef& d
 // dphi/ddelta = the F columns of J's normal rows.
 // tests/test_core_params.py holds the result against the Python reference (the augmented model) to 1e-12.
 
-// out (G, ncol; row stride ostride) = B^T S[rows, :] with B = R[rows, col0 .. col0 + G): a column block of R
-// times S (row-major, ncol columns) on the block's nonzero rows only. A placement's or a body's columns are nonzero
+// out = scale B^T S[rows, :] with B = R[rows, col0 .. col0 + G): a column block of R times S (row-major, ncol
+// columns) on the block's nonzero rows only, stored as (G, ncol) with row stride ostride, or with ``T`` transposed,
+// as (ncol, G) with row stride ostride (straight into dv+/dp's rows). A placement's or a body's columns are nonzero
 // on a few rows (its chain, and the bodies its contacts touch), so this does nnz/nv of a dense product's work; its
 // G x T accumulators stay in the 16 vector registers (SSE2: T = 4 columns for G <= 6, else 2), as a GEMM's
 // micro-kernel keeps its tile. Measured (a 38-dof, 198-column, 15-row block pattern, g++ -O3): 15.9 us against
 // Eigen's dense product 34.4 us and 27.7 us for the same loops left to the compiler's vectorizer.
-template <int G>
-void block_product(const RowMat& R, int64_t col0, const std::vector<int64_t>& rows, const RowMat& S, double* out,
-                   int64_t ostride) {
+#ifdef CONTACTRAJ_AVX2_KERNEL
+// The AVX2/FMA tiles of block_product (4 columns per register; T = 8 columns for G <= 6, else 4), compiled for that
+// target alone and called only when the CPU has it (avx2_kernel()): the rest of the core keeps the SSE2 ABI of the
+// pin and coal wheels it links to (a whole-core -mavx2 build changes Eigen's alignment and crashed). Raw pointers
+// only, no Eigen inside. Returns the columns done; block_product finishes the others.
+template <int G, bool T>
+__attribute__((target("avx2,fma"))) int64_t block_product_avx2(const double* Rd, int64_t rs, const int64_t* rows,
+                                                               int64_t nr, const double* S, int64_t ncol,
+                                                               double scale, double* out, int64_t ostride) {
+  constexpr int P = G <= 6 ? 2 : 1;
+  const __m256d sc = _mm256_set1_pd(scale);
+  int64_t c = 0;
+  for (; c + 4 * P <= ncol; c += 4 * P) {
+    __m256d acc[G][P];
+    for (int e = 0; e < G; ++e)
+      for (int p = 0; p < P; ++p) acc[e][p] = _mm256_setzero_pd();
+    for (int64_t a = 0; a < nr; ++a) {
+      const double* sr = S + rows[a] * ncol + c;
+      const double* rr = Rd + rows[a] * rs;
+      __m256d sv[P];
+      for (int p = 0; p < P; ++p) sv[p] = _mm256_loadu_pd(sr + 4 * p);
+      for (int e = 0; e < G; ++e) {
+        const __m256d r = _mm256_broadcast_sd(rr + e);
+        for (int p = 0; p < P; ++p) acc[e][p] = _mm256_fmadd_pd(r, sv[p], acc[e][p]);
+      }
+    }
+    for (int e = 0; e < G; ++e)
+      for (int p = 0; p < P; ++p) {
+        const __m256d v = _mm256_mul_pd(sc, acc[e][p]);
+        if constexpr (T) {
+          alignas(32) double t[4];
+          _mm256_store_pd(t, v);
+          for (int l = 0; l < 4; ++l) out[(c + 4 * p + l) * ostride + e] = t[l];
+        } else {
+          _mm256_storeu_pd(out + e * ostride + c + 4 * p, v);
+        }
+      }
+  }
+  return c;
+}
+
+// The CPU runs the AVX2/FMA tiles (checked once; CONTACTRAJ_CORE_NO_AVX2 set: never, the SSE2 tiles serve all)
+bool avx2_kernel() {
+  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                         std::getenv("CONTACTRAJ_CORE_NO_AVX2") == nullptr;
+  return ok;
+}
+#endif
+
+template <int G, bool T>
+void block_product(const RowMat& R, int64_t col0, const std::vector<int64_t>& rows, const RowMat& S, double scale,
+                   double* out, int64_t ostride) {
   const int64_t ncol = S.cols(), nr = rows.size(), rs = R.cols();
   const double* Rd = R.data() + col0;
   int64_t c = 0;
+#ifdef CONTACTRAJ_AVX2_KERNEL
+  if (avx2_kernel()) c = block_product_avx2<G, T>(Rd, rs, rows.data(), nr, S.data(), ncol, scale, out, ostride);
+#endif
 #if defined(__SSE2__)
   constexpr int P = G <= 6 ? 2 : 1;  // SSE pairs of columns per tile
+  const __m128d sc = _mm_set1_pd(scale);
   for (; c + 2 * P <= ncol; c += 2 * P) {
     __m128d acc[G][P];
     for (int e = 0; e < G; ++e)
@@ -146,7 +205,15 @@ void block_product(const RowMat& R, int64_t col0, const std::vector<int64_t>& ro
       }
     }
     for (int e = 0; e < G; ++e)
-      for (int p = 0; p < P; ++p) _mm_storeu_pd(out + e * ostride + c + 2 * p, acc[e][p]);
+      for (int p = 0; p < P; ++p) {
+        const __m128d v = _mm_mul_pd(sc, acc[e][p]);
+        if constexpr (T) {
+          _mm_storel_pd(out + (c + 2 * p) * ostride + e, v);
+          _mm_storeh_pd(out + (c + 2 * p + 1) * ostride + e, v);
+        } else {
+          _mm_storeu_pd(out + e * ostride + c + 2 * p, v);
+        }
+      }
   }
 #endif
   for (; c < ncol; ++c) {  // the last columns (every column without SSE2)
@@ -156,25 +223,41 @@ void block_product(const RowMat& R, int64_t col0, const std::vector<int64_t>& ro
       const double* rr = Rd + rows[a] * rs;
       for (int e = 0; e < G; ++e) acc[e] += rr[e] * sv;
     }
-    for (int e = 0; e < G; ++e) out[e * ostride + c] = acc[e];
+    for (int e = 0; e < G; ++e) (T ? out[c * ostride + e] : out[e * ostride + c]) = scale * acc[e];
   }
 }
 
 // the widest column block (a body's inertial columns: mass, com, inertia)
 constexpr int kMaxBlock = 10;
 
+// Where columns_product writes R^T S (npar, ncol): ``p`` with row stride ``stride``, or transposed (ncol, npar)
+struct Dest {
+  double* p;
+  int64_t stride;
+  bool transposed;
+};
+
 template <int... Gs>
 void block_product_n(int g, const RowMat& R, int64_t col0, const std::vector<int64_t>& rows, const RowMat& S,
-                     double* out, int64_t ostride, std::integer_sequence<int, Gs...>) {
+                     double scale, double* dst, int64_t stride, bool transposed, std::integer_sequence<int, Gs...>) {
   bool done = false;
-  ((g == Gs + 1 ? (block_product<Gs + 1>(R, col0, rows, S, out, ostride), done = true) : false), ...);
+  const auto one = [&](auto G) {
+    if (transposed)
+      block_product<G, true>(R, col0, rows, S, scale, dst, stride);
+    else
+      block_product<G, false>(R, col0, rows, S, scale, dst, stride);
+  };
+  ((g == Gs + 1 ? (one(std::integral_constant<int, Gs + 1>{}), done = true) : false), ...);
   if (!done) throw std::logic_error("block_product: a block of " + std::to_string(g) + " columns");
 }
 
-// block_product<g> for a run-time width g (1 .. kMaxBlock)
-void block_product(int g, const RowMat& R, int64_t col0, const std::vector<int64_t>& rows, const RowMat& S,
-                   double* out, int64_t ostride) {
-  block_product_n(g, R, col0, rows, S, out, ostride, std::make_integer_sequence<int, kMaxBlock>{});
+// block_product<g> for a run-time width g (1 .. kMaxBlock): R's columns c0 .. c0 + g into out's columns dcol ..
+// dcol + g (rows, when transposed)
+void block_product(int g, const RowMat& R, int64_t c0, const std::vector<int64_t>& rows, const RowMat& S,
+                   double scale, const Dest& out, int64_t dcol) {
+  double* dst = out.transposed ? out.p + dcol : out.p + dcol * out.stride;
+  block_product_n(g, R, c0, rows, S, scale, dst, out.stride, out.transposed,
+                  std::make_integer_sequence<int, kMaxBlock>{});
 }
 
 // One parameter list's compiled Jacobian (ParameterPlan in Python): what does not change between calls
@@ -387,16 +470,14 @@ class ParameterPlan {
     // map S (sym_apply, or lstsq when some row is bounded) and L = S(W^T):
     //   dz = -L Rn + S(-x),  dv = (M^-1 - Wd L) Rn + Wd S(-x) + MJt e   (Wd = MJt P when bounded, else W)
     // the product with every column (columns_product: on deep trees the inertial ones through their bodies'
-    // 6-dimensional families, the others formed), then the few columns with x.
-    R_ *= -dt;
+    // 6-dimensional families, the others formed; Rn's -dt applied as they are multiplied), then the few columns with x.
     dlam_mat.resize(impulses ? m : 0, impulses ? npar : 0);  // (m, npar) only when asked: talos' is 135 kB
     auto& dlam = dlam_mat;
     if (!contact && !rterms) {
       dv.setZero();
     } else if (!contact) {
       PROF_SCOPE("p.minvR");
-      columns_product(M, K, world, Minv, dt, outT_);
-      dv = outT_.transpose();
+      columns_product(M, K, world, Minv, dt, into(dv));
     } else if (st->ncp || st->relaxed) {
       PROF_SCOPE("p.ncp_relaxed");
       if (impulses) dlam.setZero();
@@ -425,8 +506,7 @@ class ParameterPlan {
       const lcp::Reduced& red = st->factor.red;
       const int64_t k = red.C.size();
       if (k == 0) {
-        columns_product(M, K, world, Minv, dt, outT_);
-        dv = outT_.transpose();
+        columns_product(M, K, world, Minv, dt, into(dv));
       } else {
         const bool bounded = red.bounded;
         W_.resize(nv, k);
@@ -473,13 +553,17 @@ class ParameterPlan {
             for (int64_t a = 0; a < k; ++a) x_(a, nX - 1) += prob.A.row(red.C[a]).dot(e_);
           // only the columns with some x: a placement whose subtree holds none of the contacts' bodies has none
           // (talos standing: 79 of 199)
+          xnz_.assign(nX, 0);
+          for (int64_t a = 0; a < k; ++a)  // x_ is row-major: row by row
+            for (int64_t c = 0; c < nX; ++c) xnz_[c] |= x_(a, c) != 0.0;
           for (int64_t c = 0; c < nX; ++c)
-            if (x_.col(c).cwiseAbs().maxCoeff() != 0.0) xcols_.push_back(c);
+            if (xnz_[c]) xcols_.push_back(c);
         }
         const int64_t nK = xcols_.size();
         if (direct) {
           PROF_SCOPE("p.c.direct");
-          Gd_.noalias() = Minv * R_;  // R_ holds Rn = -dt R here (every column: formed for the direct path)
+          R_ *= -dt;  // Rn (every column: formed for the direct path)
+          Gd_.noalias() = Minv * R_;
           Bd_.noalias() = W_.transpose() * R_;
           for (int64_t c = 0; c < nK; ++c) Bd_.col(cols_[xcols_[c]]) += x_.col(xcols_[c]);
           Bd_ = -Bd_;
@@ -500,9 +584,13 @@ class ParameterPlan {
           if (impulses) Sp_.rightCols(kz) = -L.transpose();
           {
             PROF_SCOPE("p.c.columns");
-            columns_product(M, K, world, Sp_, dt, outT_);
-            dv = outT_.leftCols(nv).transpose();
-            if (impulses) dz_ = outT_.rightCols(kz).transpose();
+            if (impulses) {  // dv's and dz's columns together
+              columns_product(M, K, world, Sp_, dt, outT_);
+              dv = outT_.leftCols(nv).transpose();
+              dz_ = outT_.rightCols(kz).transpose();
+            } else {
+              columns_product(M, K, world, Sp_, dt, into(dv));
+            }
           }
           if (nK > 0) {  // dz += S(-x), dv += Wd S(-x) on the columns with x
             dvx_.noalias() = *Wd * LX_.rightCols(nK);
@@ -548,7 +636,11 @@ class ParameterPlan {
         }
         blk_ = dt * dv.middleRows(iv, n);  // dt dv + dqc on the joint's rows
         if (corrected) blk_ += dqc_.middleRows(iv, n);
-        F.middleRows(iv, n).noalias() = J1_.block(iv, iv, n, n).lazyProduct(blk_);
+        for (int r = 0; r < n; ++r) {  // J1's block times blk_, row by row (axpys along the columns)
+          auto out = F.row(iv + r);
+          out = J1_(iv + r, iv) * blk_.row(0);
+          for (int c = 1; c < n; ++c) out += J1_(iv + r, iv + c) * blk_.row(c);
+        }
       }
     }
   }
@@ -599,7 +691,8 @@ class ParameterPlan {
     }
   }
 
-  // outT (npar, S.cols()) = Rn^T S, Rn = -dt R: R_'s columns (already scaled) block by block on their nonzero rows
+  // outT (npar, S.cols()) = Rn^T S, Rn = -dt R: R_'s columns (scaled by -dt as they are multiplied) block by block on
+  // their nonzero rows
   // (block_product), and on deep trees (zinert_) the inertial ones without forming them. Body i's columns are
   // J_s^T Yw_i dpi[:, k] over the dofs s of i's support (regressor_world), a 6-dimensional family: their rows of
   // R^T S are C^T Z_i with C = -dt Yw_i dpi[:, block] (6 x n) and Z_i = sum_s J_s S[s, :] (6 x S.cols()),
@@ -608,8 +701,14 @@ class ParameterPlan {
   // Yw^T Z_i then dpi's rows: 310 -> 296 us per call, all parameters, kept).
   void columns_product(const pinocchio::Model& M, const pinocchio::Data& D, bool world, const RowMat& S, double dt,
                        RowMat& outT) {
+    outT.resize(body_.size(), S.cols());
+    columns_product(M, D, world, S, dt, Dest{outT.data(), S.cols(), false});
+  }
+
+  // The same into ``out`` (transposed: straight into the rows of dv+/dp, or of a matrix shaped like it)
+  void columns_product(const pinocchio::Model& M, const pinocchio::Data& D, bool world, const RowMat& S, double dt,
+                       const Dest& out) {
     const int64_t nv = M.nv, ncol = S.cols(), npar = body_.size();
-    outT.resize(npar, ncol);
     {
       PROF_SCOPE("p.cols.other");  // R_'s columns (on deep trees all but the inertial ones) block by block
       for (const Block& b : blocks_) {
@@ -621,7 +720,7 @@ class ParameterPlan {
           for (int64_t e = 0; e < b.n; ++e) any = any || r[e] != 0.0;
           if (any) brows_.push_back(d);
         }
-        block_product(int(b.n), R_, b.col0, brows_, S, outT.data() + b.col0 * ncol, ncol);
+        block_product(int(b.n), R_, b.col0, brows_, S, -dt, out, b.col0);
       }
     }
     if (!inertial_ || !zinert_) return;
@@ -644,9 +743,12 @@ class ParameterPlan {
       const int64_t i = body_[b.col0];
       world_body_regressor(M, D, world, i, Yw);
       Cb_.noalias() = (-dt * Yw) * dpi_.middleCols(b.col0, b.n);
-      block_product(int(b.n), Cb_, 0, six_, ZT_[i], outT.data() + b.col0 * ncol, ncol);
+      block_product(int(b.n), Cb_, 0, six_, ZT_[i], 1.0, out, b.col0);
     }
   }
+
+  // dv+/dp's rows (nv, npar) as columns_product's destination, transposed
+  static Dest into(Eigen::Ref<RowMat> dv) { return Dest{dv.data(), dv.outerStride(), true}; }
 
   // out(out_row, col(c)) += scale * dJv_(row, c) over the F columns c (after velocity_: d(J w)/ddelta's row ``row``)
   template <class Col>
@@ -744,8 +846,7 @@ class ParameterPlan {
     const bool ncp = st.ncp != nullptr;
     const int64_t k = ncp ? st.ncp_factor->E.rows() : (st.relaxed_factor ? st.relaxed_factor->E.rows() : 0);
     if (k == 0) {  // no unknowns: the free velocity's columns
-      columns_product(M, D, world, Minv, dt, outT_);
-      dv = outT_.transpose();
+      columns_product(M, D, world, Minv, dt, into(dv));
       return;
     }
     const RowMat& Fc = ncp ? st.ncp_factor->Fc : st.relaxed_factor->Fc;
@@ -779,8 +880,8 @@ class ParameterPlan {
     for (int64_t a = 0; a < k; ++a) W_.col(a) = st.MJt.col(unknowns[a]);
     if (geo) velocity_(v_next);
     if (!map) {  // column by column: dc = J G + X_c on every column, rhs = -(Fc dc + X_e)
-      columns_product(M, D, world, Minv, dt, outT_);
-      Gd_ = outT_.transpose();
+      Gd_.resize(nv, npar);
+      columns_product(M, D, world, Minv, dt, Dest{Gd_.data(), npar, true});
       Bd_.noalias() = st.J * Gd_;
       if (geo) add_fixed_impulse_rows(Bd_, st, dt, [this](int64_t c) { return pk_[c]; });
       rhs_.noalias() = Fc * Bd_;
@@ -804,9 +905,13 @@ class ParameterPlan {
       Sp_.leftCols(nv) = Minv;
       Sp_.leftCols(nv).noalias() -= LX_.transpose() * W_.transpose();
       if (impulses) Sp_.rightCols(k) = -LX_.transpose();
-      columns_product(M, D, world, Sp_, dt, outT_);
-      dv = outT_.leftCols(nv).transpose();
-      if (impulses) dz_ = outT_.rightCols(k).transpose();
+      if (impulses) {  // dv's and dz's columns together
+        columns_product(M, D, world, Sp_, dt, outT_);
+        dv = outT_.leftCols(nv).transpose();
+        dz_ = outT_.rightCols(k).transpose();
+      } else {
+        columns_product(M, D, world, Sp_, dt, into(dv));
+      }
       if (nX > 0) {  // dz += S(-x), dv += W S(-x) on the explicit columns
         x_ = -x_;
         S(x_, dvx_);
@@ -1196,7 +1301,7 @@ class ParameterPlan {
   std::vector<int64_t> cb_;
   Eigen::MatrixXd JFc_;
   RowMat supportFc_;
-  std::vector<char> on_, used_;  // f_geometry's and force_'s flags
+  std::vector<char> on_, used_, xnz_;  // f_geometry's, force_'s and the explicit columns' flags
   Eigen::Matrix<double, 6, Eigen::Dynamic> PA_, PB_, AB_;  // force_'s per-group products
   const double* points_ = nullptr;
   int64_t nc_ = 0;
