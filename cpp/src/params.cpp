@@ -757,12 +757,13 @@ class ParameterPlan {
   }
 
   // out(out_row, col(c)) += scale * J's F column c of the contact row ``row`` (dphi/ddelta on a normal row): the
-  // active placements' columns (fgeo_, cb_), the others' are 0
+  // columns of the placements active for its contact (fg_), the others' are 0
   template <class Col>
   void add_distance_row(RowMat& out, int64_t out_row, int64_t row, double scale, Col col) const {
-    for (size_t b = 0; b < pj_.size(); ++b)
-      if (cb_[b] >= 0)
-        for (int e = 0; e < 6; ++e) out(out_row, col(6 * b + e)) += scale * fgeo_.J(row, 6 * cb_[b] + e);
+    const int64_t r = geo_->r, c = row / r, j = row % r;
+    const auto& act = act_[group_[c]];
+    for (size_t a = 0; a < act.size(); ++a)
+      for (int e = 0; e < 6; ++e) out(out_row, col(6 * act[a] + e)) += scale * fg_[c].J(j, 6 * a + e);
   }
 
   // scale(a) * dphi/ddelta on the contact normal rows (normal_rows[a] < mc) into out's columns col(c)
@@ -1005,8 +1006,9 @@ class ParameterPlan {
     }
   }
 
-  // The F columns of the contacts' geometry (fgeo_: contact_geometry on J_F with the support "body in
-  // subtree(j)"), the state's own geometry (geo_), and the contacts' groups by body pair (same J6A, J6B).
+  // The F columns of the contacts' geometry (fg_[c]: contact_geometry of contact c on the J_F of the placements
+  // active for it, act_[group_[c]], with the support "body in subtree(j)"), the state's own geometry (geo_), and
+  // the contacts' groups by body pair (same J6A, J6B).
   void f_geometry(const StepStateView& st) {
     const int64_t nc = st.nc;
     if (st.geo == nullptr) throw std::logic_error("ParameterPlan: a contact state without its geometry");
@@ -1048,24 +1050,25 @@ class ParameterPlan {
     for (int64_t g = 0; g < nc; ++g)
       for (int64_t b = 0; b < np; ++b)
         if (on[g * np + b]) act_[g].push_back(b);
-    // fgeo_ holds the active placements' columns only (6 cb_[b] .. + 6; cb_[b] = -1: none, all its columns are 0):
-    // talos standing's feet are under 13 of its 33 placement joints
-    cb_.assign(np, -1);
-    int64_t na = 0;
-    for (int64_t b = 0; b < np; ++b)
-      for (int64_t g = 0; g < nc && cb_[b] < 0; ++g)
-        if (on[g * np + b]) cb_[b] = na++;
-    JFc_.resize(6, 6 * na);
-    supportFc_.resize(supportF_.rows(), 6 * na);
-    for (int64_t b = 0; b < np; ++b)
-      if (cb_[b] >= 0) {
-        JFc_.middleCols<6>(6 * cb_[b]) = JF_.middleCols<6>(6 * b);
-        supportFc_.middleCols(6 * cb_[b], 6) = supportF_.middleCols(6 * b, 6);
+    // each contact's geometry on its group's placements only (column 6 a + e: placement act_[g][a]; the other
+    // placements' columns are 0): a go1 foot is under 4 of the 13 placement joints, a talos foot under 7 of 33
+    fg_.resize(nc);
+    const M3 P(points_, nc, 3), N(dbl(1), nc, 3), A(dbl(9), nc, 3), S(dbl(11), nc, 6);
+    const Eigen::Map<const Eigen::VectorXd> rad(dbl(7), nc), gap(dbl(10), nc);
+    for (int64_t k = 0; k < nc; ++k) {
+      const auto& act = act_[group_[k]];
+      const int64_t n = act.size();
+      if (n == 0) continue;  // nothing reads it
+      JFc_.resize(6, 6 * n);
+      supportFc_.resize(supportF_.rows(), 6 * n);
+      for (int64_t i = 0; i < n; ++i) {
+        JFc_.middleCols<6>(6 * i) = JF_.middleCols<6>(6 * act[i]);
+        supportFc_.middleCols(6 * i, 6) = supportF_.middleCols(6 * act[i], 6);
       }
-    if (na > 0)  // else nothing reads it
-      contact_geometry_into(fgeo_, JFc_, supportFc_, ba, bb, nb_, pb, M3(points_, nc, 3), M3(dbl(1), nc, 3),
-                            Eigen::Map<const Eigen::VectorXd>(dbl(7), nc), M3(dbl(9), nc, 3),
-                            Eigen::Map<const Eigen::VectorXd>(dbl(10), nc), M3(dbl(11), nc, 6), planar_);
+      contact_geometry_into(fg_[k], JFc_, supportFc_, ba.segment(k, 1), bb.segment(k, 1), nb_.segment(k, 1),
+                            pb.segment(k, 1), P.middleRows(k, 1), N.middleRows(k, 1), rad.segment(k, 1),
+                            A.middleRows(k, 1), gap.segment(k, 1), S.middleRows(k, 1), planar_);
+    }
   }
   Eigen::Map<const RowMat> points() const { return Eigen::Map<const RowMat>(points_, nc_, 3); }
 
@@ -1099,11 +1102,13 @@ class ParameterPlan {
       wsum_.col(gi).tail<3>() += p.cross(F);
       auto& dw = dwsum_[gi];
       const Eigen::Matrix3d sF = skew3(F), sp = skew3(p);
-      for (int64_t b : act_[gi]) {  // the other placements' columns are 0
+      const auto& act = act_[gi];
+      for (size_t a = 0; a < act.size(); ++a) {  // the other placements' columns are 0
+        const int64_t b = act[a];
         dFc.setZero();
-        for (int64_t j = 0; j < r; ++j) dFc += lam[c * r + j] * fgeo_.dD.block((c * r + j) * 3, 6 * cb_[b], 3, 6);
+        for (int64_t j = 0; j < r; ++j) dFc += lam[c * r + j] * fg_[c].dD.block(j * 3, 6 * a, 3, 6);
         dw.block<3, 6>(0, 6 * b) += dFc;
-        dw.block<3, 6>(3, 6 * b).noalias() -= sF * fgeo_.dp.block(c * 3, 6 * cb_[b], 3, 6);
+        dw.block<3, 6>(3, 6 * b).noalias() -= sF * fg_[c].dp.block(0, 6 * a, 3, 6);
         dw.block<3, 6>(3, 6 * b).noalias() += sp * dFc;
       }
     }
@@ -1115,7 +1120,7 @@ class ParameterPlan {
       if (!used[gi]) continue;
       const Eigen::Vector3d F = wsum_.col(gi).head<3>(), m = wsum_.col(gi).tail<3>();
       const auto A = g.J6A.middleRows(gi * 6, 6), B = g.J6B.middleRows(gi * 6, 6);
-      const auto AF = fgeo_.J6A.middleRows(gi * 6, 6), BF = fgeo_.J6B.middleRows(gi * 6, 6);
+      const RowMat &AF = fg_[gi].J6A, &BF = fg_[gi].J6B;  // (6, 6 n): the group's placements
       const Eigen::Matrix3d sF = skew3(F), sm = skew3(m);
       PA.topRows<3>().noalias() = -sF * A.bottomRows<3>();
       PA.bottomRows<3>().noalias() = -sm * A.bottomRows<3>();
@@ -1128,10 +1133,12 @@ class ParameterPlan {
       rows_.clear();
       for (int64_t i = 0; i < nv; ++i)
         if (AB.col(i).cwiseAbs().maxCoeff() != 0.0) rows_.push_back(i);
-      for (int64_t b : act_[gi]) {
+      const auto& act = act_[gi];
+      for (size_t a = 0; a < act.size(); ++a) {
+        const int64_t b = act[a];
         auto out = fd_.block(sub_iv_[b], 6 * b, sub_nv_[b], 6);
-        out.noalias() += PA.middleCols(sub_iv_[b], sub_nv_[b]).transpose().lazyProduct(AF.middleCols(6 * cb_[b], 6));
-        out.noalias() -= PB.middleCols(sub_iv_[b], sub_nv_[b]).transpose().lazyProduct(BF.middleCols(6 * cb_[b], 6));
+        out.noalias() += PA.middleCols(sub_iv_[b], sub_nv_[b]).transpose().lazyProduct(AF.middleCols(6 * a, 6));
+        out.noalias() -= PB.middleCols(sub_iv_[b], sub_nv_[b]).transpose().lazyProduct(BF.middleCols(6 * a, 6));
         const auto dwb = dwsum_[gi].middleCols<6>(6 * b);
         for (int64_t i : rows_) fd_.block<1, 6>(i, 6 * b).noalias() += AB.col(i).transpose() * dwb;
       }
@@ -1150,15 +1157,17 @@ class ParameterPlan {
     dR_.resize(6, nF_);
     for (int64_t c = 0; c < nc; ++c) {
       const auto A = g.J6A.middleRows(c * 6, 6), B = g.J6B.middleRows(c * 6, 6);
-      const auto AF = fgeo_.J6A.middleRows(c * 6, 6), BF = fgeo_.J6B.middleRows(c * 6, 6);
+      const RowMat &AF = fg_[c].J6A, &BF = fg_[c].J6B;  // (6, 6 n): the group's placements
+      const auto& act = act_[group_[c]];
       if (c == 0 || group_[c] != group_[c - 1]) {
-        for (int64_t b : act_[group_[c]]) {
+        for (size_t a = 0; a < act.size(); ++a) {
+          const int64_t b = act[a];
           const auto ws = w.segment(sub_iv_[b], sub_nv_[b]);
           const Vector6 uA = A.middleCols(sub_iv_[b], sub_nv_[b]).lazyProduct(ws);
           const Vector6 uB = B.middleCols(sub_iv_[b], sub_nv_[b]).lazyProduct(ws);
           for (int64_t k = 6 * b; k < 6 * int64_t(b) + 6; ++k) {
             double o[6];
-            const int64_t kc = 6 * cb_[b] + k - 6 * b;  // fgeo_'s column
+            const int64_t kc = 6 * a + k - 6 * b;  // fg_[c]'s column
             cross6(AF(0, kc), AF(1, kc), AF(2, kc), AF(3, kc), AF(4, kc), AF(5, kc), uA, o);
             for (int rr = 0; rr < 6; ++rr) dR_(rr, k) = o[rr];
             cross6(BF(0, kc), BF(1, kc), BF(2, kc), BF(3, kc), BF(4, kc), BF(5, kc), uB, o);
@@ -1169,18 +1178,19 @@ class ParameterPlan {
       const Vector6 V = (A - B).lazyProduct(w);
       const Eigen::Vector3d p = P.row(c).transpose(), Vw = V.tail<3>();
       const Eigen::Vector3d vr = V.head<3>() + Vw.cross(p);
-      const double* dp0 = &fgeo_.dp(c * 3 + 0, 0);
-      const double* dp1 = &fgeo_.dp(c * 3 + 1, 0);
-      const double* dp2 = &fgeo_.dp(c * 3 + 2, 0);
+      if (act.empty()) continue;  // no entries (and no fg_[c])
+      const double* dp0 = &fg_[c].dp(0, 0);
+      const double* dp1 = &fg_[c].dp(1, 0);
+      const double* dp2 = &fg_[c].dp(2, 0);
       for (int64_t j = 0; j < r; ++j) {
         const Eigen::Vector3d d = g.D.block(c * 3, j, 3, 1);
         const Eigen::Vector3d pd = p.cross(d), qd = d.cross(Vw);
-        const double* d0 = &fgeo_.dD((c * r + j) * 3 + 0, 0);
-        const double* d1 = &fgeo_.dD((c * r + j) * 3 + 1, 0);
-        const double* d2 = &fgeo_.dD((c * r + j) * 3 + 2, 0);
+        const double* d0 = &fg_[c].dD(j * 3 + 0, 0);
+        const double* d1 = &fg_[c].dD(j * 3 + 1, 0);
+        const double* d2 = &fg_[c].dD(j * 3 + 2, 0);
         double* out = &dJv_(c * r + j, 0);
-        for (int64_t b : act_[group_[c]])
-          for (int64_t k = 6 * b, kc = 6 * cb_[b]; k < 6 * b + 6; ++k, ++kc) {
+        for (size_t a = 0; a < act.size(); ++a)
+          for (int64_t k = 6 * act[a], kc = 6 * a; k < 6 * act[a] + 6; ++k, ++kc) {
             const double* R6 = dR_.col(k).data();
             out[k] = d[0] * R6[0] + d[1] * R6[1] + d[2] * R6[2] + pd[0] * R6[3] + pd[1] * R6[4] + pd[2] * R6[5] +
                      vr[0] * d0[kc] + vr[1] * d1[kc] + vr[2] * d2[kc] + qd[0] * dp0[kc] + qd[1] * dp1[kc] +
@@ -1297,8 +1307,7 @@ class ParameterPlan {
   std::vector<std::vector<int64_t>> act_;  // per contact group: the placements whose subtree holds its bodies
   std::vector<int64_t> rows_;
   Eigen::MatrixXd J1_;
-  ContactGeometry fgeo_;  // the active placements' columns (cb_)
-  std::vector<int64_t> cb_;
+  std::vector<ContactGeometry> fg_;  // per contact: its group's placements' columns (f_geometry)
   Eigen::MatrixXd JFc_;
   RowMat supportFc_;
   std::vector<char> on_, used_, xnz_;  // f_geometry's, force_'s and the explicit columns' flags
