@@ -553,11 +553,10 @@ class ParameterPlan {
             for (int64_t a = 0; a < k; ++a) x_(a, nX - 1) += prob.A.row(red.C[a]).dot(e_);
           // only the columns with some x: a placement whose subtree holds none of the contacts' bodies has none
           // (talos standing: 79 of 199)
-          xnz_.assign(nX, 0);
-          for (int64_t a = 0; a < k; ++a)  // x_ is row-major: row by row
-            for (int64_t c = 0; c < nX; ++c) xnz_[c] |= x_(a, c) != 0.0;
+          xabs_.setZero(nX);  // the columns' |x| sums, row by row (x_ is row-major; no branch, vectorized)
+          for (int64_t a = 0; a < k; ++a) xabs_ += x_.row(a).cwiseAbs().transpose();
           for (int64_t c = 0; c < nX; ++c)
-            if (xnz_[c]) xcols_.push_back(c);
+            if (xabs_[c] != 0.0) xcols_.push_back(c);
         }
         const int64_t nK = xcols_.size();
         if (direct) {
@@ -716,9 +715,9 @@ class ParameterPlan {
         brows_.clear();
         for (int64_t d = 0; d < nv; ++d) {
           const double* r = R_.data() + d * npar + b.col0;
-          bool any = false;
-          for (int64_t e = 0; e < b.n; ++e) any = any || r[e] != 0.0;
-          if (any) brows_.push_back(d);
+          double sum = 0.0;  // |r| summed without a branch per entry (NaN counts as nonzero)
+          for (int64_t e = 0; e < b.n; ++e) sum += std::abs(r[e]);
+          if (sum != 0.0) brows_.push_back(d);
         }
         block_product(int(b.n), R_, b.col0, brows_, S, -dt, out, b.col0);
       }
@@ -751,9 +750,11 @@ class ParameterPlan {
   static Dest into(Eigen::Ref<RowMat> dv) { return Dest{dv.data(), dv.outerStride(), true}; }
 
   // out(out_row, col(c)) += scale * dJv_(row, c) over the F columns c (after velocity_: d(J w)/ddelta's row ``row``)
+  // of the placements active for its contact (the others' entries are 0)
   template <class Col>
   void add_velocity_row(RowMat& out, int64_t out_row, int64_t row, double scale, Col col) const {
-    for (int64_t c = 0; c < nF_; ++c) out(out_row, col(c)) += scale * dJv_(row, c);
+    for (int64_t b : act_[group_[row / geo_->r]])
+      for (int64_t c = 6 * b; c < 6 * b + 6; ++c) out(out_row, col(c)) += scale * dJv_(row, c);
   }
 
   // out(out_row, col(c)) += scale * J's F column c of the contact row ``row`` (dphi/ddelta on a normal row): the
@@ -1059,11 +1060,13 @@ class ParameterPlan {
       const auto& act = act_[group_[k]];
       const int64_t n = act.size();
       if (n == 0) continue;  // nothing reads it
-      JFc_.resize(6, 6 * n);
-      supportFc_.resize(supportF_.rows(), 6 * n);
-      for (int64_t i = 0; i < n; ++i) {
-        JFc_.middleCols<6>(6 * i) = JF_.middleCols<6>(6 * act[i]);
-        supportFc_.middleCols(6 * i, 6) = supportF_.middleCols(6 * act[i], 6);
+      if (k == 0 || group_[k] != group_[k - 1]) {  // the group's J_F and support columns (a foot's corners: once)
+        JFc_.resize(6, 6 * n);
+        supportFc_.resize(supportF_.rows(), 6 * n);
+        for (int64_t i = 0; i < n; ++i) {
+          JFc_.middleCols<6>(6 * i) = JF_.middleCols<6>(6 * act[i]);
+          supportFc_.middleCols(6 * i, 6) = supportF_.middleCols(6 * act[i], 6);
+        }
       }
       contact_geometry_into(fg_[k], JFc_, supportFc_, ba.segment(k, 1), bb.segment(k, 1), nb_.segment(k, 1),
                             pb.segment(k, 1), P.middleRows(k, 1), N.middleRows(k, 1), rad.segment(k, 1),
@@ -1310,7 +1313,8 @@ class ParameterPlan {
   std::vector<ContactGeometry> fg_;  // per contact: its group's placements' columns (f_geometry)
   Eigen::MatrixXd JFc_;
   RowMat supportFc_;
-  std::vector<char> on_, used_, xnz_;  // f_geometry's, force_'s and the explicit columns' flags
+  std::vector<char> on_, used_;  // f_geometry's and force_'s flags
+  Eigen::VectorXd xabs_;  // the explicit columns' |x| sums
   Eigen::Matrix<double, 6, Eigen::Dynamic> PA_, PB_, AB_;  // force_'s per-group products
   const double* points_ = nullptr;
   int64_t nc_ = 0;
