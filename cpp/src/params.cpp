@@ -578,8 +578,9 @@ class ParameterPlan {
           const auto L = LX_.leftCols(nv);
           const int64_t kz = L.rows();
           Sp_.resize(nv, nv + (impulses ? kz : 0));  // dz (dlambda's columns) only when the impulses are asked
-          Sp_.leftCols(nv) = Minv;
-          Sp_.leftCols(nv).noalias() -= L.transpose() * Wd->transpose();
+          WdT_ = Wd->transpose();  // (kz, nv), row-major: the tiles' right factor
+          tn_product(LX_, 0, nv, WdT_, -1.0, Dest{Sp_.data(), Sp_.cols(), false});  // -L^T Wd^T
+          Sp_.leftCols(nv) += Minv;
           if (impulses) Sp_.rightCols(kz) = -L.transpose();
           {
             PROF_SCOPE("p.c.columns");
@@ -592,7 +593,8 @@ class ParameterPlan {
             }
           }
           if (nK > 0) {  // dz += S(-x), dv += Wd S(-x) on the columns with x
-            dvx_.noalias() = *Wd * LX_.rightCols(nK);
+            dvx_.resize(nv, nK);  // Wd S(-x) = (S(-x)^T Wd^T)^T, through the tiles
+            tn_product(LX_, nv, nK, WdT_, 1.0, Dest{dvx_.data(), nK, true});
             for (int64_t c = 0; c < nK; ++c) {
               const int64_t col = cols_[xcols_[c]];
               if (impulses) dz_.col(col) += LX_.col(nv + c);
@@ -744,6 +746,17 @@ class ParameterPlan {
       Cb_.noalias() = (-dt * Yw) * dpi_.middleCols(b.col0, b.n);
       block_product(int(b.n), Cb_, 0, six_, ZT_[i], 1.0, out, b.col0);
     }
+  }
+
+  // out = scale B[:, c0 .. c0 + n)^T S (n, S.cols()) over every row of B, by block_product's tiles (kMaxBlock
+  // columns of B at a time; out transposed: (S.cols(), n))
+  void tn_product(const RowMat& B, int64_t c0, int64_t n, const RowMat& S, double scale, const Dest& out) {
+    if (int64_t(iota_.size()) != B.rows()) {
+      iota_.resize(B.rows());
+      for (int64_t a = 0; a < B.rows(); ++a) iota_[a] = a;
+    }
+    for (int64_t c = 0; c < n; c += kMaxBlock)
+      block_product(int(std::min<int64_t>(kMaxBlock, n - c)), B, c0 + c, iota_, S, scale, out, c);
   }
 
   // dv+/dp's rows (nv, npar) as columns_product's destination, transposed
@@ -1300,6 +1313,8 @@ class ParameterPlan {
   };
   std::vector<Block> blocks_;  // columns_product's column blocks (constructor)
   std::vector<int64_t> brows_;  // a block's nonzero rows of R_
+  std::vector<int64_t> iota_;   // 0 .. rows - 1 (tn_product)
+  RowMat WdT_;  // Wd^T (the map path's tiles)
   std::vector<RowMat> ZT_;  // Z_i (6, ncol) per joint (columns_product)
   RowMat Cb_;  // a body block's C (6, n)
   const std::vector<int64_t> six_{0, 1, 2, 3, 4, 5};
