@@ -917,8 +917,9 @@ class ParameterPlan {
       FJ_.noalias() = Fc * st.MJt.transpose();
       S(FJ_, LX_);
       Sp_.resize(nv, nv + (impulses ? k : 0));
-      Sp_.leftCols(nv) = Minv;
-      Sp_.leftCols(nv).noalias() -= LX_.transpose() * W_.transpose();
+      WdT_ = W_.transpose();  // (k, nv), row-major: the tiles' right factor
+      tn_product(LX_, 0, nv, WdT_, -1.0, Dest{Sp_.data(), Sp_.cols(), false});  // -L^T W^T
+      Sp_.leftCols(nv) += Minv;
       if (impulses) Sp_.rightCols(k) = -LX_.transpose();
       if (impulses) {  // dv's and dz's columns together
         columns_product(M, D, world, Sp_, dt, outT_);
@@ -930,9 +931,10 @@ class ParameterPlan {
       if (nX > 0) {  // dz += S(-x), dv += W S(-x) on the explicit columns
         x_ = -x_;
         S(x_, dvx_);
-        const RowMat Wz = W_ * dvx_;
+        Wz_.resize(nv, nX);  // W S(-x) = (S(-x)^T W^T)^T, through the tiles
+        tn_product(dvx_, 0, nX, WdT_, 1.0, Dest{Wz_.data(), nX, true});
         for (int64_t c = 0; c < nX; ++c) {
-          dv.col(cols_[c]) += Wz.col(c);
+          dv.col(cols_[c]) += Wz_.col(c);
           if (impulses) dz_.col(cols_[c]) += dvx_.col(c);
         }
       }
@@ -1314,7 +1316,7 @@ class ParameterPlan {
   std::vector<Block> blocks_;  // columns_product's column blocks (constructor)
   std::vector<int64_t> brows_;  // a block's nonzero rows of R_
   std::vector<int64_t> iota_;   // 0 .. rows - 1 (tn_product)
-  RowMat WdT_;  // Wd^T (the map path's tiles)
+  RowMat WdT_, Wz_;  // Wd^T (the map paths' tiles), model_columns' W S(-x)
   std::vector<RowMat> ZT_;  // Z_i (6, ncol) per joint (columns_product)
   RowMat Cb_;  // a body block's C (6, n)
   const std::vector<int64_t> six_{0, 1, 2, 3, 4, 5};
