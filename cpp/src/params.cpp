@@ -575,22 +575,9 @@ class ParameterPlan {
           WT_.leftCols(nv) = W_.transpose();
           for (int64_t c = 0; c < nK; ++c) WT_.col(nv + c) = -x_.col(xcols_[c]);
           solve(WT_, LX_);  // [L, S(-x)]
-          const auto L = LX_.leftCols(nv);
-          const int64_t kz = L.rows();
-          Sp_.resize(nv, nv + (impulses ? kz : 0));  // dz (dlambda's columns) only when the impulses are asked
-          WdT_ = Wd->transpose();  // (kz, nv), row-major: the tiles' right factor
-          tn_product(LX_, 0, nv, WdT_, -1.0, Dest{Sp_.data(), Sp_.cols(), false});  // -L^T Wd^T
-          Sp_.leftCols(nv) += Minv;
-          if (impulses) Sp_.rightCols(kz) = -L.transpose();
           {
             PROF_SCOPE("p.c.columns");
-            if (impulses) {  // dv's and dz's columns together
-              columns_product(M, K, world, Sp_, dt, outT_);
-              dv = outT_.leftCols(nv).transpose();
-              dz_ = outT_.rightCols(kz).transpose();
-            } else {
-              columns_product(M, K, world, Sp_, dt, into(dv));
-            }
+            map_columns(M, K, world, Minv, *Wd, dt, impulses, dv);
           }
           if (nK > 0) {  // dz += S(-x), dv += Wd S(-x) on the columns with x
             dvx_.resize(nv, nK);  // Wd S(-x) = (S(-x)^T Wd^T)^T, through the tiles
@@ -759,6 +746,27 @@ class ParameterPlan {
       block_product(int(std::min<int64_t>(kMaxBlock, n - c)), B, c0 + c, iota_, S, scale, out, c);
   }
 
+  // dv (and, with impulses, dz_) through the map of every dof, the LCP's and model_columns' map paths: the
+  // transposed operator Sp = [M^-1 - L^T Wd^T, -L^T] with L = LX_'s first nv columns (kz, nv), then its product
+  // with every column (columns_product); leaves WdT_ = Wd^T (kz, nv) for the explicit columns. dz's columns only
+  // when the impulses are asked.
+  void map_columns(const pinocchio::Model& M, const pinocchio::Data& D, bool world, const RowMat& Minv,
+                   const RowMat& Wd, double dt, bool impulses, Eigen::Ref<RowMat> dv) {
+    const int64_t nv = M.nv, kz = LX_.rows();
+    Sp_.resize(nv, nv + (impulses ? kz : 0));
+    WdT_ = Wd.transpose();  // row-major: the tiles' right factor
+    tn_product(LX_, 0, nv, WdT_, -1.0, Dest{Sp_.data(), Sp_.cols(), false});  // -L^T Wd^T
+    Sp_.leftCols(nv) += Minv;
+    if (impulses) {  // dv's and dz's columns together
+      Sp_.rightCols(kz) = -LX_.leftCols(nv).transpose();
+      columns_product(M, D, world, Sp_, dt, outT_);
+      dv = outT_.leftCols(nv).transpose();
+      dz_ = outT_.rightCols(kz).transpose();
+    } else {
+      columns_product(M, D, world, Sp_, dt, into(dv));
+    }
+  }
+
   // dv+/dp's rows (nv, npar) as columns_product's destination, transposed
   static Dest into(Eigen::Ref<RowMat> dv) { return Dest{dv.data(), dv.outerStride(), true}; }
 
@@ -916,18 +924,7 @@ class ParameterPlan {
       // L = S Fc MJt^T, the transposed operator Sp = [M^-1 - L^T W^T, -L^T] and its columns
       FJ_.noalias() = Fc * st.MJt.transpose();
       S(FJ_, LX_);
-      Sp_.resize(nv, nv + (impulses ? k : 0));
-      WdT_ = W_.transpose();  // (k, nv), row-major: the tiles' right factor
-      tn_product(LX_, 0, nv, WdT_, -1.0, Dest{Sp_.data(), Sp_.cols(), false});  // -L^T W^T
-      Sp_.leftCols(nv) += Minv;
-      if (impulses) Sp_.rightCols(k) = -LX_.transpose();
-      if (impulses) {  // dv's and dz's columns together
-        columns_product(M, D, world, Sp_, dt, outT_);
-        dv = outT_.leftCols(nv).transpose();
-        dz_ = outT_.rightCols(k).transpose();
-      } else {
-        columns_product(M, D, world, Sp_, dt, into(dv));
-      }
+      map_columns(M, D, world, Minv, W_, dt, impulses, dv);
       if (nX > 0) {  // dz += S(-x), dv += W S(-x) on the explicit columns
         x_ = -x_;
         S(x_, dvx_);
