@@ -1071,7 +1071,10 @@ class ParameterPlan {
     for (int64_t k = 0; k < nc; ++k) {
       const auto& act = act_[group_[k]];
       const int64_t n = act.size();
-      if (n == 0) continue;  // nothing reads it
+      if (n == 0) {  // nothing reads it (every reader loops over act_): emptied, not left from an earlier call
+        fg_[k] = ContactGeometry{};
+        continue;
+      }
       if (k == 0 || group_[k] != group_[k - 1]) {  // the group's J_F and support columns (a foot's corners: once)
         JFc_.resize(6, 6 * n);
         supportFc_.resize(supportF_.rows(), 6 * n);
@@ -1364,6 +1367,13 @@ void bind_params(nb::module_& m) {
   m.attr("parameter_plan_states") = nb::make_tuple("lcp", "ncp", "relaxed");
   // FusedStep.step_derivatives takes a ParameterPlan and writes its Fp in the same call (fused_step.cpp)
   m.attr("fused_step_parameters") = true;
+  // which tiles block_product runs here: "avx2" (AVX2/FMA, chosen at run time) or "sse2"
+  m.def("parameter_tiles", [] {
+#ifdef CONTACTRAJ_AVX2_KERNEL
+    if (avx2_kernel()) return "avx2";
+#endif
+    return "sse2";
+  });
   nb::class_<ParameterPlan>(m, "ParameterPlan",
                             "One parameter list's compiled Jacobian (dynamics/parameters.py): models, chain and "
                             "the placements' joints kept; compute() per step")
