@@ -25,6 +25,12 @@ def test_bench_parameters_times_inertial_and_all_parameters():
     assert 0.0 < rec["all_kept_per_column"] < rec["all_kept_ratio"] * (sim.ndx + sim.nu)
     table = format_parameter_table([{"problem": "cube", **rec}])
     assert table.splitlines()[2].startswith("cube") and "1.5x" in table
+    # the table names what computed Fp (the core's tiles, or the reference without a core)
+    from dynamics import parameters as P
+
+    expect = "the Python reference" if P._core is None else (
+        "AVX2/FMA tiles" if P._core.parameter_tiles() == "avx2" else "SSE2 tiles")
+    assert f"Computed by: {'the compiled core, ' if P._core is not None else ''}{expect}" in table
     # a record without the friction column (a system without contact) keeps the columns where the header has them
     bare = {k: v for k, v in rec.items() if not k.startswith("friction")}
     lines = format_parameter_table([{"problem": "cube", **rec}, {"problem": "bare", **bare}]).splitlines()

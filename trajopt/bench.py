@@ -314,8 +314,20 @@ def format_parameter_table(records) -> str:
                  "parameters; fresh: a new workspace per call (contact solve included), kept: the first Jacobians "
                  "right after step(x, u) on its workspace, which keeps the solve (a backward pass; the step untimed); "
                  "per col: the time added per parameter column over the state Jacobians' time per column (ndx + nu), "
-                 "kept. Issue 14's target: <= 1.5x")
+                 f"kept. Issue 14's target: <= 1.5x. Computed by: {parameter_backend()}")
     return "\n".join(lines)
+
+
+def parameter_backend() -> str:
+    """What computes ``Fp`` here: the compiled core with its AVX2/FMA or SSE2 tiles (``CONTACTRAJ_CORE_NO_AVX2``
+    forces SSE2), or the Python reference without a core."""
+    from dynamics import parameters
+
+    core = parameters._core
+    if core is None:
+        return "the Python reference (no compiled core)"
+    tiles = core.parameter_tiles() if hasattr(core, "parameter_tiles") else "sse2"
+    return f"the compiled core, {'AVX2/FMA' if tiles == 'avx2' else 'SSE2'} tiles"
 
 
 def bench_state(ocp, seed: int = 0):
