@@ -39,6 +39,11 @@ seed=s)``, 2 shared cores, one run each; ``python -m app solve catapult-design -
   earlier one), 9.0e-5 m (lengths (0.257, 0.257)), CONVERGED, 126 s (1.29 cm before); (3.5, 1.5) seed 0 and the
   registered target seed 0 unchanged (5.0e-5 m in 139 s; 8.2e-5 m in 27 s); (3.6, 0.4) and (3.4, 1.0) seed 0
   (fixed 0.528 and 0.604 m): 1.0e-5 and 4.4e-5 m, 42 and 30 s (a candidate lands there, before any step 2b);
+- 2026-11-27 15:45-16:10 (``trajopt solve``, one run each): (3.8, 1.0) seed 2: fixed 0.563 m, co-design 4.0e-5 m,
+  CONVERGED, 26 s; (4.1, 0.4) seeds 0 and 1: fixed 1.05 m, co-design 0.107 and 0.125 m (MAX_ITERATIONS, 169 and
+  148 s, lengths (0.320, 0.313) and (0.320, 0.307)): not reached -- 4.12 m out, past the farthest target reached
+  ((4.0, 0.5), 4.03 m); whether any design in the bounds reaches it is not known (no upper bound on the reach:
+  "A motor line" below);
 - not reached: (3.3, 2.0) seed 1: fixed 0.916 m, co-design 0.245 m (0.29-0.36 m before step 2b); upward targets
   3 m out, (2.2, 2.2) seed 0: fixed 0.507 m, co-design 3.9 cm (6.2 cm before step 2b, 0.296 m before step 3),
   (1.5, 2.6): 0.702 and 0.667 m: the damped family throws low and far, not high.
