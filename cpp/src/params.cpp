@@ -624,11 +624,9 @@ class ParameterPlan {
         }
         blk_ = dt * dv.middleRows(iv, n);  // dt dv + dqc on the joint's rows
         if (corrected) blk_ += dqc_.middleRows(iv, n);
-        for (int r = 0; r < n; ++r) {  // J1's block times blk_, row by row (axpys along the columns)
-          auto out = F.row(iv + r);
-          out = J1_(iv + r, iv) * blk_.row(0);
-          for (int c = 1; c < n; ++c) out += J1_(iv + r, iv + c) * blk_.row(c);
-        }
+        // J1's block times blk_ through block_product's tiles: F's rows = B^T blk_ with B = the block's transpose
+        J1bT_ = J1_.block(iv, iv, n, n).transpose();
+        tn_product(J1bT_, 0, n, blk_, 1.0, Dest{F.data() + iv * F.outerStride(), F.outerStride(), false});
       }
     }
   }
@@ -1140,12 +1138,13 @@ class ParameterPlan {
       const auto A = g.J6A.middleRows(gi * 6, 6), B = g.J6B.middleRows(gi * 6, 6);
       const RowMat &AF = fg_[gi].J6A, &BF = fg_[gi].J6B;  // (6, 6 n): the group's placements
       const Eigen::Matrix3d sF = skew3(F), sm = skew3(m);
-      PA.topRows<3>().noalias() = -sF * A.bottomRows<3>();
-      PA.bottomRows<3>().noalias() = -sm * A.bottomRows<3>();
-      PA.bottomRows<3>().noalias() -= sF * A.topRows<3>();
-      PB.topRows<3>().noalias() = -sF * B.bottomRows<3>();
-      PB.bottomRows<3>().noalias() = -sm * B.bottomRows<3>();
-      PB.bottomRows<3>().noalias() -= sF * B.topRows<3>();
+      // 3 x 3 times 3 x nv: coefficient-based (lazyProduct), not through Eigen's GEMM with its packing per call
+      PA.topRows<3>().noalias() = (-sF).lazyProduct(A.bottomRows<3>());
+      PA.bottomRows<3>().noalias() = (-sm).lazyProduct(A.bottomRows<3>());
+      PA.bottomRows<3>().noalias() -= sF.lazyProduct(A.topRows<3>());
+      PB.topRows<3>().noalias() = (-sF).lazyProduct(B.bottomRows<3>());
+      PB.bottomRows<3>().noalias() = (-sm).lazyProduct(B.bottomRows<3>());
+      PB.bottomRows<3>().noalias() -= sF.lazyProduct(B.topRows<3>());
       // (J6A - J6B)^T dw on the dofs the two bodies move (J6's nonzero columns) and the active placements only
       AB = A - B;
       rows_.clear();
@@ -1316,7 +1315,7 @@ class ParameterPlan {
   std::vector<Block> blocks_;  // columns_product's column blocks (constructor)
   std::vector<int64_t> brows_;  // a block's nonzero rows of R_
   std::vector<int64_t> iota_;   // 0 .. rows - 1 (tn_product)
-  RowMat WdT_, Wz_;  // Wd^T (the map paths' tiles), model_columns' W S(-x)
+  RowMat WdT_, Wz_, J1bT_;  // Wd^T (the map paths' tiles), model_columns' W S(-x)
   std::vector<RowMat> ZT_;  // Z_i (6, ncol) per joint (columns_product)
   RowMat Cb_;  // a body block's C (6, n)
   const std::vector<int64_t> six_{0, 1, 2, 3, 4, 5};
