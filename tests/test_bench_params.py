@@ -47,6 +47,34 @@ def test_bench_parameters_skips_dynamics_without_parameters():
     assert bench_parameters(NoParameters(), np.zeros(2), np.zeros(1)) == {}
 
 
+def test_bench_parameters_interleaves_rounds_and_keeps_each_best(monkeypatch):
+    """Every configuration (state alone, each parameter list; fresh and kept) is timed once per round, the rounds
+    one after another (so a drifting machine speed hits numerator and denominator alike), and each keeps its best:
+    here the machine is twice as slow in the first round, and the ratios are the second round's."""
+    import trajopt.bench as bench
+
+    sim = cube_simulator()
+    x = sim.neutral_state()
+    x[2] = 0.099
+    calls = []
+
+    def fake(dyn, x, u, setting, *, min_time, **kw):
+        names = kw.get("params")
+        calls.append((None if names is None else len(names), setting, min_time))
+        slow = 2.0 if len(calls) <= 8 else 1.0  # round 1: 4 lists x 2 settings
+        return slow * (1.0 if names is None else 1.0 + 0.1 * len(names)) * (2.0 if setting == "fresh" else 1.0)
+
+    monkeypatch.setattr(bench, "time_step_derivatives", fake)
+    rec = bench_parameters(sim, x, np.zeros(0), min_time=0.4, rounds=2)
+    assert len(calls) == 16 and calls[:8] == calls[8:] and {c[2] for c in calls} == {0.2}
+    assert len({c[:2] for c in calls}) == 8  # state alone + friction, inertial, all; fresh and kept each
+    n_inertial = sum(1 for n in sim.parameter_names() if n.split(":")[0] in ("mass", "com", "inertia"))
+    assert rec["inertial_kept_ratio"] == pytest.approx(1.0 + 0.1 * n_inertial)
+    assert rec["state_jacobians_kept_ms"] == pytest.approx(1e3) and rec["state_jacobians_ms"] == pytest.approx(2e3)
+    with pytest.raises(ValueError, match="rounds"):
+        bench_parameters(sim, x, np.zeros(0), rounds=0)
+
+
 def test_bench_params_cli(capsys):
     assert main(["bench", "pendulum", "--params", "--ddp-iterations", "0", "--min-time", "0.01"]) == 0
     out = capsys.readouterr().out

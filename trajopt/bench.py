@@ -253,7 +253,7 @@ def time_step_derivatives(dyn, x, u, setting: str, *, min_time: float = 0.1, **k
     return time_call(lambda d: dyn.step_derivatives(x, u, data=d, **kwargs), min_time=min_time, setup=stepped)
 
 
-def bench_parameters(dyn, x, u, *, min_time: float = 0.1) -> dict:
+def bench_parameters(dyn, x, u, *, min_time: float = 0.1, rounds: int = 4) -> dict:
     """The cost of the parameter Jacobians ``Fp`` next to the state Jacobians, at ``(x, u)`` (issue 14's
     target: at most 1.5x). Times ``step_derivatives(x, u)`` and ``step_derivatives(x, u, params=names)`` for
     the inertial parameters (masses, COMs, inertias) and for all of ``dyn.parameter_names()``, twice each:
@@ -265,24 +265,35 @@ def bench_parameters(dyn, x, u, *, min_time: float = 0.1) -> dict:
     them once per knot. Ratios are ``params`` over state-only time in the same setting. Also ``friction`` alone
     (one column: the fixed cost of asking for ``Fp``) and ``all_kept_per_column``: the added time per parameter
     column over the state Jacobians' time per column (``ndx + nu`` of them), kept. Returns ``{}`` for dynamics
-    without parameters (``parameter_names``)."""
+    without parameters (``parameter_names``).
+
+    Every configuration is timed in ``rounds`` interleaved rounds of ``min_time / rounds`` each and keeps its best:
+    on a shared machine, whose speed drifts over seconds, a ratio then compares times taken in the same phases
+    rather than a numerator and a denominator timed seconds apart."""
     if not hasattr(dyn, "parameter_names"):
         return {}
+    if not (isinstance(rounds, int) and rounds >= 1):
+        raise ValueError(f"rounds must be an integer >= 1, got {rounds!r}")
     out = {}
-
-    def timed(setting, **kw):
-        return time_step_derivatives(dyn, x, u, setting, min_time=min_time, **kw)
-
-    base = {"fresh": timed("fresh"), "kept": timed("kept")}
-    out["state_jacobians_ms"] = 1e3 * base["fresh"]
-    out["state_jacobians_kept_ms"] = 1e3 * base["kept"]
+    lists = {None: None}  # label -> parameter names (None: the state Jacobians alone)
     for label, takes in PARAMETER_KINDS.items():
         names = [n for n in dyn.parameter_names() if takes(n)]
-        if not names:
-            continue
-        out[f"{label}_parameters"] = int(dyn.parameter_size(names))
-        for setting, t0 in base.items():
-            out[f"{label}_{setting}_ratio"] = timed(setting, params=names) / t0
+        if names:
+            lists[label] = names
+            out[f"{label}_parameters"] = int(dyn.parameter_size(names))
+    best = {}
+    for _ in range(rounds):
+        for label, names in lists.items():
+            kw = {} if names is None else {"params": names}
+            for setting in ("fresh", "kept"):
+                t = time_step_derivatives(dyn, x, u, setting, min_time=min_time / rounds, **kw)
+                best[label, setting] = min(best.get((label, setting), np.inf), t)
+    out["state_jacobians_ms"] = 1e3 * best[None, "fresh"]
+    out["state_jacobians_kept_ms"] = 1e3 * best[None, "kept"]
+    for label in lists:
+        if label is not None:
+            for setting in ("fresh", "kept"):
+                out[f"{label}_{setting}_ratio"] = best[label, setting] / best[None, setting]
     if "all_kept_ratio" in out and out["all_parameters"] > 0:  # (added time / npar) / (state time / (ndx + nu))
         out["all_kept_per_column"] = (out["all_kept_ratio"] - 1.0) * (dyn.ndx + dyn.nu) / out["all_parameters"]
     return out
