@@ -431,6 +431,7 @@ def cmd_simulate(args) -> int:
 
 
 def cmd_bench(args) -> int:
+    from dynamics.parameters import backend as parameter_backend
     from trajopt.bench import (DDP_PROBLEMS, DEFAULT_DDP_ITERATIONS, bench_ddp, bench_dynamics, bench_parameters,
                                bench_state, bench_trajectory, format_ddp_table, format_parameter_table,
                                format_table)
@@ -497,7 +498,7 @@ def cmd_bench(args) -> int:
         print(format_ddp_table(records))
     if args.params:
         print()
-        print(format_parameter_table(records))
+        print(format_parameter_table(records, parameter_backend()))
     if args.json:
         write_json(args.json, records)
         print(f"wrote {args.json}")

@@ -720,6 +720,15 @@ _COMPILED_STATES = _compiled_states(_core)
 _FUSED_PLAN = _core is not None and bool(getattr(_core, "fused_step_parameters", False))
 
 
+def backend() -> str:
+    """What computes ``Fp`` here: the compiled core with its AVX2/FMA or SSE2 tiles (``CONTACTRAJ_CORE_NO_AVX2``
+    forces SSE2), or the Python reference without a core (``trajopt bench --params`` names it)."""
+    if _core is None:
+        return "the Python reference (no compiled core)"
+    tiles = _core.parameter_tiles() if hasattr(_core, "parameter_tiles") else "sse2"
+    return f"the compiled core, {'AVX2/FMA' if tiles == 'avx2' else 'SSE2'} tiles"
+
+
 def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
     """``Simulator.step_derivatives`` with ``params`` and/or ``impulses`` (module docstring)."""
     blocks = Blocks([]) if params is None else resolve(sim, params)

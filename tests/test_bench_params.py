@@ -25,12 +25,14 @@ def test_bench_parameters_times_inertial_and_all_parameters():
     assert 0.0 < rec["all_kept_per_column"] < rec["all_kept_ratio"] * (sim.ndx + sim.nu)
     table = format_parameter_table([{"problem": "cube", **rec}])
     assert table.splitlines()[2].startswith("cube") and "1.5x" in table
-    # the table names what computed Fp (the core's tiles, or the reference without a core)
+    # the table names what computed Fp when told (the core's tiles, or the reference without a core)
     from dynamics import parameters as P
 
     expect = "the Python reference" if P._core is None else (
         "AVX2/FMA tiles" if P._core.parameter_tiles() == "avx2" else "SSE2 tiles")
-    assert f"Computed by: {'the compiled core, ' if P._core is not None else ''}{expect}" in table
+    named = format_parameter_table([{"problem": "cube", **rec}], P.backend())
+    assert f"Computed by: {'the compiled core, ' if P._core is not None else ''}{expect}" in named
+    assert "Computed by" not in table
     # a record without the friction column (a system without contact) keeps the columns where the header has them
     bare = {k: v for k, v in rec.items() if not k.startswith("friction")}
     lines = format_parameter_table([{"problem": "cube", **rec}, {"problem": "bare", **bare}]).splitlines()
@@ -78,7 +80,7 @@ def test_bench_parameters_interleaves_rounds_and_keeps_each_best(monkeypatch):
 def test_bench_params_cli(capsys):
     assert main(["bench", "pendulum", "--params", "--ddp-iterations", "0", "--min-time", "0.01"]) == 0
     out = capsys.readouterr().out
-    assert "Parameter Jacobians" in out and out.count("pendulum") >= 2
+    assert "Parameter Jacobians" in out and out.count("pendulum") >= 2 and "Computed by: the " in out
 
 
 def test_bench_params_cli_bad_option():

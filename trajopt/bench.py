@@ -299,8 +299,9 @@ def bench_parameters(dyn, x, u, *, min_time: float = 0.1, rounds: int = 4) -> di
     return out
 
 
-def format_parameter_table(records) -> str:
-    """The parameter-Jacobian columns of ``records`` (those that have them) as a table."""
+def format_parameter_table(records, backend: str | None = None) -> str:
+    """The parameter-Jacobian columns of ``records`` (those that have them) as a table; ``backend``: what computed
+    ``Fp`` (``dynamics.parameters.backend()``), named under it."""
     rows = [r for r in records if "state_jacobians_ms" in r]
     head = (f"{'problem':<16}{'Jac [ms]':>10}{'friction':>10}{'kept':>7}{'inertial':>10}{'fresh':>8}{'kept':>8}"
             f"{'all':>6}{'fresh':>8}{'kept':>8}{'per col':>9}")
@@ -325,20 +326,9 @@ def format_parameter_table(records) -> str:
                  "parameters; fresh: a new workspace per call (contact solve included), kept: the first Jacobians "
                  "right after step(x, u) on its workspace, which keeps the solve (a backward pass; the step untimed); "
                  "per col: the time added per parameter column over the state Jacobians' time per column (ndx + nu), "
-                 f"kept. Issue 14's target: <= 1.5x. Computed by: {parameter_backend()}")
+                 "kept. Issue 14's target: <= 1.5x" + ("" if backend is None else f". Computed by: {backend}"))
     return "\n".join(lines)
 
-
-def parameter_backend() -> str:
-    """What computes ``Fp`` here: the compiled core with its AVX2/FMA or SSE2 tiles (``CONTACTRAJ_CORE_NO_AVX2``
-    forces SSE2), or the Python reference without a core."""
-    from dynamics import parameters
-
-    core = parameters._core
-    if core is None:
-        return "the Python reference (no compiled core)"
-    tiles = core.parameter_tiles() if hasattr(core, "parameter_tiles") else "sse2"
-    return f"the compiled core, {'AVX2/FMA' if tiles == 'avx2' else 'SSE2'} tiles"
 
 
 def bench_state(ocp, seed: int = 0):
