@@ -179,13 +179,13 @@ bool avx2_kernel() {
 #endif
 
 template <int G, bool T>
-void block_product(const RowMat& R, int64_t col0, const std::vector<int64_t>& rows, const RowMat& S, double scale,
+void block_product(const RowMat& R, int64_t col0, const int64_t* rows, int64_t nr, const RowMat& S, double scale,
                    double* out, int64_t ostride) {
-  const int64_t ncol = S.cols(), nr = rows.size(), rs = R.cols();
+  const int64_t ncol = S.cols(), rs = R.cols();
   const double* Rd = R.data() + col0;
   int64_t c = 0;
 #ifdef CONTACTRAJ_AVX2_KERNEL
-  if (avx2_kernel()) c = block_product_avx2<G, T>(Rd, rs, rows.data(), nr, S.data(), ncol, scale, out, ostride);
+  if (avx2_kernel()) c = block_product_avx2<G, T>(Rd, rs, rows, nr, S.data(), ncol, scale, out, ostride);
 #endif
 #if defined(__SSE2__)
   constexpr int P = G <= 6 ? 2 : 1;  // SSE pairs of columns per tile
@@ -238,25 +238,25 @@ struct Dest {
 };
 
 template <int... Gs>
-void block_product_n(int g, const RowMat& R, int64_t col0, const std::vector<int64_t>& rows, const RowMat& S,
+void block_product_n(int g, const RowMat& R, int64_t col0, const int64_t* rows, int64_t nr, const RowMat& S,
                      double scale, double* dst, int64_t stride, bool transposed, std::integer_sequence<int, Gs...>) {
   bool done = false;
   const auto one = [&](auto G) {
     if (transposed)
-      block_product<G, true>(R, col0, rows, S, scale, dst, stride);
+      block_product<G, true>(R, col0, rows, nr, S, scale, dst, stride);
     else
-      block_product<G, false>(R, col0, rows, S, scale, dst, stride);
+      block_product<G, false>(R, col0, rows, nr, S, scale, dst, stride);
   };
   ((g == Gs + 1 ? (one(std::integral_constant<int, Gs + 1>{}), done = true) : false), ...);
   if (!done) throw std::logic_error("block_product: a block of " + std::to_string(g) + " columns");
 }
 
-// block_product<g> for a run-time width g (1 .. kMaxBlock): R's columns c0 .. c0 + g into out's columns dcol ..
-// dcol + g (rows, when transposed)
-void block_product(int g, const RowMat& R, int64_t c0, const std::vector<int64_t>& rows, const RowMat& S,
+// block_product<g> for a run-time width g (1 .. kMaxBlock) on R's rows rows[0 .. nr): R's columns c0 .. c0 + g
+// into out's columns dcol .. dcol + g (rows, when transposed)
+void block_product(int g, const RowMat& R, int64_t c0, const int64_t* rows, int64_t nr, const RowMat& S,
                    double scale, const Dest& out, int64_t dcol) {
   double* dst = out.transposed ? out.p + dcol : out.p + dcol * out.stride;
-  block_product_n(g, R, c0, rows, S, scale, dst, out.stride, out.transposed,
+  block_product_n(g, R, c0, rows, nr, S, scale, dst, out.stride, out.transposed,
                   std::make_integer_sequence<int, kMaxBlock>{});
 }
 
@@ -677,9 +677,8 @@ class ParameterPlan {
     }
   }
 
-  // outT (npar, S.cols()) = Rn^T S, Rn = -dt R: R_'s columns (scaled by -dt as they are multiplied) block by block on
-  // their nonzero rows
-  // (block_product), and on deep trees (zinert_) the inertial ones without forming them. Body i's columns are
+  // outT (npar, S.cols()) = Rn^T S, Rn = -dt R: R_'s columns (scaled by -dt as they are multiplied) block by block
+  // on their nonzero rows (block_product), and on deep trees (zinert_) the inertial ones without forming them. Body i's columns are
   // J_s^T Yw_i dpi[:, k] over the dofs s of i's support (regressor_world), a 6-dimensional family: their rows of
   // R^T S are C^T Z_i with C = -dt Yw_i dpi[:, block] (6 x n) and Z_i = sum_s J_s S[s, :] (6 x S.cols()),
   // accumulated from the root down (Z_i = Z_parent + J_i S[dofs of i, :]). Per body one 6 x n x cols product
@@ -706,7 +705,7 @@ class ParameterPlan {
           for (int64_t e = 0; e < b.n; ++e) sum += std::abs(r[e]);
           if (sum != 0.0) brows_.push_back(d);
         }
-        block_product(int(b.n), R_, b.col0, brows_, S, -dt, out, b.col0);
+        block_product(int(b.n), R_, b.col0, brows_.data(), brows_.size(), S, -dt, out, b.col0);
       }
     }
     if (!inertial_ || !zinert_) return;
@@ -729,19 +728,22 @@ class ParameterPlan {
       const int64_t i = body_[b.col0];
       world_body_regressor(M, D, world, i, Yw);
       Cb_.noalias() = (-dt * Yw) * dpi_.middleCols(b.col0, b.n);
-      block_product(int(b.n), Cb_, 0, six_, ZT_[i], 1.0, out, b.col0);
+      block_product(int(b.n), Cb_, 0, all_rows(6), 6, ZT_[i], 1.0, out, b.col0);
     }
   }
 
   // out = scale B[:, c0 .. c0 + n)^T S (n, S.cols()) over every row of B, by block_product's tiles (kMaxBlock
   // columns of B at a time; out transposed: (S.cols(), n))
   void tn_product(const RowMat& B, int64_t c0, int64_t n, const RowMat& S, double scale, const Dest& out) {
-    if (int64_t(iota_.size()) != B.rows()) {
-      iota_.resize(B.rows());
-      for (int64_t a = 0; a < B.rows(); ++a) iota_[a] = a;
-    }
+    const int64_t* rows = all_rows(B.rows());
     for (int64_t c = 0; c < n; c += kMaxBlock)
-      block_product(int(std::min<int64_t>(kMaxBlock, n - c)), B, c0 + c, iota_, S, scale, out, c);
+      block_product(int(std::min<int64_t>(kMaxBlock, n - c)), B, c0 + c, rows, B.rows(), S, scale, out, c);
+  }
+
+  // 0 .. n - 1: block_product's rows when a product takes every row (iota_ only grows)
+  const int64_t* all_rows(int64_t n) {
+    for (int64_t a = iota_.size(); a < n; ++a) iota_.push_back(a);
+    return iota_.data();
   }
 
   // dv (and, with impulses, dz_) through the map of every dof, the LCP's and model_columns' map paths: the
@@ -765,7 +767,7 @@ class ParameterPlan {
     }
   }
 
-  // dv+/dp's rows (nv, npar) as columns_product's destination, transposed
+  // dv+/dp's rows (nv, npar), or a matrix shaped like them, as columns_product's destination, transposed
   static Dest into(Eigen::Ref<RowMat> dv) { return Dest{dv.data(), dv.outerStride(), true}; }
 
   // out(out_row, col(c)) += scale * dJv_(row, c) over the F columns c (after velocity_: d(J w)/ddelta's row ``row``)
@@ -902,7 +904,7 @@ class ParameterPlan {
     if (geo) velocity_(v_next);
     if (!map) {  // column by column: dc = J G + X_c on every column, rhs = -(Fc dc + X_e)
       Gd_.resize(nv, npar);
-      columns_product(M, D, world, Minv, dt, Dest{Gd_.data(), npar, true});
+      columns_product(M, D, world, Minv, dt, into(Gd_));
       Bd_.noalias() = st.J * Gd_;
       if (geo) add_fixed_impulse_rows(Bd_, st, dt, [this](int64_t c) { return pk_[c]; });
       rhs_.noalias() = Fc * Bd_;
@@ -1314,11 +1316,10 @@ class ParameterPlan {
   };
   std::vector<Block> blocks_;  // columns_product's column blocks (constructor)
   std::vector<int64_t> brows_;  // a block's nonzero rows of R_
-  std::vector<int64_t> iota_;   // 0 .. rows - 1 (tn_product)
+  std::vector<int64_t> iota_;   // 0, 1, 2, ... (all_rows)
   RowMat WdT_, Wz_, J1bT_;  // Wd^T (the map paths' tiles), model_columns' W S(-x)
   std::vector<RowMat> ZT_;  // Z_i (6, ncol) per joint (columns_product)
   RowMat Cb_;  // a body block's C (6, n)
-  const std::vector<int64_t> six_{0, 1, 2, 3, 4, 5};
   Eigen::Matrix<double, 6, Eigen::Dynamic> YJ_, dYJ_, wsum_, dR_;
   std::vector<Eigen::Matrix<double, 6, Eigen::Dynamic>> dwsum_;
   const ContactGeometry* geo_ = nullptr;
