@@ -248,7 +248,7 @@ def resolve(sim, params) -> Blocks:
             return hit
     if isinstance(params, str):
         params = [params]
-    elif isinstance(params, (set, frozenset, Mapping)) or not isinstance(params, Iterable):
+    elif isinstance(params, (set, frozenset, Mapping, bytes, bytearray)) or not isinstance(params, Iterable):
         why = " (unordered: the values follow the names' order)" if isinstance(params, (set, frozenset)) else ""
         raise TypeError(f"parameter names must be a name or a sequence of names (sim.parameter_names()), got "
                         f"{type(params).__name__} {params!r}{why}")
@@ -317,6 +317,27 @@ def _check_inertia(name, Ic, mass):
     if w[2] > (w[0] + w[1]) * (1 + INERTIA_RTOL) + INERTIA_RTOL * scale:
         raise ValueError(f"parameter {name!r}: the principal moments {w.tolist()} (kg m^2) violate the triangle "
                          f"inequality ({w[2]:.6g} > {w[0]:.6g} + {w[1]:.6g}): no mass distribution has them")
+    diag = np.diag(Ic)
+    if (diag < 0).any():  # within the PSD test's round-off tolerance: Pinocchio's own check (pin.Inertia), here named
+        raise ValueError(f"parameter {name!r}: the inertia {vec6(Ic).tolist()} (xx, xy, yy, xz, yz, zz) has a negative "
+                         f"moment about an axis (xx, yy, zz = {diag.tolist()} kg m^2); each must be >= 0")
+
+
+def _check_in_plane(sim, block, delta):
+    """ModelError unless the placement increment ``delta`` of a planar system's joint keeps its linear part in the
+    xy plane: its world z component (the joint frame's orientation at the neutral configuration; a planar system
+    turns it about z only) is 0. A z offset keeps the motion planar but moves the body off the plane that the
+    contacts' planar geometry assumes."""
+    data = sim.model.createData()
+    pin.forwardKinematics(sim.model, data, pin.neutral(sim.model))
+    lin = np.asarray(delta[:3], dtype=float)
+    z = float(np.asarray(data.oMi[block.joint].rotation)[2] @ lin)
+    if abs(z) > 1e-9 * max(1.0, float(np.abs(lin).max())):
+        from .simulator import ModelError
+
+        raise ModelError(f"parameter {block.name!r}: the increment {np.asarray(delta).tolist()} moves the body "
+                         f"{z:.6g} m along z, out of the xy plane of a planar system (planar=True); its in-plane "
+                         "increments move along x and y and turn about z")
 
 
 def with_values(sim, params, values):
@@ -358,6 +379,8 @@ def with_values(sim, params, values):
             else:
                 coefficients[b.kind] = x
         elif b.kind == "placement":
+            if sim.planar:  # angular x, y: the planar check of the new simulator names them
+                _check_in_plane(sim, b, val)
             model.jointPlacements[b.joint] = model.jointPlacements[b.joint] * pin.exp6(pin.Motion(val))
         else:
             if b.kind == "mass" and not val[0] > 0:
@@ -746,9 +769,9 @@ def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
     # x+, Fx, Fu: the same numbers as step_derivatives without params (float64 arrays first: the fused call takes
     # them as they are, and the parameter part slices them)
     if type(x) is not np.ndarray or x.dtype != np.float64:
-        x = np.asarray(x, dtype=float)
+        x = sim._check_x(x)
     if type(u) is not np.ndarray or u.dtype != np.float64:
-        u = np.asarray(u, dtype=float)
+        u = sim._check_u(u)
     x, u, d, out, Fx, Fu = sim._state_derivatives(x, u, data, adjoint)
     state = d.contact if sim.contact_model is not None else None
     if state is not None and blocks and getattr(state.adapter, "name", "") not in ("lcp", "ncp", "relaxed"):

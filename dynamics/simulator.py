@@ -89,6 +89,9 @@ INERTIA_RTOL = 1e-6
 #: The joint-space inertia matrix at the reference configuration is singular when its smallest
 #: eigenvalue is below this fraction of its largest (about 1000 machine epsilons).
 SINGULAR_RTOL = 1e3 * np.finfo(float).eps
+#: The farthest a joint may sit from its parent joint (m): 10 km, far beyond any robot, where positions still
+#: resolve ~2e-12 m (a 1e100 m placement, which ``with_parameters`` took, overflowed the step's Jacobians).
+MAX_JOINT_OFFSET = 1e4
 
 
 def _parameters():
@@ -113,6 +116,17 @@ def _link_name(model: pin.Model, j: int) -> str:
     return f"joint {model.names[j]!r}"
 
 
+def _float_array(value, what: str, shape: str) -> np.ndarray:
+    """``value`` as a float array; ValueError naming ``what`` (and its expected ``shape``) when it is no array of
+    numbers (None, a string, a dict...), rather than NumPy's own message."""
+    try:
+        if value is None or isinstance(value, (str, bytes)):
+            raise TypeError(type(value).__name__)
+        return np.asarray(value, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{what} must be an array of numbers of shape {shape}, got {value!r:.80} ({exc})") from None
+
+
 def dof_joints(model: pin.Model) -> list[int]:
     """The joint id of each velocity coordinate (nv entries; Python ints, which Pinocchio's name lists take)."""
     return [j for j in range(1, model.njoints) for _ in range(model.joints[j].nv)]
@@ -135,10 +149,19 @@ def validate_model(model: pin.Model) -> None:
     * the joint-space inertia matrix ``M(q0)`` at the neutral configuration clamped into the
       limits is positive definite (smallest eigenvalue above :data:`SINGULAR_RTOL` times the
       largest); otherwise the error names the joint that dominates the singular direction;
-    * position limits not NaN and not crossed (``lower <= upper``).
+    * position limits not NaN and not crossed (``lower <= upper``);
+    * joint placements finite, each at most :data:`MAX_JOINT_OFFSET` from its parent joint.
     """
     lo, hi = np.asarray(model.lowerPositionLimit), np.asarray(model.upperPositionLimit)
     for j in range(1, model.njoints):
+        M = model.jointPlacements[j]
+        if not np.isfinite(M.homogeneous).all():
+            raise ModelError(f"joint {model.names[j]!r} has a non-finite placement in its parent:\n{M}")
+        offset = float(np.linalg.norm(M.translation))
+        if offset > MAX_JOINT_OFFSET:
+            raise ModelError(f"joint {model.names[j]!r} is placed {offset:.6g} m from its parent joint; at most "
+                             f"{MAX_JOINT_OFFSET:g} m is simulated (beyond it the step's floating-point arithmetic "
+                             "loses its digits and its Jacobians overflow)")
         jm = model.joints[j]
         sl = slice(jm.idx_q, jm.idx_q + jm.nq)
         if np.isnan(lo[sl]).any() or np.isnan(hi[sl]).any():
@@ -768,7 +791,7 @@ class Simulator:
         return data
 
     def _check_x(self, x, what="state x"):
-        x = np.asarray(x, dtype=float)
+        x = _float_array(x, what, f"({self.nx},)")
         if x.shape != (self.nx,):
             raise ValueError(
                 f"{what} has shape {x.shape}, expected ({self.nx},) = nq {self.nq} + nv {self.nv} for {self.name}"
@@ -800,7 +823,7 @@ class Simulator:
         return x
 
     def _check_u(self, u):
-        u = np.asarray(u, dtype=float)
+        u = _float_array(u, "control u", f"({self.nu},)")
         if u.shape != (self.nu,):
             if self.nu == 0 and u.size == 0:
                 return np.zeros(0)
@@ -900,7 +923,10 @@ class Simulator:
         fs = self._active_fused_step()
         if fs is not None:
             out = np.empty(self.nx)
-            code, st = fs.step(d.pin, d.geom, x, u, self._fused_previous(d), out)
+            try:
+                code, st = fs.step(d.pin, d.geom, x, u, self._fused_previous(d), out)
+            except TypeError:  # not an array at all (None, a dict...): the checks of the Python path name it
+                code = -1
             if code >= 0:  # else (bad or doubtful input, a step that raises, a hand-back): the Python path
                 self._fused_bookkeeping(d, x, u, out, code, st)
                 return out
@@ -1096,15 +1122,18 @@ class Simulator:
         kept = None
         if d.kept and type(x) is np.ndarray and type(u) is np.ndarray:
             kept = d.kept.get(x.tobytes() + u.tobytes())
-        if kept is None:
-            code, st = fs.step_derivatives(d.pin, d.geom, x, u, self._fused_previous(d), None, None, out, Fx, Fu,
-                                           plan, Fp)
-        else:
-            s = kept[1]
-            if s is not None and not isinstance(s, FusedContactState):
-                return False
-            code, st = fs.step_derivatives(d.pin, d.geom, x, u, None, kept[0], None if s is None else s.core,
-                                           out, Fx, Fu, plan, Fp)
+        try:
+            if kept is None:
+                code, st = fs.step_derivatives(d.pin, d.geom, x, u, self._fused_previous(d), None, None, out, Fx, Fu,
+                                               plan, Fp)
+            else:
+                s = kept[1]
+                if s is not None and not isinstance(s, FusedContactState):
+                    return False
+                code, st = fs.step_derivatives(d.pin, d.geom, x, u, None, kept[0], None if s is None else s.core,
+                                               out, Fx, Fu, plan, Fp)
+        except TypeError:  # not an array at all (None, a dict...): the checks of the Python path name it
+            return False
         if code < 0:
             return False
         if code == 3:  # the kept solve of step(x, u) served (as _step_derivatives' kept branch)

@@ -66,6 +66,20 @@ def test_nan_in_state(sim):
         sim.step_derivatives(x, np.zeros(1))
 
 
+@pytest.mark.parametrize("bad", [None, "ab", {"q": 0.0}])
+def test_a_state_or_control_that_is_no_array_is_named(sim, bad):
+    """None, a string or a dict as x or u: named, with the expected shape (None reached the compiled step's
+    argument parser: "incompatible function arguments"; a string gave NumPy's "could not convert string")."""
+    x, u = np.zeros(4), np.zeros(1)
+    calls = [lambda x, u: sim.step(x, u), lambda x, u: sim.step_derivatives(x, u),
+             lambda x, u: sim.step_derivatives(x, u, params=["friction"] if sim.contact_model else [])]
+    for call in calls:
+        with pytest.raises(ValueError, match=r"state x must be an array of numbers of shape \(4,\), got "):
+            call(bad, u)
+        with pytest.raises(ValueError, match=r"control u must be an array of numbers of shape \(1,\), got "):
+            call(x, bad)
+
+
 def test_control_of_wrong_size_and_nan(sim):
     with pytest.raises(ValueError, match=r"control u has shape \(2,\), expected \(1,\).*cart"):
         sim.step(np.zeros(4), np.zeros(2))

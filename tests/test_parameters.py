@@ -16,6 +16,7 @@ same size (``Fx`` of the resting cube: 6e-4 on entries of 1e3).
 from __future__ import annotations
 
 import numpy as np
+import pinocchio as pin
 import pytest
 
 import problems
@@ -315,7 +316,33 @@ def test_bad_parameters():
         sim.with_parameters("inertia:root_body1", [1.0, 0.0, 1.0, 0.0, 0.0, 3.0])
     with pytest.raises(ValueError, match="unknown parameter"):
         sim.step_derivatives(cube_state(0.5), NONE, params=["inertia"])
+    # a negative moment within the round-off tolerance of the PSD test: was Pinocchio's unnamed "The 3d inertia
+    # should be positive"
+    with pytest.raises(ValueError, match=r"'inertia:root_body1'.*negative moment about an axis \(xx, yy, zz"):
+        sim.with_parameters("inertia:root_body1", [-1e-20, 0.0, 1.0, 0.0, 0.0, 1.0])
+    # a placement beyond 10 km: was taken, and the step's Jacobians overflowed (inf, NaN) without an error
+    with pytest.raises(ModelError, match=r"placement:root set to .*joint 'root' is placed 1e\+100 m from its parent"):
+        sim.with_parameters("placement:root", [1e100, 0.0, 0.0, 0.0, 0.0, 0.0])
     assert sim.get_parameters("mass:root_body1")[0] == 1.0
+
+
+def test_a_model_with_a_joint_placed_too_far_is_refused():
+    """The model-level check behind the placements: finite and within MAX_JOINT_OFFSET of the parent."""
+    from dynamics.simulator import MAX_JOINT_OFFSET, ModelError, validate_model
+
+    b = ModelBuilder("far")
+    j = b.add_joint("revolute", name="hinge")
+    b.add_body(j, mass=1.0, sphere=0.1)
+    model, _ = b.build()
+    validate_model(model)
+    model.jointPlacements[j] = pin.SE3(np.eye(3), np.array([0.0, 2 * MAX_JOINT_OFFSET, 0.0]))
+    with pytest.raises(ModelError, match=r"joint 'hinge' is placed 20000 m from its parent joint; at most 10000 m"):
+        validate_model(model)
+    M = pin.SE3.Identity()
+    M.translation = np.array([np.nan, 0.0, 0.0])
+    model.jointPlacements[j] = M
+    with pytest.raises(ModelError, match="joint 'hinge' has a non-finite placement"):
+        validate_model(model)
 
 
 @pytest.fixture(scope="module", params=["lcp", "ncp"])
@@ -418,7 +445,7 @@ def test_names_and_values_of_the_wrong_type():
     (were: "'NoneType' object is not iterable", "could not convert string to float: 'abc'" without the
     parameter, None read as NaN; a set was taken in an arbitrary order)."""
     sim = cube_simulator(contact="lcp")
-    for bad in (None, 3, {"friction"}, {"friction": 0.5}):
+    for bad in (None, 3, {"friction"}, {"friction": 0.5}, b"friction"):  # bytes were read byte by byte
         with pytest.raises(TypeError, match="parameter names must be a name or a sequence of names"):
             sim.get_parameters(bad)
     with pytest.raises(TypeError, match="unordered"):
@@ -509,3 +536,8 @@ def test_planar_placements_out_of_the_plane():
     assert np.all(Fp[:, :, 2:5] == 0.0) and np.abs(Fp[:, 1:, [0, 1, 5]]).max() > 1.0
     with pytest.raises(ModelError, match=rf"with the parameters {names[1]} set to .*out of the xy plane"):
         sim.with_parameters(names[1], [0.0, 0.0, 0.0, 0.01, 0.0, 0.0])
+    # a z offset keeps the motion planar but takes the body off the contacts' plane (was taken silently: the bat
+    # 1 m off the plane missed the box, while Fp's z column is 0)
+    with pytest.raises(ModelError, match=rf"{names[-1]}.*moves the body 1 m along z, out of the xy plane"):
+        sim.with_parameters(names[-1], [0.0, 0.0, 1.0, 0.0, 0.0, 0.0])
+    assert sim.with_parameters(names[-1], [0.01, -0.02, 0.0, 0.0, 0.0, 0.1]).nv == sim.nv  # in the plane: taken
