@@ -209,3 +209,112 @@ def test_sensitivity_input_errors_are_named():
     with pytest.raises(ValueError, match="jac holds the Jacobians of parameters"):
         parameter_sensitivity(sim, np.zeros(sim.nx), us, other, jac=jac)
     assert parameter_sensitivity(sim, np.zeros(sim.nx), us, names, jac=jac)[1].shape == (4, sim.ndx, 1)
+
+
+def _pendulum_case(T=5):
+    """A pendulum, a start state, controls, the mass's name and a small OCP over it (fast: no contact)."""
+    from problems.cartpole import pendulum_simulator
+    from trajopt.costs import ControlCost, StateCost
+    from trajopt.ocp import OCP
+
+    sim = pendulum_simulator()
+    x0 = np.array([0.3, 0.1])
+    us = np.linspace(-0.5, 0.5, T)[:, None]
+    ocp = OCP(sim, x0, T, ControlCost(sim, 1e-2), StateCost(sim, np.zeros(sim.nx)))
+    return sim, x0, us, "mass:hinge_body1", ocp
+
+
+def _all_three(sim, x0, us, ocp):
+    """The three entry points that take ``params``, as functions of it."""
+    return [lambda p: parameter_trajectory_jacobians(sim, x0, us, p),
+            lambda p: parameter_sensitivity(sim, x0, us, p),
+            lambda p: parameter_adjoint_gradient(ocp, us, p)]
+
+
+@pytest.mark.parametrize("bad", [None, 3, b"mass:hinge_body1", 2.5])
+def test_params_that_are_not_names_are_refused_naming_params(bad):
+    sim, x0, us, mass, ocp = _pendulum_case()
+    for f in _all_three(sim, x0, us, ocp):
+        with pytest.raises(TypeError, match=r"params must be a parameter name or a sequence of names"):
+            f(bad)
+
+
+def test_a_single_name_still_works():
+    sim, x0, us, mass, ocp = _pendulum_case()
+    xs1, S1 = parameter_sensitivity(sim, x0, us, mass)
+    xs2, S2 = parameter_sensitivity(sim, x0, us, [mass])
+    np.testing.assert_array_equal(S1, S2)
+    assert parameter_trajectory_jacobians(sim, x0, us, mass).params == (mass,)
+    np.testing.assert_array_equal(parameter_adjoint_gradient(ocp, us, mass)[3],
+                                  parameter_adjoint_gradient(ocp, us, (mass,))[3])
+
+
+@pytest.mark.parametrize("kind", [set, frozenset])
+def test_a_set_of_names_is_refused_as_unordered(kind):
+    sim, x0, us, mass, ocp = _pendulum_case()
+    for f in _all_three(sim, x0, us, ocp):
+        with pytest.raises(TypeError, match=r"params must be .*unordered"):
+            f(kind([mass, "com:hinge_body1"]))
+
+
+def test_a_jac_of_the_wrong_type_is_refused_naming_jac():
+    from trajopt.sensitivity import trajectory_jacobians
+
+    sim, x0, us, mass, ocp = _pendulum_case()
+    for bad in (object(), trajectory_jacobians(sim, x0, us)):  # the latter has no Fp nor params
+        with pytest.raises(TypeError, match=r"jac must be a ParameterJacobians"):
+            parameter_sensitivity(sim, x0, us, [mass], jac=bad)
+        with pytest.raises(TypeError, match=r"jac must be a ParameterJacobians"):
+            parameter_adjoint_gradient(ocp, us, [mass], jac=bad)
+
+
+def test_a_jac_of_another_rollout_is_refused_naming_it():
+    """Another start state, horizon or controls, or a Jacobian of the wrong size: refused, naming ``jac``."""
+    from trajopt.sensitivity import ParameterJacobians
+
+    sim, x0, us, mass, ocp = _pendulum_case()
+    jac = parameter_trajectory_jacobians(sim, x0, us, [mass])
+    other_x0 = np.array([0.5, 0.0])
+    with pytest.raises(ValueError, match=r"jac .*start state.*x0"):
+        parameter_sensitivity(sim, other_x0, us, [mass], jac=jac)
+    with pytest.raises(ValueError, match=r"jac .*start state.*x0"):
+        parameter_adjoint_gradient(ocp, us, [mass], x0=other_x0, jac=jac)
+    longer = np.zeros((7, 1))
+    with pytest.raises(ValueError, match=r"jac covers 5 steps.*us has 7"):
+        parameter_sensitivity(sim, x0, longer, [mass], jac=jac)
+    short = parameter_trajectory_jacobians(sim, x0, us[:3], [mass])
+    with pytest.raises(ValueError, match=r"jac covers 3 steps.*us has 5"):
+        parameter_adjoint_gradient(ocp, us, [mass], jac=short)
+    with pytest.raises(ValueError, match=r"jac .*other controls.*us"):
+        parameter_sensitivity(sim, x0, us + 1.0, [mass], jac=jac)
+    with pytest.raises(ValueError, match=r"jac .*other controls.*us"):
+        parameter_adjoint_gradient(ocp, us + 1.0, [mass], jac=jac)
+    no_columns = ParameterJacobians(jac.xs, jac.Fx, jac.Fu, jac.Fp[:, :, :0], (mass,))
+    with pytest.raises(ValueError, match=r"jac\.Fp has 0 columns.*parameter_size"):
+        parameter_sensitivity(sim, x0, us, [mass], jac=no_columns)
+    with pytest.raises(ValueError, match=r"jac\.Fp has 0 columns.*parameter_size"):
+        parameter_adjoint_gradient(ocp, us, [mass], jac=no_columns)
+    bad_Fx = ParameterJacobians(jac.xs, jac.Fx[:, :1], jac.Fu, jac.Fp, (mass,))
+    with pytest.raises(ValueError, match=r"jac\.Fx has shape \(5, 1, 2\), expected"):
+        parameter_sensitivity(sim, x0, us, [mass], jac=bad_Fx)
+    # the right jac (and one built by hand, without the controls, as problems.sysid builds one) is used
+    cost, _, _, g_p = parameter_adjoint_gradient(ocp, us, [mass], jac=jac)
+    assert cost == parameter_adjoint_gradient(ocp, us, [mass])[0]
+    by_hand = ParameterJacobians(jac.xs, jac.Fx, jac.Fu, jac.Fp, (mass,))
+    np.testing.assert_array_equal(parameter_sensitivity(sim, x0, us, [mass], jac=by_hand)[1],
+                                  parameter_sensitivity(sim, x0, us, [mass])[1])
+
+
+def test_initial_is_checked_naming_it_before_the_rollout(monkeypatch):
+    sim, x0, us, mass, ocp = _pendulum_case()
+
+    def no_rollout(*args, **kwargs):
+        raise AssertionError("rolled out before checking initial")
+
+    monkeypatch.setattr(sim, "step_derivatives", no_rollout)
+    with pytest.raises(ValueError, match=r"initial .*non-finite"):
+        parameter_sensitivity(sim, x0, us, [mass], initial=np.full((sim.ndx, 1), np.nan))
+    with pytest.raises(TypeError, match=r"initial .*must be an array of numbers"):
+        parameter_sensitivity(sim, x0, us, [mass], initial="ab")
+    with pytest.raises(ValueError, match=r"initial .*has shape \(3,\), expected \(2, k\)"):
+        parameter_sensitivity(sim, x0, us, [mass], initial=np.zeros(3))

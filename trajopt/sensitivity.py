@@ -26,13 +26,12 @@ Physical parameters ``p`` (names of ``dyn.parameter_names()``, time-invariant; t
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-from .protocol import check_complementarity_aware
-
-from .protocol import rollout_derivatives
+from .protocol import check_complementarity_aware, rollout_derivatives
 
 
 @dataclass
@@ -73,31 +72,26 @@ def aware_trajectory_jacobians(ocp, us, x0=None) -> TrajectoryJacobians:
 @dataclass
 class ParameterJacobians:
     """``xs`` (T+1, nx) and the step Jacobians ``Fx`` (T, ndx, ndx), ``Fu`` (T, ndx, nu) and ``Fp`` (T, ndx,
-    np) along it, for the parameters ``params`` (names, in the order of ``Fp``'s columns)."""
+    np) along it, for the parameters ``params`` (names, in the order of ``Fp``'s columns); ``us`` (T, nu), the
+    controls of the rollout (None: not kept, e.g. built by hand), so that a ``jac=`` of other controls is
+    refused."""
 
     xs: np.ndarray
     Fx: np.ndarray
     Fu: np.ndarray
     Fp: np.ndarray
     params: tuple
+    us: np.ndarray | None = None
 
 
 def parameter_trajectory_jacobians(dyn, x0, us, params) -> ParameterJacobians:
     """Roll out from ``x0`` under ``us`` (T, nu), keeping each step's ``Fx``, ``Fu`` and ``Fp`` with
     respect to the parameters ``params`` (a name or a list of names; ``dyn.step_derivatives(x, u,
     params=...)``, e.g. :class:`dynamics.Simulator`). Raises ``TypeError`` when ``dyn`` has no parameters."""
-    if not hasattr(dyn, "parameter_size"):
-        raise TypeError(f"{type(dyn).__name__} has no physical parameters (needs parameter_size and "
-                        "step_derivatives(..., params=))")
-    params = (params,) if isinstance(params, str) else tuple(params)
-    npar = dyn.parameter_size(params)
-    us = np.asarray(us, dtype=float)
-    if us.ndim != 2 or us.shape[1] != dyn.nu:
-        raise ValueError(f"controls have shape {us.shape}, expected (T, {dyn.nu})")
+    params, npar = _parameters(dyn, params)
+    us = _controls(dyn, us)
+    x0 = _start_state(dyn, x0)
     T = len(us)
-    x0 = np.asarray(x0, dtype=float)
-    if x0.shape != (dyn.nx,):
-        raise ValueError(f"x0 has shape {x0.shape}, expected ({dyn.nx},) (nq + nv)")
     xs = np.empty((T + 1, dyn.nx))
     xs[0] = x0
     Fx = np.empty((T, dyn.ndx, dyn.ndx))
@@ -105,20 +99,24 @@ def parameter_trajectory_jacobians(dyn, x0, us, params) -> ParameterJacobians:
     Fp = np.empty((T, dyn.ndx, npar))
     for t in range(T):
         xs[t + 1], Fx[t], Fu[t], Fp[t] = dyn.step_derivatives(xs[t], us[t], params=params)
-    return ParameterJacobians(xs, Fx, Fu, Fp, params)
+    return ParameterJacobians(xs, Fx, Fu, Fp, params, us.copy())
 
 
 def parameter_sensitivity(dyn, x0, us, params, *, initial=None, jac: ParameterJacobians | None = None):
     """``(xs, S)``: the states (T+1, nx) and ``S[t] = d x_t / d z`` (T+1, ndx, np + k), ``z`` the
     parameters ``params`` (np) followed by ``k`` unknowns of the start state, ``initial = d x_0 / d z_0``
     (ndx, k) in the tangent space (e.g. the velocity rows of an identity for an unknown initial
-    velocity; None: k = 0). Forward mode, ``S_{t+1} = Fx_t S_t + [Fp_t, 0]`` (module docstring)."""
-    jac = jac or parameter_trajectory_jacobians(dyn, x0, us, params)
-    _check_jac_params(jac, params)
-    T, ndx, npar = jac.Fp.shape[0], dyn.ndx, jac.Fp.shape[2]
-    initial = np.zeros((ndx, 0)) if initial is None else np.asarray(initial, dtype=float)
-    if initial.ndim != 2 or initial.shape[0] != ndx:
-        raise ValueError(f"initial (d x_0 / d z_0) has shape {initial.shape}, expected ({ndx}, k)")
+    velocity; None: k = 0). Forward mode, ``S_{t+1} = Fx_t S_t + [Fp_t, 0]`` (module docstring).
+    ``jac``: the rollout's Jacobians already computed (:func:`parameter_trajectory_jacobians` of the same
+    ``x0``, ``us`` and ``params``; another rollout's is refused)."""
+    params, npar = _parameters(dyn, params)
+    ndx = dyn.ndx
+    initial = np.zeros((ndx, 0)) if initial is None else _initial(initial, ndx)
+    if jac is None:
+        jac = parameter_trajectory_jacobians(dyn, x0, us, params)
+    else:
+        _check_jac(jac, dyn, x0, us, params, npar)
+    T = jac.Fp.shape[0]
     S = np.zeros((T + 1, ndx, npar + initial.shape[1]))
     S[0, :, npar:] = initial
     for t in range(T):
@@ -129,19 +127,124 @@ def parameter_sensitivity(dyn, x0, us, params, *, initial=None, jac: ParameterJa
 
 def parameter_adjoint_gradient(ocp, us, params, *, x0=None, jac: ParameterJacobians | None = None):
     """``(cost, dcost/dx_0 (ndx,), dcost/dus (T, nu), dcost/dp (np,))`` of ``ocp``'s cost by one backward
-    sweep (module docstring); the costs do not depend on the parameters."""
+    sweep (module docstring); the costs do not depend on the parameters. ``jac`` as in
+    :func:`parameter_sensitivity` (of ``x0``, default ``ocp.x0``)."""
     us = ocp.check_controls(us)
-    x0 = ocp.x0 if x0 is None else np.asarray(x0, dtype=float)
-    jac = jac or parameter_trajectory_jacobians(ocp.dynamics, x0, us, params)
-    _check_jac_params(jac, params)
+    params, npar = _parameters(ocp.dynamics, params)
+    x0 = ocp.x0 if x0 is None else x0
+    if jac is None:
+        jac = parameter_trajectory_jacobians(ocp.dynamics, x0, us, params)
+    else:
+        _check_jac(jac, ocp.dynamics, x0, us, params, npar)
     return _adjoint_sweep(ocp, jac.xs, us, jac.Fx, jac.Fu, jac.Fp)
 
 
-def _check_jac_params(jac, params) -> None:
-    """A ``jac=`` computed for other parameters than ``params`` is refused (its columns would be misread)."""
-    params = (params,) if isinstance(params, str) else tuple(params)
-    if tuple(jac.params) != params:
-        raise ValueError(f"jac holds the Jacobians of parameters {list(jac.params)}, not of {list(params)}")
+# -- the input checks shared by the functions above (once per call, none per step) -----------------------
+
+
+def _parameters(dyn, params) -> tuple[tuple, int]:
+    """``(names, np)``: ``params`` (a name or a sequence of names) as a tuple and its total size; TypeError
+    naming ``params`` for anything else (None, a number, bytes, an unordered set) or when ``dyn`` has no
+    physical parameters; the dynamics' own ValueError for an unknown or repeated name."""
+    if not hasattr(dyn, "parameter_size"):
+        raise TypeError(f"{type(dyn).__name__} has no physical parameters (needs parameter_size and "
+                        "step_derivatives(..., params=))")
+    if isinstance(params, str):
+        names = (params,)
+    elif (isinstance(params, (bytes, bytearray, set, frozenset, Mapping)) or not isinstance(params, Iterable)):
+        why = (" (a set is unordered: Fp's and S's columns follow the names' order; pass a list)"
+               if isinstance(params, (set, frozenset)) else "")
+        raise TypeError(f"params must be a parameter name or a sequence of names (dyn.parameter_names()), got "
+                        f"{type(params).__name__} {params!r}{why}")
+    else:
+        names = tuple(params)  # once: an iterator would be used up by a second reading
+    return names, int(dyn.parameter_size(names))
+
+
+def _floats(value, what: str) -> np.ndarray:
+    """``value`` as a float array, or TypeError naming ``what`` when it is not numbers (a string, None...)."""
+    try:
+        a = np.asarray(value)
+        if a.dtype.kind in "biufO":
+            return a.astype(float, copy=False)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{what} must be an array of numbers, got {type(value).__name__} ({exc})") from None
+    raise TypeError(f"{what} must be an array of numbers, got {type(value).__name__} of dtype {a.dtype}")
+
+
+def _controls(dyn, us) -> np.ndarray:
+    """``us`` as a (T, nu) float array with finite entries, or an error naming the controls."""
+    us = _floats(us, "controls us")
+    if us.ndim != 2 or us.shape[1] != dyn.nu:
+        raise ValueError(f"controls have shape {us.shape}, expected (T, {dyn.nu})")
+    if not np.isfinite(us).all():
+        raise ValueError(f"controls us contain non-finite values at steps "
+                         f"{np.flatnonzero(~np.isfinite(us).all(axis=1))[:5].tolist()}")
+    return us
+
+
+def _start_state(dyn, x0) -> np.ndarray:
+    """``x0`` as an (nx,) float array with finite entries, or an error naming it."""
+    x0 = _floats(x0, "x0")
+    if x0.shape != (dyn.nx,):
+        raise ValueError(f"x0 has shape {x0.shape}, expected ({dyn.nx},) (nq + nv)")
+    if not np.isfinite(x0).all():
+        raise ValueError(f"x0 contains non-finite values at indices {np.flatnonzero(~np.isfinite(x0)).tolist()}")
+    return x0
+
+
+def _initial(initial, ndx: int) -> np.ndarray:
+    """``initial`` (d x_0 / d z_0) as an (ndx, k) float array with finite entries, or an error naming it."""
+    initial = _floats(initial, "initial (d x_0 / d z_0)")
+    if initial.ndim != 2 or initial.shape[0] != ndx:
+        raise ValueError(f"initial (d x_0 / d z_0) has shape {initial.shape}, expected ({ndx}, k) "
+                         "(ndx rows, one column per unknown of the start state)")
+    if not np.isfinite(initial).all():
+        bad = np.argwhere(~np.isfinite(initial))[:5].tolist()
+        raise ValueError(f"initial (d x_0 / d z_0) contains non-finite values at (row, column) {bad}")
+    return initial
+
+
+_JAC_FIELDS = ("xs", "Fx", "Fu", "Fp", "params")
+
+
+def _check_jac(jac, dyn, x0, us, params: tuple, npar: int) -> None:
+    """A ``jac=`` must be the Jacobians of the rollout from ``x0`` under ``us`` for ``params``: its type
+    (or the fields of :class:`ParameterJacobians`), its parameters, horizon and shapes, its start state
+    (``xs[0]`` is ``x0`` copied, so compared exactly) and its controls when it kept them. O(T nu + nx)."""
+    if not isinstance(jac, ParameterJacobians):
+        missing = [f for f in _JAC_FIELDS if not hasattr(jac, f)]
+        if missing:
+            raise TypeError(f"jac must be a ParameterJacobians (from parameter_trajectory_jacobians(dyn, x0, us, "
+                            f"params)), got {type(jac).__name__} without {', '.join(missing)}")
+    held = (jac.params,) if isinstance(jac.params, str) else jac.params
+    if not isinstance(held, (tuple, list)) or tuple(held) != params:
+        shown = list(held) if isinstance(held, (tuple, list)) else repr(held)
+        raise ValueError(f"jac holds the Jacobians of parameters {shown}, not of {list(params)}")
+    us = _controls(dyn, us)
+    x0 = _start_state(dyn, x0)
+    T, nx, ndx, nu = len(us), dyn.nx, dyn.ndx, dyn.nu
+    steps = np.shape(jac.Fx)[0] if np.ndim(jac.Fx) else None
+    if steps != T:
+        raise ValueError(f"jac covers {steps} steps but us has {T} (jac must come from the same rollout: "
+                         "parameter_trajectory_jacobians(dyn, x0, us, params))")
+    for name, shape, sizes in (("xs", (T + 1, nx), "(T + 1, nx)"), ("Fx", (T, ndx, ndx), "(T, ndx, ndx)"),
+                               ("Fu", (T, ndx, nu), "(T, ndx, nu)")):
+        if np.shape(getattr(jac, name)) != shape:
+            raise ValueError(f"jac.{name} has shape {np.shape(getattr(jac, name))}, expected {sizes} = {shape}")
+    Fp = np.shape(jac.Fp)
+    if len(Fp) != 3 or Fp[:2] != (T, ndx) or Fp[2] != npar:
+        cols = f"{Fp[2]} columns" if len(Fp) == 3 else f"shape {Fp}"
+        raise ValueError(f"jac.Fp has {cols}, expected (T, ndx, np) = {(T, ndx, npar)}: params {list(params)} have "
+                         f"parameter_size {npar}")
+    if not np.array_equal(jac.xs[0], x0):
+        gap = np.abs(np.asarray(jac.xs[0], dtype=float) - x0).max()
+        raise ValueError(f"jac was computed from another start state: jac.xs[0] differs from x0 by up to {gap:.3g} "
+                         "(recompute it with parameter_trajectory_jacobians(dyn, x0, us, params))")
+    kept = getattr(jac, "us", None)
+    if kept is not None and not np.array_equal(kept, us):
+        raise ValueError("jac was computed under other controls than us (recompute it with "
+                         "parameter_trajectory_jacobians(dyn, x0, us, params))")
 
 
 def _adjoint_sweep(ocp, xs, us, Fx, Fu, Fp=None):
