@@ -1,4 +1,5 @@
-"""Checks of the problems' vector options (a target point, a twist): one place, one wording."""
+"""Checks of the problems' options (vectors such as a target point or a twist, numbers, seeds, counts, the contact
+model) and of a least-squares problem's unknowns: one place, one wording."""
 
 from __future__ import annotations
 
@@ -28,3 +29,67 @@ def target_point(value) -> np.ndarray:
 def twist(name: str, value) -> np.ndarray:
     """A free body's velocity: linear then angular, 6 numbers (the cube problems)."""
     return finite_vector(name, value, 6, "(vx, vy, vz, wx, wy, wz)")
+
+
+# -- scalar options: one rule for what a number is, one wording ---------------------------------------------------
+
+def is_real(value) -> bool:
+    """A real number: a Python or numpy int or float, not a bool (``True`` is no torque) and not text."""
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
+def real(name: str, value, what: str, *, above: float | None = None, at_least: float | None = None) -> float:
+    """``value`` as a float: a finite real number (:func:`is_real`), ``> above`` and ``>= at_least`` where given;
+    else a ValueError naming the option, ``{name} must be {what}, got {value!r}`` (``what`` states the bound and
+    the unit, e.g. ``torque must be a finite limit > 0 N m, got inf``)."""
+    try:
+        x = float(value) if is_real(value) else np.nan
+    except OverflowError:  # an int past float's range
+        x = np.nan
+    if not (np.isfinite(x) and (above is None or x > above) and (at_least is None or x >= at_least)):
+        raise ValueError(f"{name} must be {what}, got {value!r}")
+    return x
+
+
+def integer(name: str, value, low: int) -> int:
+    """``value`` as an int ``>= low``: a Python or numpy integer, not a bool, not 1.5 or "1" (a seed, a count of
+    steps); else a ValueError ``{name} must be an integer >= {low}, got {value!r}``."""
+    if not (isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and value >= low):
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    return int(value)
+
+
+def random_seed(name: str, value) -> int:
+    """A random seed (``np.random.default_rng``'s): an integer >= 0."""
+    return integer(name, value, 0)
+
+
+#: the contact models of the problems that differentiate the step w.r.t. model parameters (system identification,
+#: co-design): the hard ones :mod:`dynamics.parameters` differentiates ("penalty" has no parameter derivatives;
+#: "relaxed" has, but needs a smoothing these problems' ``contact`` option does not carry)
+PARAMETER_CONTACTS = ("lcp", "ncp")
+
+
+def parameter_contact(value) -> str:
+    """``contact`` of a problem whose derivatives include parameter derivatives: one of :data:`PARAMETER_CONTACTS`,
+    refused while building (else "penalty" loads and fails with NotImplementedError in the first Jacobian)."""
+    if not (isinstance(value, str) and value in PARAMETER_CONTACTS):
+        raise ValueError(f"contact must be 'lcp' or 'ncp' (the contact models with parameter derivatives here: "
+                         f"'penalty' has none, 'relaxed' needs a smoothing this problem does not take), got {value!r}")
+    return value
+
+
+def unknowns(z, size: int, meaning: str) -> np.ndarray:
+    """A least-squares problem's unknowns ``z`` as ``size`` finite floats, or a ValueError naming z, its size and
+    layout (``meaning``) and what is wrong. Cheap (a shape check and ``isfinite`` on a small vector): residuals
+    and Jacobians call it in solver loops."""
+    try:
+        vec = np.asarray(z, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"z must be {size} numbers ({meaning}), got {type(z).__name__} {z!r:.60}") from None
+    if vec.shape != (size,):
+        raise ValueError(f"z must be {size} numbers ({meaning}), got shape {vec.shape}")
+    finite = np.isfinite(vec)
+    if not finite.all():
+        raise ValueError(f"z must be finite, got non-finite values at indices {np.flatnonzero(~finite).tolist()}")
+    return vec

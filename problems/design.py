@@ -214,12 +214,14 @@ hard stage lost it); (3.0, 0.4): fixed 1.07 m, co-design 1.28 m.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from dynamics import SimulationError, Simulator
 from trajopt import OCP, ControlCost
 
-from ._options import target_point
+from ._options import integer, parameter_contact, random_seed, real, target_point
 from ._registry import register
 from .planar import BOX_SIDE, LINK_MASS, LINK_SIZE, _point_cost, catapult_simulator
 
@@ -259,14 +261,42 @@ def _lengths(lengths) -> dict:
     return out
 
 
+def _check_lengths(lengths) -> dict:
+    """``lengths`` of :func:`design_simulator` checked (a dict of the arm's links, each a finite length > 0 m,
+    links 1 and 2 short enough that the box starts above the bat: :func:`start_gap` >= 0), as :func:`_lengths`."""
+    links = [f"arm{i + 1}" for i in range(3)]
+    if lengths is None:
+        lengths = {}
+    if not isinstance(lengths, Mapping):
+        raise ValueError(f"lengths must be a dict {{link: length in m}} of links {links} (missing ones "
+                         f"{NOMINAL_LENGTH} m), got {lengths!r}")
+    for link, value in lengths.items():
+        if link not in links:
+            raise ValueError(f"lengths: unknown link {link!r}; links: {links}")
+        real(f"lengths[{link!r}]", value, "a finite length > 0 m", above=0.0)
+    ell = _lengths(lengths)
+    if start_gap(ell["arm1"], ell["arm2"]) < 0.0:
+        raise ValueError(f"lengths arm1 = {ell['arm1']:g} m, arm2 = {ell['arm2']:g} m put the box inside the bat at the "
+                         f"start: l1 + l2 = {ell['arm1'] + ell['arm2']:g} m must not exceed MAX_LENGTH_SUM = "
+                         f"{MAX_LENGTH_SUM:.4f} m (start gap {start_gap(ell['arm1'], ell['arm2']):.3g} m)")
+    return ell
+
+
+def _check_torque(torque) -> float:
+    return real("torque", torque, "a finite limit > 0 N m", above=0.0)
+
+
 def design_simulator(lengths=None, *, torque: float = DESIGN_TORQUE, dt: float = 1e-3, friction: float = 1.0,
                      contact: str = "lcp", motor_damping: float = 0.0) -> Simulator:
     """The catapult (:func:`problems.planar.catapult_simulator`) with ``lengths`` (``{"arm1": l1, ...}``,
-    missing links 0.25 m) and torque limits ``+-torque``; each link rebuilt as in the module docstring.
+    missing links 0.25 m) and torque limits ``+-torque``; each link rebuilt as in the module docstring. ``ValueError``
+    for a link other than ``arm1``-``arm3``, a length not finite > 0, links 1 and 2 that start the box inside the bat
+    (:func:`start_gap` < 0: ``l1 + l2`` past :data:`MAX_LENGTH_SUM`) or a torque not finite > 0.
     ``motor_damping`` (N m s, >= 0): a motor's torque-speed line on the three arm joints, ``tau - b w`` (the
     simulator's implicit joint damping; no-load speed ``torque / b``); 0: none (the registered family)."""
     b = _check_motor_damping(motor_damping)
-    ell = _lengths(lengths or {})
+    torque = _check_torque(torque)
+    ell = _check_lengths(lengths)
     # the arm's three dofs follow the projectile's two (catapult_simulator's model)
     return catapult_simulator(dt=dt, friction=friction, contact=contact, torque=torque,
                               lengths=[ell[f"arm{i + 1}"] for i in range(3)], name="catapult-design",
@@ -274,9 +304,7 @@ def design_simulator(lengths=None, *, torque: float = DESIGN_TORQUE, dt: float =
 
 
 def _check_motor_damping(b) -> float:
-    if isinstance(b, bool) or not isinstance(b, (int, float)) or not np.isfinite(b) or b < 0:
-        raise ValueError(f"motor_damping must be a finite number >= 0 (N m s: the arm joints' tau - b w), got {b!r}")
-    return float(b)
+    return real("motor_damping", b, "a finite number >= 0 (N m s: the arm joints' tau - b w)", at_least=0.0)
 
 
 def _body(link: str) -> str:
@@ -593,12 +621,19 @@ def catapult_design(*, horizon: int = 500, dt: float = 1e-3, target=DESIGN_TARGE
     torques, no baseline.
     ``motor_damping`` (N m s): the arm motors' torque-speed line (:func:`design_simulator`), for the fixed design's
     baseline too; default :data:`DESIGN_MOTOR_DAMPING` (the registered family, "The registered family" in the
-    module docstring); 0: the undamped family measured before it."""
+    module docstring); 0: the undamped family measured before it. ``contact``: ``"lcp"`` (default) or ``"ncp"``, the
+    models whose parameter derivatives the design knot's Jacobian uses (:data:`problems._options.PARAMETER_CONTACTS`)."""
     links, lower, upper = _check_design(links, bounds)
-    if not (isinstance(torque, (int, float)) and torque > 0):
-        raise ValueError(f"torque must be a limit > 0 N m, got {torque!r}")
+    horizon = integer("horizon", horizon, 1)
+    torque = _check_torque(torque)
+    control_weight = real("control_weight", control_weight, "a finite weight >= 0 (of 0.5 |u|^2 per knot)",
+                          at_least=0.0)
+    contact = parameter_contact(contact)
     if not isinstance(baseline, bool):
         raise ValueError(f"baseline must be True or False (CLI: --option baseline=True), got {baseline!r}")
+    baseline_seed = random_seed("baseline_seed", baseline_seed)
+    baseline_time = real("baseline_time", baseline_time, "a finite number of seconds > 0 (the fixed design's solve)",
+                         above=0.0)
     target = target_point(target)
     dyn = DesignDynamics(links, lower, upper, torque=torque, dt=dt, contact=contact, motor_damping=motor_damping)
     n = dyn.nsim

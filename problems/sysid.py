@@ -69,7 +69,7 @@ import pinocchio as pin
 from trajopt.lsq import LeastSquares
 from trajopt.sensitivity import ParameterJacobians, parameter_sensitivity, trajectory_jacobians
 
-from ._options import twist
+from ._options import integer, parameter_contact, random_seed, real, twist, unknowns
 from ._registry import register
 from ._scene import lowest_point
 from .manipulators import UR5_START, ur5_simulator
@@ -88,19 +88,16 @@ UR5_IDENTIFIED = (
 UR5_WRIST = ("wrist_1_link", "wrist_2_link", "wrist_3_link")
 
 
-def _check_steps(steps, window):
-    for what, n, low in (("steps", steps, 2), ("window", window, 1)):
-        if not (isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= low):
-            raise ValueError(f"{what} must be an integer >= {low}, got {n!r}")
+def _check_steps(steps, window, name="window"):
+    """``steps`` and the steps between knots or windows, the option ``name`` (``window``, cube-sysid's ``every``)."""
+    steps, window = integer("steps", steps, 2), integer(name, window, 1)
     if window > steps:
-        raise ValueError(f"window ({window}) must not exceed steps ({steps})")
-    return int(steps), int(window)
+        raise ValueError(f"{name} ({window}) must not exceed steps ({steps})")
+    return steps, window
 
 
 def _check_noise(noise):
-    if not (isinstance(noise, (int, float)) and np.isfinite(noise) and noise >= 0):
-        raise ValueError(f"noise must be a standard deviation >= 0, got {noise!r}")
-    return float(noise)
+    return real("noise", noise, "a standard deviation >= 0", at_least=0.0)
 
 
 class Identification:
@@ -232,6 +229,10 @@ def _windowed_problem(name, ident: Identification, xs_obs, us, window, z_true, s
     T, ndx, nz = len(us), sim0.ndx, len(ident.index)
     starts = np.arange(0, T + 1, window)
     nw = len(starts)
+    layout = f"{nz} parameters, then {nw} window start offsets of {ndx}"
+
+    def check(z):
+        return unknowns(z, nz + nw * ndx, layout)
 
     def windows(z):
         """(start index, stop index (excl.), start state) of every window at ``z``."""
@@ -242,6 +243,7 @@ def _windowed_problem(name, ident: Identification, xs_obs, us, window, z_true, s
         return out
 
     def residual(z):
+        z = check(z)
         sim = ident.system(z[:nz])
         r = []
         for t0, t1, x0 in windows(z):
@@ -250,6 +252,7 @@ def _windowed_problem(name, ident: Identification, xs_obs, us, window, z_true, s
         return np.concatenate(r)
 
     def jacobian(z):
+        z = check(z)
         sim = ident.system(z[:nz])
         r, rows = [], []
         for w, (t0, t1, x0) in enumerate(windows(z)):
@@ -269,10 +272,11 @@ def _windowed_problem(name, ident: Identification, xs_obs, us, window, z_true, s
 
     def bars(z):
         """The error bars (standard deviations, physical units) of the identified parameters at ``z``."""
+        z = check(z)
         return error_bars(jacobian(z)[1], sigma)[0][:nz] * ident.chain(z[:nz])
 
     def metrics(z):
-        zp = ident.values(z[:nz])
+        zp = ident.values(check(z)[:nz])
         out = {"parameter_error": float(np.max(np.abs(zp - z_true) / np.abs(z_true)))}
         if sigma > 0:
             sd = bars(z)
@@ -297,6 +301,7 @@ def ur5_sysid(*, steps: int = 200, dt: float = 0.01, window: int = 10, seed: int
     ``window``: steps per window."""
     sigma = _check_noise(noise)
     steps, window = _check_steps(steps, window)
+    seed, truth_seed = random_seed("seed", seed), random_seed("truth_seed", truth_seed)
     nominal = ur5_nominal_simulator(dt=dt)
     names = [n for n in nominal.parameter_names() if n.split(":")[0] in ("mass", "com", "inertia")]
     offsets = dict(zip(names, np.cumsum([0] + [nominal.parameter_size(n) for n in names])))
@@ -391,16 +396,23 @@ def cube_sysid(*, steps: int = 300, every: int = 10, height: float = 0.05, dt: f
 
     Gauss-Newton (the solver) then refines all 7 unknowns from there. The observed cube must fly past at
     least one knot (``ValueError`` otherwise). With ``noise``: every observed state perturbed in the tangent
-    space, seeded by ``seed + 1`` (``seed`` has no other effect: the throw is fixed by ``true_twist``)."""
+    space, seeded by ``seed + 1`` (``seed`` has no other effect: the throw is fixed by ``true_twist``). ``height``
+    (m, > 0): of the lowest corner above the ground. ``contact``: ``"ncp"`` or ``"lcp"``, the models whose
+    parameter derivatives the residual's Jacobian uses (:data:`problems._options.PARAMETER_CONTACTS`)."""
     sigma = _check_noise(noise)
-    steps, every = _check_steps(steps, every)
+    steps, every = _check_steps(steps, every, "every")
+    seed = random_seed("seed", seed)
     if start not in ("staged", "raw"):
         raise ValueError(f"start must be 'staged' or 'raw', got {start!r}")
     true_twist = CUBE_TRUE_TWIST if true_twist is None else twist("true_twist", true_twist)
     guess_offset = twist("guess_offset", guess_offset)
-    for what, mu in (("true_friction", true_friction), ("guess_friction", guess_friction)):
-        if not (isinstance(mu, (int, float)) and np.isfinite(mu) and mu > 0):
-            raise ValueError(f"{what} must be a friction coefficient > 0, got {mu!r}")
+    true_friction, guess_friction = (real(what, mu, "a friction coefficient > 0", above=0.0)
+                                     for what, mu in (("true_friction", true_friction),
+                                                      ("guess_friction", guess_friction)))
+    # cube_sysid_start puts the lowest corner ``height`` above the ground (z = 0): <= 0 starts it in the ground
+    height = real("height", height, "a finite height > 0 m (of the cube's lowest corner above the ground, z = 0)",
+                  above=0.0)
+    contact = parameter_contact(contact)
     from dynamics import Simulator
 
     from .inverse import cube_simulator
@@ -440,8 +452,11 @@ def cube_sysid(*, steps: int = 300, every: int = 10, height: float = 0.05, dt: f
             J.append(sim0.state_difference_jacobians(o, xs[t])[1] @ S[t])
         return np.concatenate(r), np.vstack(J)
 
+    def check(z):
+        return unknowns(z, 7, "friction, then the initial twist's 6 (vx, vy, vz, wx, wy, wz)")
+
     def residual(z):
-        return rows(z, len(knots), jac=False)
+        return rows(check(z), len(knots), jac=False)
 
     def friction_used(twist, mu, count):
         """The largest ratio ``|lambda_T| / lambda_n`` of any contact impulse over the first ``count`` knots
@@ -457,7 +472,7 @@ def cube_sysid(*, steps: int = 300, every: int = 10, height: float = 0.05, dt: f
         return used
 
     def jacobian(z):
-        return rows(z, len(knots))
+        return rows(check(z), len(knots))
 
     z_true = np.concatenate(([true_friction], true_twist))
 
@@ -465,6 +480,7 @@ def cube_sysid(*, steps: int = 300, every: int = 10, height: float = 0.05, dt: f
         return error_bars(jacobian(z)[1], sigma)[0]
 
     def metrics(z):
+        z = check(z)
         nonzero = np.abs(z_true) > 0
         out = {"parameter_error": float(np.max(np.abs(z - z_true)[nonzero] / np.abs(z_true[nonzero]))),
                "friction": float(z[0])}

@@ -6,6 +6,7 @@ frictions, throws, guesses, heights and the LCP contact model; long ones are ``s
 
 from __future__ import annotations
 
+import re
 import time
 
 import numpy as np
@@ -102,6 +103,28 @@ def test_cube_sysid_bad_input():
         problems.load("cube-sysid", guess_friction=0.0)
     with pytest.raises(ValueError, match="no flight to estimate the twist from"):
         problems.load("cube-sysid", every=100)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"every": 0}, "every must be an integer >= 1, got 0"),  # said "window"
+    ({"every": 1000}, "every (1000) must not exceed steps (300)"),
+    ({"every": 2.5}, "every must be an integer >= 1, got 2.5"),
+    ({"height": -0.5, "start": "raw"}, "height must be a finite height > 0 m"),  # was accepted: the cube in the ground
+    ({"height": 0.0, "start": "raw"}, "height must be a finite height > 0 m"),
+    ({"height": float("nan"), "start": "raw"}, "height must be a finite height > 0 m"),  # "initial state x0 contains ..."
+    ({"height": True, "start": "raw"}, "height must be a finite height > 0 m"),
+    ({"guess_friction": True}, "guess_friction must be a friction coefficient > 0, got True"),  # was friction 1.0
+    ({"true_friction": float("inf")}, "true_friction must be a friction coefficient > 0, got inf"),
+    ({"noise": True}, "noise must be a standard deviation >= 0, got True"),
+    ({"seed": -1, "noise": 0.01}, "seed must be an integer >= 0, got -1"),
+    ({"seed": 0.5}, "seed must be an integer >= 0, got 0.5"),  # accepted (unused without noise)
+    ({"contact": "penalty", "start": "raw"}, "contact must be 'lcp' or 'ncp'"),  # NotImplementedError in the solve
+    ({"contact": "relaxed", "start": "raw"}, "contact must be 'lcp' or 'ncp'"),
+    ({"contact": "foo", "start": "raw"}, "contact must be 'lcp' or 'ncp'"),
+])
+def test_cube_sysid_bad_options_are_named(options, message):
+    with pytest.raises(ValueError, match="^" + re.escape(message)):
+        problems.load("cube-sysid", **options)
 
 
 def test_cube_sysid_refuses_a_recording_where_friction_does_not_act():

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 import problems
-from problems.design import (DESIGN_BOUNDS, DESIGN_LINKS, MAX_LENGTH_SUM, NOMINAL_LENGTH, START, design_parameters,
-                             design_simulator, length_jacobian, start_gap)
+from problems.design import (DESIGN_BOUNDS, DESIGN_LINKS, DESIGN_TORQUE, MAX_LENGTH_SUM, NOMINAL_LENGTH, START,
+                             design_parameters, design_simulator, length_jacobian, start_gap)
+from problems.planar import catapult_simulator
 from trajopt.sensitivity import adjoint_gradient
 
 #: a short throw in contact: the box lands on the arm (150 steps), then the arm lifts and pushes it
@@ -82,10 +83,45 @@ def test_cost_derivative_wrt_lengths_matches_central_differences_through_the_reb
     ({"motor_damping": -1.0}, "motor_damping must be a finite number >= 0"),
     ({"motor_damping": float("nan")}, "motor_damping must be a finite number >= 0"),
     ({"motor_damping": "25"}, "motor_damping must be a finite number >= 0"),
+    ({"motor_damping": True}, "motor_damping must be a finite number >= 0"),
+    ({"torque": True}, "^torque must be a finite limit > 0 N m, got True"),  # was accepted: 1 N m
+    ({"torque": np.inf}, "^torque must be a finite limit > 0 N m, got inf"),  # "controls contain non-finite values"
+    ({"torque": float("nan")}, "^torque must be a finite limit > 0 N m, got nan"),
+    ({"horizon": 0}, "^horizon must be an integer >= 1, got 0"),  # was accepted
+    ({"horizon": -5}, "^horizon must be an integer >= 1, got -5"),  # "negative dimensions are not allowed"
+    ({"horizon": 2.5}, r"^horizon must be an integer >= 1, got 2\.5"),  # "'float' object cannot be interpreted ..."
+    ({"horizon": True}, "^horizon must be an integer >= 1, got True"),
+    ({"control_weight": -1.0}, "^control_weight must be a finite weight >= 0"),  # was accepted
+    ({"control_weight": float("nan")}, "^control_weight must be a finite weight >= 0"),  # "... is not symmetric"
+    ({"control_weight": True}, "^control_weight must be a finite weight >= 0"),
+    ({"contact": "penalty"}, "^contact must be 'lcp' or 'ncp'"),  # was accepted: NotImplementedError in the solve
+    ({"contact": "relaxed"}, "^contact must be 'lcp' or 'ncp'"),
+    ({"baseline": True, "baseline_seed": -1}, "^baseline_seed must be an integer >= 0, got -1"),
+    ({"baseline": True, "baseline_seed": 1.5}, r"^baseline_seed must be an integer >= 0, got 1\.5"),
+    ({"baseline": True, "baseline_time": -1.0}, "^baseline_time must be a finite number of seconds > 0"),
 ])
 def test_bad_options_raise_clear_errors(options, message):
     with pytest.raises(ValueError, match=message):
         problems.load("catapult-design", **options)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"lengths": {"arm7": 0.3}}, r"^lengths: unknown link 'arm7'; links: \['arm1', 'arm2', 'arm3'\]"),  # was ignored
+    ({"lengths": [0.3, 0.3]}, r"^lengths must be a dict"),  # "dictionary update sequence element #0 ..."
+    ({"lengths": {"arm1": -0.1}}, r"^lengths\['arm1'\] must be a finite length > 0 m, got -0\.1"),  # "body mass ..."
+    ({"lengths": {"arm2": 0.0}}, r"^lengths\['arm2'\] must be a finite length > 0 m, got 0\.0"),
+    ({"lengths": {"arm1": float("nan")}}, r"^lengths\['arm1'\] must be a finite length > 0 m, got nan"),
+    ({"lengths": {"arm1": np.inf}}, r"^lengths\['arm1'\] must be a finite length > 0 m, got inf"),
+    ({"lengths": {"arm1": True}}, r"^lengths\['arm1'\] must be a finite length > 0 m, got True"),
+    ({"lengths": {"arm1": 100}}, r"^lengths arm1 = 100 m, arm2 = 0\.25 m put the box inside the bat at the start: "
+                                 r"l1 \+ l2 = 100\.25 m must not exceed MAX_LENGTH_SUM = 0\.6718 m"),  # was accepted
+    ({"torque": -1.0}, r"^torque must be a finite limit > 0 N m, got -1\.0"),  # pinocchio's min/max effort message
+    ({"torque": float("nan")}, r"^torque must be a finite limit > 0 N m, got nan"),
+    ({"torque": True}, r"^torque must be a finite limit > 0 N m, got True"),
+])
+def test_design_simulator_bad_input_is_named(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        design_simulator(**kwargs)
 
 
 @pytest.mark.parametrize("lengths", [(0.15, 0.15), (0.25, 0.25), tuple(DESIGN_BOUNDS[1:] * 2), (0.34, 0.33),
@@ -93,13 +129,18 @@ def test_bad_options_raise_clear_errors(options, message):
 def test_start_gap_tells_a_free_start_from_a_start_inside_the_bat(lengths):
     """start_gap > 0: the box falls freely in the first steps (no contact impulse); < 0 (l1 + l2 past
     MAX_LENGTH_SUM): the step pushes the box out of the bat (it moves up or jumps), which no design may start with."""
-    sim = design_simulator(dict(zip(DESIGN_LINKS, lengths)))
+    gap = start_gap(*lengths)
+    assert (gap > 0) == (sum(lengths) < MAX_LENGTH_SUM)
+    if gap > 0:
+        sim = design_simulator(dict(zip(DESIGN_LINKS, lengths)))
+    else:  # design_simulator refuses such a start: the same catapult built without it
+        with pytest.raises(ValueError, match="put the box inside the bat at the start"):
+            design_simulator(dict(zip(DESIGN_LINKS, lengths)))
+        sim = catapult_simulator(torque=DESIGN_TORQUE, lengths=[*lengths, NOMINAL_LENGTH], name="catapult-design")
     x0 = np.zeros(sim.nx)
     x0[:5] = START
     xs = sim.rollout(x0, np.zeros((3, 3)))
     free_fall = 0.1 - 9.81e-6 * np.arange(1, 4) * np.arange(2, 5) / 2  # semi-implicit Euler: g dt^2 t (t + 1) / 2
-    gap = start_gap(*lengths)
-    assert (gap > 0) == (sum(lengths) < MAX_LENGTH_SUM)
     if gap > 0:
         np.testing.assert_allclose(xs[1:, 1], free_fall, atol=1e-12)
     else:

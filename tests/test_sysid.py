@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import numpy as np
@@ -112,6 +113,42 @@ def test_sysid_bad_input():
             problems.load(name, nois=1e-3)
     with pytest.raises(ValueError, match="window"):
         problems.load("ur5-sysid", window=0)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"seed": -1}, "seed must be an integer >= 0, got -1"),  # was numpy's "expected non-negative integer"
+    ({"seed": 1.5}, "seed must be an integer >= 0, got 1.5"),  # was "SeedSequence expects int ..."
+    ({"seed": True}, "seed must be an integer >= 0, got True"),
+    ({"truth_seed": "a"}, "truth_seed must be an integer >= 0, got 'a'"),
+    ({"truth_seed": -2}, "truth_seed must be an integer >= 0, got -2"),
+    ({"noise": True}, "noise must be a standard deviation >= 0, got True"),  # was accepted as noise 1.0
+    ({"noise": float("inf")}, "noise must be a standard deviation >= 0, got inf"),
+    ({"window": 0}, "window must be an integer >= 1, got 0"),
+    ({"steps": 2.0}, "steps must be an integer >= 2, got 2.0"),
+])
+def test_ur5_sysid_bad_options_are_named(options, message):
+    with pytest.raises(ValueError, match="^" + re.escape(message)):
+        problems.load("ur5-sysid", **options)
+
+
+@pytest.mark.parametrize("name", ["ur5-sysid", "cube-sysid"])
+def test_sysid_residual_jacobian_and_metrics_check_the_unknowns(name):
+    """z of the wrong length was accepted (ur5-sysid: a longer z silently, its tail ignored) or raised a numpy
+    broadcast error or cube-sysid's "initial state x0 has shape (9,)"; a NaN z "parameter 'friction' has non-finite
+    values". Now every entry point taking z names z, its size and what is wrong."""
+    prob = problems.load(name, **({"start": "raw"} if name == "cube-sysid" else {}))
+    n = len(prob.z0)
+    bad_nan = prob.z0.copy()
+    bad_nan[0] = np.nan
+    for z, message in ((np.r_[prob.z0, prob.z0], rf"^z must be {n} numbers .*got shape \({2 * n},\)"),
+                       (prob.z0[:5], rf"^z must be {n} numbers .*got shape \(5,\)"),
+                       (prob.z0[:, None], rf"^z must be {n} numbers .*got shape \({n}, 1\)"),
+                       (bad_nan, r"^z must be finite, got non-finite values at indices \[0\]"),
+                       ("abc", rf"^z must be {n} numbers")):
+        # (LeastSquares.evaluate converts z to floats itself first: text fails there, in trajopt)
+        for call in (prob.residual, prob.jacobian, prob.metrics) + (() if isinstance(z, str) else (prob.evaluate,)):
+            with pytest.raises(ValueError, match=message):
+                call(z)
 
 
 def test_error_bars_are_the_inverse_gauss_newton_matrix_and_inf_where_the_data_are_blind():
