@@ -89,10 +89,11 @@ and DDP on the augmented OCP optimizes it together with the torques without a ne
 reacts to the design through ``F'x``, its box constraints hold the bounds.
 
 **Staging: the fixed design first.** One derivative sweep of the augmented OCP cost ~25 times the fixed
-design's (0.84 s against 32 ms for 500 steps; with the compiled placement columns of main 41a5b39 and one
-``step_derivatives`` per knot, 0.17-0.40 s against 14 ms, ~12-25x, 2 shared cores: the profile still shows
-``dynamics.parameters._reference_jacobian`` in Python per knot), so a co-design DDP run gets that many
-times fewer iterations in the same time. Started from zero torques (CEM over designs and torques, then
+design's when this was measured (0.84 s against 32 ms for 500 steps; later 0.17-0.40 s against 14 ms, the
+parameter columns then in Python per knot), so a co-design DDP run got that many times fewer iterations in the
+same time. (Since ``Fp`` is computed in the compiled step's own call: 12.3 ms against 7.0 ms cold, 8.0 against
+3.4 ms after a rollout of the same controls, 1.8-2.4x; ``python scripts/design_sweep_cost.py``, 2026-11-27. The
+measurements below are of the slower derivatives.) Started from zero torques (CEM over designs and torques, then
 co-design DDP; seed 0, 60 s) it did worse than the fixed design's 40 s: at 4.5 m, 3 of 4 rays within 1.2 cm
 and (3.90, 2.25) 0.99 m off (fixed: 4 of 4 within 1.5 mm); at 5.0 m (3.99, 3.01) hit, (4.33, 2.50) 2.40 m and
 (3.54, 3.54) 1.38 m off (fixed: hit, 13.5 cm, 28 cm); CEM's knot of its own for the design (``lead=1``, with or
