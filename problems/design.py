@@ -43,7 +43,10 @@ seed=s)``, 2 shared cores, one run each; ``python -m app solve catapult-design -
   CONVERGED, 26 s; (4.1, 0.4) seeds 0 and 1: fixed 1.05 m, co-design 0.107 and 0.125 m (MAX_ITERATIONS, 169 and
   148 s, lengths (0.320, 0.313) and (0.320, 0.307)): not reached -- 4.12 m out, past the farthest target reached
   ((4.0, 0.5), 4.03 m); whether any design in the bounds reaches it is not known (no upper bound on the reach:
-  "A motor line" below);
+  "A motor line" below). Seed 0 again at 17:50 (168 s, 0.107 m, box at (4.034, 0.484)); a target continuation
+  from that answer towards (4.1, 0.4) (six targets 1.8 cm apart, DDP 30 s each) stalled at the first: no
+  control or length moves the box towards the target there (a rank-one throw, "Why local methods stop there"
+  below);
 - not reached: (3.3, 2.0) seed 1: fixed 0.916 m, co-design 0.245 m (0.29-0.36 m before step 2b); upward targets
   3 m out, (2.2, 2.2) seed 0: fixed 0.507 m, co-design 3.9 cm (6.2 cm before step 2b, 0.296 m before step 3),
   (1.5, 2.6): 0.702 and 0.667 m: the damped family throws low and far, not high.
