@@ -265,7 +265,11 @@ def resolve(sim, params) -> Blocks:
     for name in params:
         if not isinstance(name, str) or name not in table:
             kinds = sorted({n.split(":")[0] for n in table})
-            raise ValueError(f"unknown parameter {name!r} for {sim.name}; kinds present: {kinds}; "
+            why = ""
+            if isinstance(name, str) and name.split(":")[0] == "restitution" and sim.contact_model is not None:
+                why = (" (restitution is a parameter only while some collision pair has e > 0; this simulator is "
+                       "inelastic everywhere, e.g. after with_parameters set e = 0: build it with restitution=e)")
+            raise ValueError(f"unknown parameter {name!r} for {sim.name}{why}; kinds present: {kinds}; "
                              f"names: sim.parameter_names() (e.g. {list(table)[:4]})")
         if name in seen:
             raise ValueError(f"parameter {name!r} is listed twice")

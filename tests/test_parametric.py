@@ -14,6 +14,7 @@ from trajopt import ControlCost, CostDerivatives, FunctionCost
 from trajopt.numdiff import max_relative_error, step_jacobians_fd
 from trajopt.parametric import ParameterDynamics
 
+from .test_pair_coefficients import two_bodies
 from .test_parameters import arm_simulator
 
 ARM = ["mass:j2_body2", "com:j2_body2", "placement:j2"]
@@ -154,6 +155,33 @@ def test_bounds_that_admit_invalid_physical_values():
     with pytest.raises(ValueError, match="'friction' admit invalid values: a friction must be >= 0"):
         ParameterDynamics(sim, ["friction"], -0.1, 1.0)
     ParameterDynamics(sim, ["friction"], 0.0, 1.0)  # 0 is a valid friction
+
+
+def test_a_restitution_bound_at_zero_is_refused_and_the_vanished_name_explained():
+    """At e = 0 every pair is inelastic and the simulator has no restitution parameter: a design knot at a lower
+    bound of 0 built such a simulator, and the next step raised "unknown parameter 'restitution'" mid-solve."""
+    sim, _ = two_bodies(shape="ball", joint="prismatic", restitution=0.5, friction=0.3)
+    assert "restitution" in sim.parameter_names()
+    with pytest.raises(ValueError, match=r"'restitution' admit invalid values: a restitution must be in \(0, 1\]"):
+        ParameterDynamics(sim, ["restitution"], 0.0, 1.0)
+    assert ParameterDynamics(sim, ["restitution"], 1e-3, 1.0).np == 1
+    inelastic = sim.with_parameters("restitution", [0.0])
+    with pytest.raises(ValueError, match=r"unknown parameter 'restitution' for .*only while some collision pair has "
+                                         r"e > 0"):
+        inelastic.get_parameters("restitution")
+
+
+def test_unbounded_controls_raise_no_warning():
+    """A system without control bounds (two bodies on a prismatic joint): the controls' centre was computed as
+    0.5 (-inf + inf), a RuntimeWarning (an error under -W error) although the value was then discarded."""
+    import warnings
+
+    sim, _ = two_bodies(shape="ball", joint="prismatic", restitution=0.5, friction=0.3)
+    assert not np.isfinite(sim.u_lower).any()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        dyn = ParameterDynamics(sim, ["friction"], 0.1, 1.0)
+    assert np.isfinite(dyn._uc).all() and np.isfinite(dyn._uh).all()
 
 
 def test_bad_controls_and_states_at_design_knots():

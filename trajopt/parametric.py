@@ -40,7 +40,7 @@ class ParameterDynamics:
 
     ``lower``/``upper`` (np,) bound the flat parameter vector (``sim.parameter_size(names)`` entries, in the
     order of ``names``), finite, ``lower < upper``, and within what the simulator accepts for a mass (> 0), a friction
-    (>= 0) and a restitution ([0, 1]), since a design knot may set any value between them (inertia boxes are not
+    (>= 0) and a restitution ((0, 1]: a simulator with e = 0 everywhere has no restitution parameter), since a design knot may set any value between them (inertia boxes are not
     checked: the simulator refuses an inertia that breaks the triangle inequality when a knot reaches one); a
     placement's value is an increment (0 at ``sim``'s own).
     Plugin protocol of :mod:`trajopt`; ``nx = sim.nx + np + 1``, ``ndx = sim.ndx + np + 1``, ``nu = sim.nu``.
@@ -81,8 +81,9 @@ class ParameterDynamics:
         self.u_lower = np.full(self.nu, -np.inf) if ul is None else np.broadcast_to(ul, (self.nu,)).astype(float)
         self.u_upper = np.full(self.nu, np.inf) if uu is None else np.broadcast_to(uu, (self.nu,)).astype(float)
         bounded = np.isfinite(self.u_lower) & np.isfinite(self.u_upper)
-        self._uc = np.where(bounded, 0.5 * (self.u_lower + self.u_upper), 0.0)
-        self._uh = np.where(bounded, 0.5 * (self.u_upper - self.u_lower), 1.0)
+        self._uc, self._uh = np.zeros(self.nu), np.ones(self.nu)  # (np.where would evaluate inf - inf: a warning)
+        self._uc[bounded] = 0.5 * (self.u_lower[bounded] + self.u_upper[bounded])
+        self._uh[bounded] = 0.5 * (self.u_upper[bounded] - self.u_lower[bounded])
         self._cache: dict = {}
         self._cache_size = int(cache)
         self.nominal = np.asarray(sim.get_parameters(self.names), dtype=float).copy()
@@ -267,13 +268,15 @@ class ParameterDynamics:
 #: the scalar parameter kinds and the values the simulator accepts (``Simulator.with_parameters``): (lowest,
 #: whether the lowest itself is valid, highest). A box of bounds holds only valid values iff its ends do.
 _SCALAR_RANGES = {"mass": (0.0, False, np.inf, "> 0 kg"), "friction": (0.0, True, np.inf, ">= 0"),
-                  "restitution": (0.0, True, 1.0, "in [0, 1]")}
+                  "restitution": (0.0, False, 1.0, "in (0, 1] here (the simulator takes 0, but a simulator inelastic "
+                                                   "everywhere has no restitution parameter, and at e = 0 a pair has "
+                                                   "no impact rows to differentiate: use a small positive bound)")}
 
 
 def _check_physical_bounds(sim, names, lower, upper):
     """ValueError naming the parameter when the bounds of a mass, friction or restitution admit a value the
-    simulator rejects (mass <= 0, friction < 0, restitution outside [0, 1]): a design knot may set any value
-    within the bounds, and the step there would fail mid-solve."""
+    simulator rejects (mass <= 0, friction < 0, restitution outside [0, 1]) or at which the parameter vanishes
+    (restitution 0): a design knot may set any value within the bounds, and the step there would fail mid-solve."""
     off = 0
     for n in names:
         kind = n.split(":", 1)[0]
