@@ -1065,8 +1065,9 @@ class Simulator:
         derivative of ``x+`` with respect to those parameters: ``(x+, Fx, Fu, Fp)``. ``impulses=True``
         appends a :class:`dynamics.parameters.StepImpulses` (the contact impulses and their Jacobians
         with respect to x, u and the parameters). ``x+``, ``Fx``, ``Fu`` are the same numbers as without
-        them (the fused core where it runs); ``Fp`` under LCP, NCP and relaxed contact (the compiled core for a
-        fused LCP step, else Python; penalty contact is not covered); see :mod:`dynamics.parameters`.
+        them (the fused core where it runs); ``Fp`` under LCP, NCP and relaxed contact (the compiled core for the
+        fused step's LCP, NCP and relaxed states and steps without contact, in the step's own call; Python for
+        per-pair coefficients and restitution; penalty contact is not covered); see :mod:`dynamics.parameters`.
 
         ``Fx`` is (ndx, ndx), ``Fu`` is (ndx, nu); rows and columns are ordered
         ``(dq, dv)``. Returned arrays are fresh (safe to keep). ``x+`` is :meth:`step`'s, bit for

@@ -28,10 +28,12 @@ square root of the diagonal of ``(J'J)^-1 sigma^2``) in ``info`` (``error_bars(z
     set to the URDF's ``I_xx = I_yy`` (the URDF's sit on the edge of the triangle inequality, ``I_zz`` =
     0.2194 against ``I_xx + I_yy`` = 0.2223 kg m^2, so a 2 % change of one entry is no mass distribution at
     all). *True robot*: these nominal values perturbed with ``truth_seed``: every mass
-    times U(0.85, 1.15), every COM coordinate plus U(-2, 2) cm, every diagonal inertia entry times
-    U(0.85, 1.15) (off-diagonals stay 0). *Data*: 2 s (200 steps) from rest at ``UR5_START``, under the
-    feedforward torques of the nominal model along a multi-sine reference (5 sines per joint, random phases
-    and amplitudes from ``seed``), clipped to the URDF limits; every state recorded.
+    times U(0.9, 1.1), every COM coordinate plus or minus U(0.5, 1.5) cm (a random sign), every principal
+    second moment of mass times U(0.9, 1.1) (the diagonal inertia entries follow; off-diagonals stay 0:
+    :func:`ur5_truth`). *Data*: 2 s (200 steps) from rest at ``UR5_START``, under the feedforward torques of
+    the nominal model along a multi-sine reference (5 sines per joint, random phases and amplitudes from
+    ``seed``) plus PD feedback on the reference (:data:`UR5_BANDWIDTH`), clipped to the URDF limits; every state
+    recorded.
 
     *Identified*: :data:`UR5_IDENTIFIED`, 20 entries (the upper arm's and forearm's masses, 11 COM
     coordinates, 7 diagonal inertia entries). The 60 inertial entries of the six links are not all identifiable from joint motion: the
@@ -54,7 +56,7 @@ square root of the diagonal of ``(J'J)^-1 sigma^2``) in ``info`` (``error_bars(z
     in the torques' linear coordinates (first moments ``m c``, moments about the joint) was measured too and
     did not help (same stops, one more failure). The other 40 entries are held at their true values (known). Masses and inertias are estimated as logarithms
     (:class:`Identification`). The start ``z0`` is the nominal (unperturbed) value of
-    each identified entry: up to 15 % or 2 cm off.
+    each identified entry: up to 10 % or 1.5 cm off.
 
 ``cube-sysid``: see :func:`cube_sysid`.
 """
@@ -381,7 +383,8 @@ def cube_sysid(*, steps: int = 300, every: int = 10, height: float = 0.05, dt: f
     friction 0.5, 1.7 at 0.49 and 3.0 at 0.48 (one knot 15 ms after the landing carries it: the second
     corner's impact moves by a step), with local minima between; in friction alone it is flat wherever every
     contact sticks. Gauss-Newton from the raw guess (``start="raw"``: friction ``guess_friction``, twist
-    ``true twist + guess_offset``) stops at parameter_error ~0.4. ``start="staged"`` (default) makes the start
+    ``true twist + guess_offset``, itself 0.4 off) stalls at parameter_error 0.077 (residual 3.0; ``trajopt solve
+    cube-sysid --option start=raw``, 2026-11-27). ``start="staged"`` (default) makes the start
     in two stated stages before any solver runs (time in ``info["start_time"]``):
 
     1. *Flight*: the twist from the knots before the observed cube comes within
