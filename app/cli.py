@@ -640,6 +640,17 @@ def _solve_least_squares(problem, args, out) -> int:
         return _write_least_squares(problem, args, out, runs, stopped)
 
 
+def _error_bar_table(bars: dict) -> str:
+    """The identified entries with their Gauss-Newton error bars (``summary["error_bars"]``): estimate +- sigma,
+    the true value and the error in sigmas, one line each."""
+    width = max(len(n) for n in bars)
+    lines = [f"  {'identified':<{width}}  {'estimate':>12} {'+- sigma':>11} {'true':>12} {'error/sigma':>11}"]
+    for name, b in bars.items():
+        z = (b["estimate"] - b["true"]) / b["sigma"] if b["sigma"] > 0 else float("nan")
+        lines.append(f"  {name:<{width}}  {b['estimate']:>12.6g} {b['sigma']:>11.3g} {b['true']:>12.6g} {z:>11.2f}")
+    return "\n".join(lines)
+
+
 def _write_least_squares(problem, args, out, runs, stopped=None) -> int:
     """The summary of the analytic run (and the finite-difference one's figures); ``stopped``: the run a
     signal stopped, which makes the whole command interrupted (status, message, exit 130 / 143 / 129)."""
@@ -695,8 +706,12 @@ def _write_least_squares(problem, args, out, runs, stopped=None) -> int:
         print(f"{args.problem}: {summary['start'] or 'its'} start, made with the problem: {start_time:.2f} s (the "
               f"Gauss-Newton runs below start from it; {summary['total_time_s']:.2f} s in all with the analytic run)")
     for jac, run in runs.items():
+        shown = "".join(f", {k} {v:.4g}" for k, v in summary["metrics"].items()
+                        if jac == "analytic" and k != "final_residual" and isinstance(v, (int, float)))
         print(f"{args.problem} / gauss-newton ({jac}): {run.status.value}, residual {run.info['final_residual']:.3e}, "
-              f"{run.iterations} iterations, {run.wall_time:.2f} s")
+              f"{run.iterations} iterations, {run.wall_time:.2f} s" + (f"; {shown[2:]}" if shown else ""))
+    if "error_bars" in summary:
+        print(_error_bar_table(summary["error_bars"]))
     if stopped == "fd" and "fd" not in runs:
         print(f"{args.problem} / gauss-newton (fd): not run")
     if message:

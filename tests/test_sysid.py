@@ -97,10 +97,17 @@ def test_ur5_sysid_with_noise_reports_error_bars_that_hold():
     assert m["max_sigma_error"] <= 4.0  # the true values within 4 sigma (observed 1.8)
 
 
-def test_ur5_sysid_cli(tmp_path):
+def test_ur5_sysid_cli(tmp_path, capsys):
     assert main(["solve", "ur5-sysid", "--option", "noise=1e-3", "--out", str(tmp_path)]) == 0
     summary = json.loads((tmp_path / "ur5-sysid" / "gauss-newton" / "summary.json").read_text())
     assert "max_sigma_error" in summary["metrics"] and len(summary["error_bars"]) == 20
+    # the terminal shows the metrics and the error bars too (they were in summary.json only)
+    out = capsys.readouterr().out
+    assert f"parameter_error {summary['metrics']['parameter_error']:.4g}" in out
+    assert "error/sigma" in out
+    row = next(line for line in out.splitlines() if line.strip().startswith("mass:forearm_link[0]"))
+    bar = summary["error_bars"]["mass:forearm_link[0]"]
+    assert float(row.split()[-1]) == pytest.approx((bar["estimate"] - bar["true"]) / bar["sigma"], abs=0.01)
     assert "finite_differences" not in summary  # skipped: 274 unknowns
     assert main(["solve", "ur5-sysid", "--option", "noise"]) == 2
 
