@@ -169,11 +169,20 @@ def test_bad_input():
         parameter_trajectory_jacobians(NoParameters(), np.zeros(1), np.zeros((2, 1)), ["friction"])
 
 
-def test_pendulum_period_against_length():
+def _first_bottom_crossing(xs, dtheta, dt):
+    """``(t, dt/dp)``: the time of the pendulum's first passage through the bottom (linear interpolation inside
+    the step) and its derivative, ``-(d theta/dp) / theta_dot`` there, from the sensitivity ``dtheta`` (T+1,) of
+    the angle to a parameter."""
+    k = int(np.flatnonzero(xs[:, 0] <= 0.0)[0])  # first knot past the bottom
+    a = xs[k - 1, 0] / (xs[k - 1, 0] - xs[k, 0])
+    theta_dot = (xs[k, 0] - xs[k - 1, 0]) / dt
+    return (k - 1 + a) * dt, -((1 - a) * dtheta[k - 1] + a * dtheta[k]) / theta_dot
+
+
+def test_pendulum_period_against_com_depth():
     """Closed form: a rod pendulum's quarter period ``t_q = pi/2 sqrt((I_C + m c^2) / (m g c))`` (small
-    swings; ``c`` the COM's depth below the hinge, its length parameter) moves with ``c`` as ``dt_q/dc = t_q/2
-    (2 m c / (I_C + m c^2) - 1/c)``. The crossing time's derivative from the sensitivity, ``-(d theta/dc) /
-    theta_dot`` at the first passage through the bottom, against it."""
+    swings; ``c`` the COM's depth below the hinge) moves with ``c`` as ``dt_q/dc = t_q/2 (2 m c / (I_C + m c^2)
+    - 1/c)``, the inertia about the COM held. The crossing time's derivative from the sensitivity against it."""
     from problems.cartpole import pendulum_simulator
 
     g, dt = 9.81, 1e-4
@@ -184,15 +193,37 @@ def test_pendulum_period_against_length():
     Iyy = sim.get_parameters([n for n in sim.parameter_names() if n.startswith("inertia:")])[2]
     tq = np.pi / 2 * np.sqrt((Iyy + m * c * c) / (m * g * c))
     dtq_dc = tq / 2 * (2 * m * c / (Iyy + m * c * c) - 1 / c)
-    T = int(1.2 * tq / dt)
-    xs, S = parameter_sensitivity(sim, np.array([1e-3, 0.0]), np.zeros((T, 1)), name)
-    k = int(np.flatnonzero(xs[:, 0] <= 0.0)[0])  # first knot past the bottom
-    a = xs[k - 1, 0] / (xs[k - 1, 0] - xs[k, 0])  # linear interpolation inside the step
-    t_cross = (k - 1 + a) * dt
+    xs, S = parameter_sensitivity(sim, np.array([1e-3, 0.0]), np.zeros((int(1.2 * tq / dt), 1)), name)
+    t_cross, dt_dcz = _first_bottom_crossing(xs, S[:, 0, 2], dt)  # the com's z entry: c = -c_z
     assert abs(t_cross - tq) < 2 * dt  # the period itself (symplectic Euler's phase lag is O(dt))
-    dtheta_dcz = (1 - a) * S[k - 1, 0, 2] + a * S[k, 0, 2]  # the com's z entry: c = -c_z
-    theta_dot = (xs[k, 0] - xs[k - 1, 0]) / dt
-    np.testing.assert_allclose(-(-dtheta_dcz) / theta_dot, dtq_dc, rtol=1e-5)  # measured: 7e-8
+    np.testing.assert_allclose(-dt_dcz, dtq_dc, rtol=1e-5)  # measured: 7e-8
+
+
+@pytest.mark.parametrize("length", [0.5, 1.0, 2.0])
+def test_pendulum_period_against_length(length):
+    """The issue's closed form: a uniform rod (``w x w x L``, mass m) hinged at its end has quarter period
+    ``t_q = pi/2 sqrt((L^2/3 + w^2/12) 2 / (g L))`` for small swings. A length change moves its COM depth
+    (``c = L/2``: ``d com_z / dL = -1/2``) and its inertia about the COM (``I_xx = I_yy = m (L^2 + w^2)/12``:
+    ``d/dL = m L / 6``), so ``d t_q / dL`` is the sensitivity to those parameters chained with ``dp/dL``.
+    Against the closed form's derivative, at three lengths."""
+    from problems.cartpole import POLE_WIDTH, pendulum_simulator
+
+    g, dt, w = 9.81, 1e-4, POLE_WIDTH
+    sim = pendulum_simulator(dt=dt, length=length)
+    m = sim.get_parameters("mass:hinge_body1")[0]
+    names = ["com:hinge_body1", "inertia:hinge_body1"]
+    dp_dL = np.zeros(9)
+    dp_dL[2] = -0.5                   # com z
+    dp_dL[3] = dp_dL[5] = m * length / 6  # inertia xx, yy (xx, xy, yy, xz, yz, zz)
+
+    def tq(L):
+        return np.pi / 2 * np.sqrt((L * L / 3 + w * w / 12) * 2 / (g * L))
+
+    dtq_dL = (tq(length * (1 + 1e-6)) - tq(length * (1 - 1e-6))) / (2e-6 * length)  # of the closed form
+    xs, S = parameter_sensitivity(sim, np.array([1e-3, 0.0]), np.zeros((int(1.2 * tq(length) / dt), 1)), names)
+    t_cross, dt_dL = _first_bottom_crossing(xs, S[:, 0, :] @ dp_dL, dt)
+    assert abs(t_cross - tq(length)) < 2 * dt
+    np.testing.assert_allclose(dt_dL, dtq_dL, rtol=1e-5)
 
 
 def test_sensitivity_input_errors_are_named():
