@@ -266,7 +266,8 @@ def resolve(sim, params) -> Blocks:
         if not isinstance(name, str) or name not in table:
             kinds = sorted({n.split(":")[0] for n in table})
             why = ""
-            if isinstance(name, str) and name.split(":")[0] == "restitution" and sim.contact_model is not None:
+            if (isinstance(name, str) and name.split(":")[0] == "restitution" and sim.contact_model is not None
+                    and sim.contact_model.restitution is None):
                 why = (" (restitution is a parameter only while some collision pair has e > 0; this simulator is "
                        "inelastic everywhere, e.g. after with_parameters set e = 0: build it with restitution=e)")
             raise ValueError(f"unknown parameter {name!r} for {sim.name}{why}; kinds present: {kinds}; "

@@ -184,8 +184,9 @@ own start missed by 5.1 cm in that run; with seed 1 (both starts hit, 3.7e-5 m) 
 (0.275, 0.231)), stopping at 7.30 m (8.4 cm): the fixed design's reach along 58 deg is at least 7.3 m, beyond
 every random throw of it (<= 6.6 m) -- those frontiers are weak lower bounds. A CEM over (lengths, 8 tanh-squashed torque knots per joint) then
 finite-difference Levenberg-Marquardt (a one-off, not kept), 60 s at (5.5, 4.1): co-design 0.64 m, fixed 0.96 m.
-Open: a compiled ``Fp`` (or alternating torque solves at a fixed design with design steps), and a target family
-whose fixed-design miss is physical (above: not this one).
+Open then: a compiled ``Fp`` (since done: "Staging" above) or alternating torque solves at a fixed design with
+design steps, and a target family whose fixed-design miss is physical (not this one; the motor line's family,
+registered since, is the answer to that).
 
 **A motor line (option ``motor_damping``, N m s; default 0, the family above; measured 2026-11-24, not yet the
 registered family).** ``tau - b w`` on the three arm joints (the simulator's implicit joint damping; no-load speed

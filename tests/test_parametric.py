@@ -165,6 +165,9 @@ def test_a_restitution_bound_at_zero_is_refused_and_the_vanished_name_explained(
     with pytest.raises(ValueError, match=r"'restitution' admit invalid values: a restitution must be in \(0, 1\]"):
         ParameterDynamics(sim, ["restitution"], 0.0, 1.0)
     assert ParameterDynamics(sim, ["restitution"], 1e-3, 1.0).np == 1
+    with pytest.raises(ValueError, match="unknown parameter 'restitution:nope'") as err:  # a typo, e > 0: no hint
+        sim.get_parameters("restitution:nope")
+    assert "inelastic" not in str(err.value)
     inelastic = sim.with_parameters("restitution", [0.0])
     with pytest.raises(ValueError, match=r"unknown parameter 'restitution' for .*only while some collision pair has "
                                          r"e > 0"):
