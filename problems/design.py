@@ -47,7 +47,9 @@ seed=s)``, 2 shared cores, one run each; ``python -m app solve catapult-design -
   from that answer towards (4.1, 0.4) (six targets 1.8 cm apart, DDP 30 s each) stalled at the first: no
   control or length moves the box towards the target there (a rank-one throw, "Why local methods stop there"
   below);
-- not reached: (3.3, 2.0) seed 1: fixed 0.916 m, co-design 0.245 m (0.29-0.36 m before step 2b); upward targets
+- not reached: (3.3, 2.0) seed 1: fixed 0.916 m, co-design 0.245 m (0.29-0.36 m before step 2b; again at 18:12
+  with ``--time-limit 600``: the same 0.245 m, ending after 153 s -- the inner searches stop on their iteration
+  budgets, not on time, so a larger time limit buys nothing there); upward targets
   3 m out, (2.2, 2.2) seed 0: fixed 0.507 m, co-design 3.9 cm (6.2 cm before step 2b, 0.296 m before step 3),
   (1.5, 2.6): 0.702 and 0.667 m: the damped family throws low and far, not high.
 
