@@ -414,6 +414,39 @@ def test_design_search_spends_time_left_on_new_rounds_at_the_best_design(monkeyp
     assert [h["stage"] for h in sol.history].count("more rounds") >= 1
 
 
+def test_further_rounds_end_on_their_time_not_on_the_inner_methods_round_count(monkeypatch):
+    """Step 3's rounds get MORE_ROUNDS_CAP rounds, so their time share ends them (cem-ddp's own default of 10
+    rounds ended them early: (3.3, 2.0) with a 600 s limit left 312 s of 'more rounds' mostly unused); a rounds
+    option of the caller's still wins."""
+    import time
+
+    import solvers
+    from solvers import design_search
+
+    seen = []
+    real = solvers.solve
+
+    def recording(ocp, method=None, **kw):
+        seen.append(kw.get("rounds"))
+        return real(ocp, method, **kw)
+
+    monkeypatch.setattr(solvers, "solve", recording)
+    ocp = problems.load("catapult-design", horizon=30, target=(0.6, 0.6))
+    cheap = {"cem_iterations": 1, "population": 4, "max_iter": 1}
+    t0 = time.perf_counter()
+
+    def now():
+        return time.perf_counter() - t0
+
+    design = np.array([0.3, 0.3])
+    _, entry = design_search._fixed_design(ocp, design, "cem-ddp", cheap, 1.0, 3, True, "more rounds", {}, now, [],
+                                           None, rounds=design_search.MORE_ROUNDS_CAP)
+    assert seen[-1] == design_search.MORE_ROUNDS_CAP and entry["rounds"] > 10  # the 1 s budget ended them
+    _, entry = design_search._fixed_design(ocp, design, "cem-ddp", {**cheap, "rounds": 2}, 1.0, 3, True,
+                                           "more rounds", {}, now, [], None, rounds=design_search.MORE_ROUNDS_CAP)
+    assert seen[-1] == 2 and entry["rounds"] <= 2
+
+
 def test_design_search_polishes_a_stalled_answer_again_by_continuation(monkeypatch):
     """A polish that stalls at a kink while the target is missed: design-search polishes its answer again by
     continuation on gently relaxed contact (polish_schedule: the finest kappa of the 'auto' schedule, then hard
