@@ -34,7 +34,10 @@ def twist(name: str, value) -> np.ndarray:
 # -- scalar options: one rule for what a number is, one wording ---------------------------------------------------
 
 def is_real(value) -> bool:
-    """A real number: a Python or numpy int or float, not a bool (``True`` is no torque) and not text."""
+    """A real number: a Python or numpy int or float (or a 0-d array of one), not a bool (``True`` is no torque)
+    and not text."""
+    if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "iuf":
+        return True
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
 
 

@@ -105,6 +105,13 @@ def test_bad_options_raise_clear_errors(options, message):
         problems.load("catapult-design", **options)
 
 
+def test_numbers_of_any_numpy_kind_are_numbers():
+    """The option checks take NumPy scalars and 0-d arrays as the numbers they are (a 0-d array was refused)."""
+    ocp = problems.load("catapult-design", torque=np.array(200.0), control_weight=np.float32(1e-12),
+                        horizon=np.int64(20))
+    assert ocp.horizon == 21 and np.isclose(ocp.dynamics.torque, 200.0)
+
+
 @pytest.mark.parametrize("kwargs, message", [
     ({"lengths": {"arm7": 0.3}}, r"^lengths: unknown link 'arm7'; links: \['arm1', 'arm2', 'arm3'\]"),  # was ignored
     ({"lengths": [0.3, 0.3]}, r"^lengths must be a dict"),  # "dictionary update sequence element #0 ..."
