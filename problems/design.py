@@ -47,6 +47,10 @@ seed=s)``, 2 shared cores, one run each; ``python -m app solve catapult-design -
   from that answer towards (4.1, 0.4) (six targets 1.8 cm apart, DDP 30 s each) stalled at the first: no
   control or length moves the box towards the target there (a rank-one throw, "Why local methods stop there"
   below);
+- 2026-11-27 18:37-18:45 (``trajopt solve``, one run each, targets not tried before): (3.9, 0.9) seed 0: fixed
+  0.964 m, co-design 1.5e-6 m, CONVERGED, 120 s; (3.5, 0.6) seed 1: fixed 0.315 m, 7.8e-5 m, 26 s; (3.7, 1.2)
+  seed 2: fixed 0.799 m, 1.9e-4 m (STALLED there: a kink, honest), 108 s; (3.6, 0.8) seed 3: fixed 0.698 m,
+  3.9e-5 m, CONVERGED, 19 s;
 - not reached: (3.3, 2.0) seed 1: fixed 0.916 m, co-design 0.245 m (0.29-0.36 m before step 2b; again at 18:12
   with ``--time-limit 600``: the same 0.245 m, ending after 153 s -- the inner searches stop on their iteration
   budgets, not on time, so a larger time limit buys nothing there); upward targets
