@@ -25,10 +25,12 @@ name                   size  value
 
 ``<link>`` is the body a joint carries as Pinocchio stores it (fixed links merged in), named by the first
 body frame of the joint (the joint's name if it has none). Mass, COM and inertia are independent: changing
-the mass keeps ``c`` and ``I_C``. Planar systems (``planar=True``) accept only in-plane placement
-increments (``with_parameters`` checks the model stays planar: ModelError naming the parameters). Their
-out-of-plane components (linear z, angular x and y) keep their columns in ``Fp``, which are 0: the planar motion is
-even in them (the mirror image through the plane), so its first derivative vanishes.
+the mass keeps ``c`` and ``I_C``. Planar systems (``planar=True``) refuse placement increments that turn a joint
+axis out of the plane (angular x and y: ``with_parameters`` checks the model stays planar, ModelError naming the
+parameters); a linear z increment keeps the motion planar and is taken (it moves the body along z, as in 3-D:
+collision detection is 3-D, so 1 m off the catapult's bat misses the box). The out-of-plane components (linear
+z, angular x and y) keep their columns in ``Fp``, which are 0: the planar motion is even in them (the mirror
+image through the plane), so its first derivative vanishes, and so does a central difference in linear z.
 
 The step's derivative ``Fp = d x+ / d p`` (ndx, sum of sizes), chained as the state Jacobians are
 (:mod:`dynamics.contact_step`), with a new right-hand-side block of columns:
@@ -328,23 +330,6 @@ def _check_inertia(name, Ic, mass):
                          f"moment about an axis (xx, yy, zz = {diag.tolist()} kg m^2); each must be >= 0")
 
 
-def _check_in_plane(sim, block, delta):
-    """ModelError unless the placement increment ``delta`` of a planar system's joint keeps its linear part in the
-    xy plane: its world z component (the joint frame's orientation at the neutral configuration; a planar system
-    turns it about z only) is 0. A z offset keeps the motion planar but moves the body off the plane that the
-    contacts' planar geometry assumes."""
-    data = sim.model.createData()
-    pin.forwardKinematics(sim.model, data, pin.neutral(sim.model))
-    lin = np.asarray(delta[:3], dtype=float)
-    z = float(np.asarray(data.oMi[block.joint].rotation)[2] @ lin)
-    if abs(z) > 1e-9 * max(1.0, float(np.abs(lin).max())):
-        from .simulator import ModelError
-
-        raise ModelError(f"parameter {block.name!r}: the increment {np.asarray(delta).tolist()} moves the body "
-                         f"{z:.6g} m along z, out of the xy plane of a planar system (planar=True); its in-plane "
-                         "increments move along x and y and turn about z")
-
-
 def with_values(sim, params, values):
     """A new simulator with ``params`` set to ``values`` (the original unchanged); ValueError naming the
     parameter on a wrong size, a non-finite value, a mass <= 0, a negative friction, a restitution outside
@@ -384,8 +369,6 @@ def with_values(sim, params, values):
             else:
                 coefficients[b.kind] = x
         elif b.kind == "placement":
-            if sim.planar:  # angular x, y: the planar check of the new simulator names them
-                _check_in_plane(sim, b, val)
             model.jointPlacements[b.joint] = model.jointPlacements[b.joint] * pin.exp6(pin.Motion(val))
         else:
             if b.kind == "mass" and not val[0] > 0:
