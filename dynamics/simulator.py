@@ -923,8 +923,9 @@ class Simulator:
         fs = self._active_fused_step()
         if fs is not None:
             out = np.empty(self.nx)
+            prev = self._fused_previous(d)
             try:
-                code, st = fs.step(d.pin, d.geom, x, u, self._fused_previous(d), out)
+                code, st = fs.step(d.pin, d.geom, x, u, prev, out)
             except TypeError:  # not an array at all (None, a dict...): the checks of the Python path name it
                 code = -1
             if code >= 0:  # else (bad or doubtful input, a step that raises, a hand-back): the Python path
@@ -1123,16 +1124,15 @@ class Simulator:
         kept = None
         if d.kept and type(x) is np.ndarray and type(u) is np.ndarray:
             kept = d.kept.get(x.tobytes() + u.tobytes())
+        if kept is None:
+            args = (self._fused_previous(d), None, None)
+        else:
+            s = kept[1]
+            if s is not None and not isinstance(s, FusedContactState):
+                return False
+            args = (None, kept[0], None if s is None else s.core)
         try:
-            if kept is None:
-                code, st = fs.step_derivatives(d.pin, d.geom, x, u, self._fused_previous(d), None, None, out, Fx, Fu,
-                                               plan, Fp)
-            else:
-                s = kept[1]
-                if s is not None and not isinstance(s, FusedContactState):
-                    return False
-                code, st = fs.step_derivatives(d.pin, d.geom, x, u, None, kept[0], None if s is None else s.core,
-                                               out, Fx, Fu, plan, Fp)
+            code, st = fs.step_derivatives(d.pin, d.geom, x, u, *args, out, Fx, Fu, plan, Fp)
         except TypeError:  # not an array at all (None, a dict...): the checks of the Python path name it
             return False
         if code < 0:
