@@ -119,12 +119,13 @@ def _link_name(model: pin.Model, j: int) -> str:
 def _float_array(value, what: str, shape: str) -> np.ndarray:
     """``value`` as a float array; ValueError naming ``what`` (and its expected ``shape``) when it is no array of
     numbers (None, a string, a dict...), rather than NumPy's own message."""
-    try:
-        if value is None or isinstance(value, (str, bytes)):
-            raise TypeError(type(value).__name__)
-        return np.asarray(value, dtype=float)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{what} must be an array of numbers of shape {shape}, got {value!r:.80} ({exc})") from None
+    why = type(value).__name__  # None and text: NumPy would read them as NaN or parse them
+    if value is not None and not isinstance(value, (str, bytes)):
+        try:
+            return np.asarray(value, dtype=float)
+        except (TypeError, ValueError) as exc:
+            why = str(exc)
+    raise ValueError(f"{what} must be an array of numbers of shape {shape}, got {value!r:.80} ({why})")
 
 
 def dof_joints(model: pin.Model) -> list[int]:

@@ -162,14 +162,21 @@ def _parameters(dyn, params) -> tuple[tuple, int]:
 
 
 def _floats(value, what: str) -> np.ndarray:
-    """``value`` as a float array, or TypeError naming ``what`` when it is not numbers (a string, None...)."""
+    """``value`` as a float array with finite entries: TypeError naming ``what`` when it is not numbers (a string,
+    None...), ValueError naming the non-finite entries' indices (the first five)."""
     try:
         a = np.asarray(value)
-        if a.dtype.kind in "biufO":
-            return a.astype(float, copy=False)
+        ok = a.dtype.kind in "biufO"
+        if ok:
+            a = a.astype(float, copy=False)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{what} must be an array of numbers, got {type(value).__name__} ({exc})") from None
-    raise TypeError(f"{what} must be an array of numbers, got {type(value).__name__} of dtype {a.dtype}")
+    if not ok:
+        raise TypeError(f"{what} must be an array of numbers, got {type(value).__name__} of dtype {a.dtype}")
+    bad = np.argwhere(~np.isfinite(a))
+    if len(bad):
+        raise ValueError(f"{what} contains non-finite values at {bad[:5].tolist()}")
+    return a
 
 
 def _controls(dyn, us) -> np.ndarray:
@@ -177,9 +184,6 @@ def _controls(dyn, us) -> np.ndarray:
     us = _floats(us, "controls us")
     if us.ndim != 2 or us.shape[1] != dyn.nu:
         raise ValueError(f"controls have shape {us.shape}, expected (T, {dyn.nu})")
-    if not np.isfinite(us).all():
-        raise ValueError(f"controls us contain non-finite values at steps "
-                         f"{np.flatnonzero(~np.isfinite(us).all(axis=1))[:5].tolist()}")
     return us
 
 
@@ -188,8 +192,6 @@ def _start_state(dyn, x0) -> np.ndarray:
     x0 = _floats(x0, "x0")
     if x0.shape != (dyn.nx,):
         raise ValueError(f"x0 has shape {x0.shape}, expected ({dyn.nx},) (nq + nv)")
-    if not np.isfinite(x0).all():
-        raise ValueError(f"x0 contains non-finite values at indices {np.flatnonzero(~np.isfinite(x0)).tolist()}")
     return x0
 
 
@@ -199,9 +201,6 @@ def _initial(initial, ndx: int) -> np.ndarray:
     if initial.ndim != 2 or initial.shape[0] != ndx:
         raise ValueError(f"initial (d x_0 / d z_0) has shape {initial.shape}, expected ({ndx}, k) "
                          "(ndx rows, one column per unknown of the start state)")
-    if not np.isfinite(initial).all():
-        bad = np.argwhere(~np.isfinite(initial))[:5].tolist()
-        raise ValueError(f"initial (d x_0 / d z_0) contains non-finite values at (row, column) {bad}")
     return initial
 
 
