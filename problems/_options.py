@@ -1,5 +1,5 @@
 """Checks of the problems' options (vectors such as a target point or a twist, numbers, seeds, counts, the contact
-model) and of a least-squares problem's unknowns: one place, one wording."""
+model): one place, one wording."""
 
 from __future__ import annotations
 
@@ -80,19 +80,3 @@ def parameter_contact(value) -> str:
         raise ValueError(f"contact must be 'lcp' or 'ncp' (the contact models with parameter derivatives here: "
                          f"'penalty' has none, 'relaxed' needs a smoothing this problem does not take), got {value!r}")
     return value
-
-
-def unknowns(z, size: int, meaning: str) -> np.ndarray:
-    """A least-squares problem's unknowns ``z`` as ``size`` finite floats, or a ValueError naming z, its size and
-    layout (``meaning``) and what is wrong. Cheap (a shape check and ``isfinite`` on a small vector): residuals
-    and Jacobians call it in solver loops."""
-    try:
-        vec = np.asarray(z, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError(f"z must be {size} numbers ({meaning}), got {type(z).__name__} {z!r:.60}") from None
-    if vec.shape != (size,):
-        raise ValueError(f"z must be {size} numbers ({meaning}), got shape {vec.shape}")
-    finite = np.isfinite(vec)
-    if not finite.all():
-        raise ValueError(f"z must be finite, got non-finite values at indices {np.flatnonzero(~finite).tolist()}")
-    return vec

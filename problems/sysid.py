@@ -71,7 +71,7 @@ import pinocchio as pin
 from trajopt.lsq import LeastSquares
 from trajopt.sensitivity import ParameterJacobians, parameter_sensitivity, trajectory_jacobians
 
-from ._options import integer, parameter_contact, random_seed, real, twist, unknowns
+from ._options import integer, parameter_contact, random_seed, real, twist
 from ._registry import register
 from ._scene import lowest_point
 from .manipulators import UR5_START, ur5_simulator
@@ -231,11 +231,6 @@ def _windowed_problem(name, ident: Identification, xs_obs, us, window, z_true, s
     T, ndx, nz = len(us), sim0.ndx, len(ident.index)
     starts = np.arange(0, T + 1, window)
     nw = len(starts)
-    layout = f"{nz} parameters, then {nw} window start offsets of {ndx}"
-
-    def check(z):
-        return unknowns(z, nz + nw * ndx, layout)
-
     def windows(z):
         """(start index, stop index (excl.), start state) of every window at ``z``."""
         out = []
@@ -245,7 +240,6 @@ def _windowed_problem(name, ident: Identification, xs_obs, us, window, z_true, s
         return out
 
     def residual(z):
-        z = check(z)
         sim = ident.system(z[:nz])
         r = []
         for t0, t1, x0 in windows(z):
@@ -254,7 +248,6 @@ def _windowed_problem(name, ident: Identification, xs_obs, us, window, z_true, s
         return np.concatenate(r)
 
     def jacobian(z):
-        z = check(z)
         sim = ident.system(z[:nz])
         r, rows = [], []
         for w, (t0, t1, x0) in enumerate(windows(z)):
@@ -274,11 +267,10 @@ def _windowed_problem(name, ident: Identification, xs_obs, us, window, z_true, s
 
     def bars(z):
         """The error bars (standard deviations, physical units) of the identified parameters at ``z``."""
-        z = check(z)
         return error_bars(jacobian(z)[1], sigma)[0][:nz] * ident.chain(z[:nz])
 
     def metrics(z):
-        zp = ident.values(check(z)[:nz])
+        zp = ident.values(z[:nz])
         out = {"parameter_error": float(np.max(np.abs(zp - z_true) / np.abs(z_true)))}
         if sigma > 0:
             sd = bars(z)
@@ -291,7 +283,8 @@ def _windowed_problem(name, ident: Identification, xs_obs, us, window, z_true, s
             "parameters": nz, "error_bars": bars if sigma > 0 else None, "values": ident.values,
             "compare_fd": False,
             "bench_state": (xs_obs[0].copy(), us[0].copy()), **extra_info}
-    return LeastSquares(name, residual, jacobian, z0, dynamics=sim0, metrics=metrics, info=info)
+    return LeastSquares(name, residual, jacobian, z0, dynamics=sim0, metrics=metrics, info=info,
+                        layout=f"{nz} parameters, then {nw} window start offsets of {ndx}")
 
 
 @register("ur5-sysid", "recover 20 inertial parameters of a UR5 (masses, COMs, inertias) from 2 s of recorded "
@@ -455,11 +448,8 @@ def cube_sysid(*, steps: int = 300, every: int = 10, height: float = 0.05, dt: f
             J.append(sim0.state_difference_jacobians(o, xs[t])[1] @ S[t])
         return np.concatenate(r), np.vstack(J)
 
-    def check(z):
-        return unknowns(z, 7, "friction, then the initial twist's 6 (vx, vy, vz, wx, wy, wz)")
-
     def residual(z):
-        return rows(check(z), len(knots), jac=False)
+        return rows(z, len(knots), jac=False)
 
     def friction_used(twist, mu, count):
         """The largest ratio ``|lambda_T| / lambda_n`` of any contact impulse over the first ``count`` knots
@@ -475,7 +465,7 @@ def cube_sysid(*, steps: int = 300, every: int = 10, height: float = 0.05, dt: f
         return used
 
     def jacobian(z):
-        return rows(check(z), len(knots))
+        return rows(z, len(knots))
 
     z_true = np.concatenate(([true_friction], true_twist))
 
@@ -483,7 +473,6 @@ def cube_sysid(*, steps: int = 300, every: int = 10, height: float = 0.05, dt: f
         return error_bars(jacobian(z)[1], sigma)[0]
 
     def metrics(z):
-        z = check(z)
         nonzero = np.abs(z_true) > 0
         out = {"parameter_error": float(np.max(np.abs(z - z_true)[nonzero] / np.abs(z_true[nonzero]))),
                "friction": float(z[0])}
@@ -535,6 +524,7 @@ def cube_sysid(*, steps: int = 300, every: int = 10, height: float = 0.05, dt: f
         for count in range(flight + 1, len(knots) + 1):
             z0[0] = np.exp(_gauss_newton_1d(fit(count), float(np.log(z0[0])), flat=below_used(count)))
     return LeastSquares("cube-sysid", residual, jacobian, z0, dynamics=sim0, metrics=metrics,
+                        layout="friction, then the initial twist's 6 (vx, vy, vz, wx, wy, wz)",
                         info={"true": z_true, "guess": guess, "start": start, "flight_knots": flight,
                               "start_time": time.perf_counter() - t_start,
                               "identified": ["friction"] + [f"twist[{k}]" for k in range(6)],
