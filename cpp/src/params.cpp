@@ -1025,18 +1025,13 @@ class ParameterPlan {
   void f_geometry(const StepStateView& st) {
     const int64_t nc = st.nc;
     if (st.geo == nullptr) throw std::logic_error("ParameterPlan: a contact state without its geometry");
-    nb::handle c = st.contacts;
-    auto idx = [&](int k) {
-      return Eigen::Map<const IdxVec>(static_cast<const int64_t*>(
-          nb::cast<nb::ndarray<const int64_t, nb::c_contig, nb::device::cpu>>(c[k]).data()), nc);
-    };
-    auto dbl = [&](int k) {
-      return static_cast<const double*>(nb::cast<nb::ndarray<const double, nb::c_contig, nb::device::cpu>>(c[k]).data());
-    };
-    points_ = dbl(0);
+    if (st.arrays == nullptr) throw std::logic_error("ParameterPlan: a contact state without its arrays");
+    const ContactArrays& c = *st.arrays;
+    auto idx = [&](const int64_t* p) { return Eigen::Map<const IdxVec>(p, nc); };
+    points_ = c.points;
     nc_ = nc;
     using M3 = Eigen::Map<const RowMat>;
-    const auto ba = idx(3), bb = idx(4);
+    const auto ba = idx(c.body_a), bb = idx(c.body_b);
     geo_ = st.geo;
     group_.resize(nc);
     for (int64_t k = 0; k < nc; ++k) {
@@ -1049,7 +1044,7 @@ class ParameterPlan {
     }
     // each group's placements whose subtree holds one of its contacts' bodies: the only F columns its force and
     // velocity terms have entries in (contact_geometry zeroes the others: support "body in subtree(j)")
-    const auto nb_ = idx(5), pb = idx(6);
+    const auto nb_ = idx(c.normal_body), pb = idx(c.point_body);
     const int64_t np = pj_.size();
     act_.resize(nc);  // cleared, not reallocated (their buffers are reused per call)
     for (auto& a : act_) a.clear();
@@ -1066,8 +1061,8 @@ class ParameterPlan {
     // each contact's geometry on its group's placements only (column 6 a + e: placement act_[g][a]; the other
     // placements' columns are 0): a go1 foot is under 4 of the 13 placement joints, a talos foot under 7 of 33
     fg_.resize(nc);
-    const M3 P(points_, nc, 3), N(dbl(1), nc, 3), A(dbl(9), nc, 3), S(dbl(11), nc, 6);
-    const Eigen::Map<const Eigen::VectorXd> rad(dbl(7), nc), gap(dbl(10), nc);
+    const M3 P(points_, nc, 3), N(c.normals, nc, 3), A(c.axes, nc, 3), S(c.slide, nc, 6);
+    const Eigen::Map<const Eigen::VectorXd> rad(c.radius, nc), gap(c.gap, nc);
     for (int64_t k = 0; k < nc; ++k) {
       const auto& act = act_[group_[k]];
       const int64_t n = act.size();

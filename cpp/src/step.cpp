@@ -38,7 +38,8 @@ using VectorXl = lcp::VectorXl;
 // One step's contact solve: what ContactState holds (dynamics/contact_step.py), in C++.
 struct StepState {
   int64_t nc = 0, nlim = 0, r = 0;
-  nb::object contacts;  // the detector's 10 arrays (Contacts), or None without contacts
+  nb::object contacts;  // the detector's 12 arrays (Contacts), or None without contacts
+  ContactArrays arrays;  // their data (solve_rows reads them once)
   ContactGeometry geo;
   RowMat J, Minv, MJt;
   VectorXl normal_rows;
@@ -104,9 +105,11 @@ struct Limit {
   double s, ref;
 };
 
+// The data of a C-contiguous array of T, not converted (a cast error otherwise): the pointer outlives the cast
+// (StepState's ContactArrays keep it), so it must be the array's own buffer, never a temporary copy.
 template <class T>
 const T* arr_data(nb::handle a) {
-  return static_cast<const T*>(nb::cast<nb::ndarray<const T, nb::c_contig, nb::device::cpu>>(a).data());
+  return static_cast<const T*>(nb::cast<nb::ndarray<const T, nb::c_contig, nb::device::cpu>>(a, false).data());
 }
 
 template <class Mat>
@@ -232,16 +235,28 @@ class FusedLCP {
       PROF_SCOPE("solve.rows.jac+geo");
       pinocchio::computeJointJacobians(M, D);  // at q: detection ran the kinematics
       nb::handle a = st->contacts;
-      auto idx = [&](int k) { return Eigen::Map<const IdxVec>(arr_data<int64_t>(a[k]), nc); };
-      auto mat3 = [&](int k) { return Eigen::Map<const RowMat>(arr_data<double>(a[k]), nc, 3); };
-      st->geo = contact_geometry(D.J, support_, idx(3), idx(4), idx(5), idx(6), mat3(0), mat3(1),
-                                 Eigen::Map<const Eigen::VectorXd>(arr_data<double>(a[7]), nc), mat3(9),
-                                 Eigen::Map<const Eigen::VectorXd>(arr_data<double>(a[10]), nc),
-                                 Eigen::Map<const RowMat>(arr_data<double>(a[11]), nc, 6), planar_);
+      ContactArrays& c = st->arrays;
+      c.points = arr_data<double>(a[0]);
+      c.normals = arr_data<double>(a[1]);
+      c.phi = arr_data<double>(a[2]);
+      c.body_a = arr_data<int64_t>(a[3]);
+      c.body_b = arr_data<int64_t>(a[4]);
+      c.normal_body = arr_data<int64_t>(a[5]);
+      c.point_body = arr_data<int64_t>(a[6]);
+      c.radius = arr_data<double>(a[7]);
+      c.pair = arr_data<int64_t>(a[8]);
+      c.axes = arr_data<double>(a[9]);
+      c.gap = arr_data<double>(a[10]);
+      c.slide = arr_data<double>(a[11]);
+      auto idx = [&](const int64_t* p) { return Eigen::Map<const IdxVec>(p, nc); };
+      auto mat3 = [&](const double* p) { return Eigen::Map<const RowMat>(p, nc, 3); };
+      auto vec = [&](const double* p) { return Eigen::Map<const Eigen::VectorXd>(p, nc); };
+      st->geo = contact_geometry(D.J, support_, idx(c.body_a), idx(c.body_b), idx(c.normal_body),
+                                 idx(c.point_body), mat3(c.points), mat3(c.normals), vec(c.radius), mat3(c.axes),
+                                 vec(c.gap), Eigen::Map<const RowMat>(c.slide, nc, 6), planar_);
       st->J.topRows(nc * r) = st->geo.J;
-      const double* ph = arr_data<double>(a[2]);
-      for (int64_t c = 0; c < nc; ++c) st->phi[c] = ph[c];
-      pair = arr_data<int64_t>(a[8]);
+      for (int64_t k = 0; k < nc; ++k) st->phi[k] = c.phi[k];
+      pair = c.pair;
     }
     for (int64_t c = 0; c < nc; ++c) st->normal_rows[c] = c * r;
     for (int64_t k = 0; k < nl; ++k) {
@@ -682,7 +697,7 @@ class FusedLCP {
  private:
   static bool nc_geo(const StepState& st) { return st.nc > 0; }
   static Eigen::Map<const RowMat> points(const StepState& st) {
-    return Eigen::Map<const RowMat>(arr_data<double>(st.contacts[0]), st.nc, 3);
+    return Eigen::Map<const RowMat>(st.arrays.points, st.nc, 3);
   }
 
   nb::object detector_;
@@ -727,7 +742,7 @@ StepStateView step_state_view(nb::handle state) {
   static const ReducedFactor none;  // an NCP or relaxed state's: it has no LCP
   return {st.J,         st.Minv,        st.MJt,
           st.problem,   st.solution,    st.m_contact(),
-          st.ncp || st.relaxed ? none : reduced_factor(st), st.contacts, st.nc,
+          st.ncp || st.relaxed ? none : reduced_factor(st), st.nc ? &st.arrays : nullptr, st.nc,
           st.r,         st.normal_rows, st.bias_slope,
           st.has_correction ? &st.correction : nullptr, st.deep_rows,
           st.nc ? &st.geo : nullptr, st.ncp.get(), st.relaxed.get(), st.ncp ? &ncp_factor(st) : nullptr,

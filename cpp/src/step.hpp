@@ -61,6 +61,17 @@ struct RelaxedFactor {
   mutable RowMat Einv;
 };
 
+// The detector's arrays of a StepState's contacts (Contacts, contact/detection.py), read once when the state is made:
+// pointers into the arrays its ``contacts`` tuple holds (alive as long as the state), so that the Jacobians do not
+// cast them from Python objects again (a cast per array costs about 0.1 us: 1 us per parameter Jacobian on the
+// catapult).
+struct ContactArrays {
+  const double *points = nullptr, *normals = nullptr, *phi = nullptr, *radius = nullptr, *axes = nullptr,
+               *gap = nullptr, *slide = nullptr;
+  const int64_t *body_a = nullptr, *body_b = nullptr, *normal_body = nullptr, *point_body = nullptr,
+                *pair = nullptr;
+};
+
 // What the parameter Jacobians (params.cpp) read of a StepState, by reference (valid while the state
 // lives): J, M^-1, M^-1 J^T, the LCP and its solution, and the contact rows' count (nc r).
 struct StepStateView {
@@ -71,10 +82,10 @@ struct StepStateView {
   const lcp::Solution& solution;
   int64_t m_contact;
   const ReducedFactor& factor;  // made now when the state has none yet
-  // what the placement and position-correction columns read: the detector's 10 arrays (None without
+  // what the placement and position-correction columns read: the detector's arrays (nullptr without
   // contacts), the contacts' count and rows each, the normal rows with their bias slopes, and the
   // position correction (nullptr without one) with its rows
-  nb::handle contacts;
+  const ContactArrays* arrays;
   int64_t nc, r;
   const lcp::VectorXl& normal_rows;
   const Eigen::VectorXd& bias_slope;
