@@ -28,9 +28,15 @@ body frame of the joint (the joint's name if it has none). Mass, COM and inertia
 the mass keeps ``c`` and ``I_C``. Planar systems (``planar=True``) refuse placement increments that turn a joint
 axis out of the plane (angular x and y: ``with_parameters`` checks the model stays planar, ModelError naming the
 parameters); a linear z increment keeps the motion planar and is taken (it moves the body along z, as in 3-D:
-collision detection is 3-D, so 1 m off the catapult's bat misses the box). The out-of-plane components (linear
-z, angular x and y) keep their columns in ``Fp``, which are 0: the planar motion is even in them (the mirror
-image through the plane), so its first derivative vanishes, and so does a central difference in linear z.
+collision detection is 3-D, so 1 m off the catapult's bat misses the box). The out-of-plane components keep
+their columns in ``Fp``. Linear z's is 0 (nothing in the planar dynamics moves with it; the normals have no z).
+Angular x's and y's are the derivative of the step as the axis leaves the plane (the 3-D dynamics, which the
+planar model cannot step): 0 when the bodies the joint carries are symmetric about their plane of motion (the
+mirror image through it maps the tilt to its opposite, so the motion is even in it: the catapult, the worm), not
+otherwise -- a COM off the plane (``com`` z) makes the gravity and inertial forces of a tilted subtree act on the
+joints above it at first order (tests/test_parameters.py checks both against central differences, the second
+on the same model stepped in 3-D). The inertial entries out of the plane (``com`` z; ``inertia`` but ``zz``)
+have 0 columns on any planar system: the joint torques of a motion in the plane do not depend on them.
 
 The step's derivative ``Fp = d x+ / d p`` (ndx, sum of sizes), chained as the state Jacobians are
 (:mod:`dynamics.contact_step`), with a new right-hand-side block of columns:

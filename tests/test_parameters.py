@@ -523,8 +523,9 @@ def test_names_from_an_iterator_give_the_same_columns_as_a_list():
 
 
 def test_planar_placements_out_of_the_plane():
-    """A planar system's placement columns out of the plane (linear z, angular x, y) are 0 (the planar motion is
-    even in them), the in-plane ones are not; with_parameters refuses to turn an axis out of the plane, naming the
+    """The catapult's placement columns out of the plane (linear z, angular x, y) are 0 (its bodies are symmetric
+    about the plane, so the planar motion is even in them; an asymmetric system's tilts act: the test below), the
+    in-plane ones are not; with_parameters refuses to turn an axis out of the plane, naming the
     parameter, and takes a linear z increment (the motion stays planar; its central difference is Fp's 0)."""
     from dynamics.simulator import ModelError
     from trajopt.bench import bench_state
@@ -547,3 +548,49 @@ def test_planar_placements_out_of_the_plane():
         plus, minus = sim.with_parameters(name, e).step(x, u), sim.with_parameters(name, -e).step(x, u)
         fd = sim.state_difference(minus, plus) / (2 * h)
         assert np.abs(fd - Fp[:, -1, k]).max() <= 1e-5 * max(1.0, np.abs(Fp[:, -1, k]).max()), k
+
+
+def test_planar_tilt_columns_of_an_asymmetric_system():
+    """Tilting a planar joint's axis (placement angular x, y) moves the step at first order when a body it carries
+    is not symmetric about the plane (its COM off the plane): those columns are then not 0, and they are the 3-D
+    dynamics' derivative -- central differences on the same model stepped as a 3-D system without contact agree,
+    as does the planar simulator in flight. The inertial entries out of the plane stay 0 (com z; inertia but
+    zz), in contact too."""
+    from dynamics import Simulator
+    from trajopt.bench import bench_state
+
+    ocp = problems.load("catapult")
+    sim = ocp.dynamics
+    x, u = bench_state(ocp)
+    links = ["com:arm1_body2", "com:arm2_body3", "com:arm3_body4"]
+    values = sim.get_parameters(links).reshape(-1, 3)
+    values[:, 2] = [0.04, -0.07, 0.1]  # the COMs off the plane
+    asym = sim.with_parameters(links, values.ravel())
+    inertial = [n for n in sim.parameter_names() if n.split(":")[0] in ("com", "inertia")]
+    Fi = asym.step_derivatives(x, u, params=inertial)[3]
+    assert asym.contacts is not None and len(asym.contacts.points) > 0  # the box on the bat
+    off = 0
+    for name in inertial:
+        out = [2] if name.startswith("com:") else [0, 1, 2, 3, 4]
+        assert np.all(Fi[:, off + np.array(out)] == 0.0), name
+        assert np.abs(Fi[:, off:off + 3 + 3 * name.startswith("inertia:")]).max() > 0.0 or "projectile" in name, name
+        off += 3 if name.startswith("com:") else 6
+    names = ["placement:arm2", "placement:arm3"]
+    rng = np.random.default_rng(3)
+    xf = x.copy()
+    xf[1] += 2.0  # the box 2 m up, the arm off the ground and its joint limits: in flight
+    xf[2:5] = 0.3
+    xf[sim.nq:] = rng.normal(size=sim.nv)
+    uf = rng.normal(size=sim.nu)
+    spatial = Simulator(asym.model, dt=sim.dt, actuated=["arm1", "arm2", "arm3"])  # no geometry: 3-D, no contact
+    Fp = spatial.step_derivatives(xf, uf, params=names)[3]
+    np.testing.assert_allclose(asym.step_derivatives(xf, uf, params=names)[3], Fp, rtol=1e-12, atol=1e-12)
+    assert len(asym.contacts.points) == 0 and len(asym.contacts.limit_impulses) == 0
+    assert np.abs(Fp.reshape(sim.ndx, 2, 6)[:, :, 3:5]).max() > 1e-2  # the tilts act
+    h = 1e-6
+    for c in range(12):
+        e = np.zeros(12)
+        e[c] = h
+        fd = spatial.state_difference(spatial.with_parameters(names, -e).step(xf, uf),
+                                      spatial.with_parameters(names, e).step(xf, uf)) / (2 * h)
+        assert np.abs(fd - Fp[:, c]).max() <= 1e-6 * max(1.0, np.abs(Fp[:, c]).max()), c
