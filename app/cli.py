@@ -699,6 +699,13 @@ def _write_least_squares(problem, args, out, runs, stopped=None) -> int:
         summary["error_bars"] = {name: {"estimate": float(v), "sigma": float(b), "true": float(t)}
                                  for name, v, b, t in zip(problem.info["identified"], values, bars,
                                                           problem.info["true"], strict=True)}
+    figures = [os.path.basename(png)]
+    if "error_bars" in summary:
+        from trajopt.plots import plot_error_bars
+
+        figures.append(os.path.basename(plot_error_bars(
+            summary["error_bars"], path=os.path.join(out, "error_bars.png"),
+            title=f"{args.problem}: estimates against the truth, in error bars")))
     write_npz(os.path.join(out, "solution.npz"), z=sol.us[0], iterates=sol.xs,
               **({"z_fd": runs["fd"].us[0]} if "fd" in runs else {}))
     write_json(os.path.join(out, "summary.json"), summary)
@@ -716,7 +723,7 @@ def _write_least_squares(problem, args, out, runs, stopped=None) -> int:
         print(f"{args.problem} / gauss-newton (fd): not run")
     if message:
         print(f"  {status}: {message}")
-    print(f"wrote {out}/: solution.npz, summary.json, {os.path.basename(png)}")
+    print(f"wrote {out}/: solution.npz, summary.json, {', '.join(figures)}")
     if status == "interrupted":
         return _interrupted_exit()
     # as for trajectory problems: an answer within the budget is a finished run (0); stalled or failed: 1

@@ -109,7 +109,40 @@ def test_ur5_sysid_cli(tmp_path, capsys):
     bar = summary["error_bars"]["mass:forearm_link[0]"]
     assert float(row.split()[-1]) == pytest.approx((bar["estimate"] - bar["true"]) / bar["sigma"], abs=0.01)
     assert "finite_differences" not in summary  # skipped: 274 unknowns
+    # and draws them: one row per identified entry, named in the listing of what was written
+    assert (tmp_path / "ur5-sysid" / "gauss-newton" / "error_bars.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert out.rstrip().splitlines()[-1].endswith("residuals.png, error_bars.png")
     assert main(["solve", "ur5-sysid", "--option", "noise"]) == 2
+
+
+def test_error_bar_plot_rows_and_blind_entries(tmp_path):
+    """plot_error_bars: one row per entry, the point at (estimate - true) / sigma; an entry without a finite
+    error bar (the data do not see it) keeps its row, labelled, without a point (no NaN drawn, no error)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    from trajopt.plots import plot_error_bars
+
+    bars = {"a": {"estimate": 1.2, "sigma": 0.1, "true": 1.0}, "b": {"estimate": -3.0, "sigma": 2.0, "true": -1.0},
+            "c": {"estimate": 0.5, "sigma": float("inf"), "true": 0.4}}
+    shown = {}
+    close = plt.close
+    plt.close = lambda fig=None: shown.setdefault("fig", fig)  # keep the figure to read it back
+    try:
+        path = plot_error_bars(bars, path=str(tmp_path / "bars.png"), title="t")
+    finally:
+        plt.close = close
+    assert (tmp_path / "bars.png").read_bytes()[:4] == b"\x89PNG"
+    ax = shown["fig"].axes[0]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == ["a  1.2 +- 0.1", "b  -3 +- 2", "c  0.5 (no error bar)"]  # top to bottom: y 2, 1, 0
+    line = next(ln for ln in ax.lines if ln.get_marker() == "o")
+    np.testing.assert_allclose(line.get_xdata(), [2.0, -1.0])
+    np.testing.assert_allclose(line.get_ydata(), [2, 1])  # a on top, then b; c's row (0) has no point
+    close(shown["fig"])
+    assert path.endswith("bars.png")
 
 
 def test_sysid_bad_input():

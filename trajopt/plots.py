@@ -183,3 +183,33 @@ def plot_residuals(histories: dict, *, path: str, title: str = "") -> str:
     if title:
         ax.set_title(title)
     return _save(fig, path)
+
+
+def plot_error_bars(bars: dict, *, path: str, title: str = "") -> str:
+    """Identified parameters against their true values, in units of their Gauss-Newton error bars: one row per
+    entry of ``bars`` (``{name: {"estimate", "sigma", "true"}}``, ``summary["error_bars"]``), the error
+    ``(estimate - true) / sigma`` as a point with its own +-1 sigma, on bands of 1 and 2 sigma; an entry with
+    ``sigma`` 0 or not finite (the data do not see it) is listed with its value in the label and no point.
+    Writes ``path``."""
+    plt = _pyplot()
+    names = list(bars)
+    fig, ax = plt.subplots(figsize=(7, 1.2 + 0.3 * max(1, len(names))))
+    y = np.arange(len(names))[::-1]
+    z = np.array([(b["estimate"] - b["true"]) / b["sigma"] if 0 < b["sigma"] < np.inf else np.nan
+                  for b in bars.values()])
+    ax.axvspan(-2, 2, color="tab:green", alpha=0.10, lw=0, label="within 2 sigma")
+    ax.axvspan(-1, 1, color="tab:green", alpha=0.18, lw=0, label="within 1 sigma")
+    ax.axvline(0.0, color="k", lw=0.8)
+    ok = np.isfinite(z)
+    ax.errorbar(z[ok], y[ok], xerr=1.0, fmt="o", color="tab:blue", capsize=3, label="estimate +- sigma")
+    labels = [f"{n}  {b['estimate']:.4g} +- {b['sigma']:.2g}" if k else f"{n}  {b['estimate']:.4g} (no error bar)"
+              for n, b, k in zip(names, bars.values(), ok, strict=True)]
+    ax.set_yticks(y, labels, fontsize=8)
+    reach = max(3.0, float(np.abs(z[ok]).max()) + 1.5) if ok.any() else 3.0
+    ax.set_xlim(-reach, reach)
+    ax.set_xlabel("(estimate - true) / sigma")
+    ax.grid(alpha=0.3, axis="x")
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, fontsize=8, frameon=False)
+    if title:
+        ax.set_title(title, pad=24)
+    return _save(fig, path)
