@@ -646,8 +646,9 @@ def _error_bar_table(bars: dict) -> str:
     width = max(len(n) for n in bars)
     lines = [f"  {'identified':<{width}}  {'estimate':>12} {'+- sigma':>11} {'true':>12} {'error/sigma':>11}"]
     for name, b in bars.items():
-        z = (b["estimate"] - b["true"]) / b["sigma"] if b["sigma"] > 0 else float("nan")
-        lines.append(f"  {name:<{width}}  {b['estimate']:>12.6g} {b['sigma']:>11.3g} {b['true']:>12.6g} {z:>11.2f}")
+        # an entry the data do not see (sigma inf) or a zero bar has no error in sigmas (not 0.00: a perfect fit)
+        z = f"{(b['estimate'] - b['true']) / b['sigma']:>11.2f}" if 0 < b["sigma"] < float("inf") else f"{'-':>11}"
+        lines.append(f"  {name:<{width}}  {b['estimate']:>12.6g} {b['sigma']:>11.3g} {b['true']:>12.6g} {z}")
     return "\n".join(lines)
 
 
@@ -699,16 +700,16 @@ def _write_least_squares(problem, args, out, runs, stopped=None) -> int:
         summary["error_bars"] = {name: {"estimate": float(v), "sigma": float(b), "true": float(t)}
                                  for name, v, b, t in zip(problem.info["identified"], values, bars,
                                                           problem.info["true"], strict=True)}
+    write_npz(os.path.join(out, "solution.npz"), z=sol.us[0], iterates=sol.xs,
+              **({"z_fd": runs["fd"].us[0]} if "fd" in runs else {}))
+    write_json(os.path.join(out, "summary.json"), summary)
     figures = [os.path.basename(png)]
-    if "error_bars" in summary:
+    if "error_bars" in summary:  # after the answer is written: a figure that fails loses nothing
         from trajopt.plots import plot_error_bars
 
         figures.append(os.path.basename(plot_error_bars(
             summary["error_bars"], path=os.path.join(out, "error_bars.png"),
             title=f"{args.problem}: estimates against the truth, in error bars")))
-    write_npz(os.path.join(out, "solution.npz"), z=sol.us[0], iterates=sol.xs,
-              **({"z_fd": runs["fd"].us[0]} if "fd" in runs else {}))
-    write_json(os.path.join(out, "summary.json"), summary)
     if start_time is not None:
         print(f"{args.problem}: {summary['start'] or 'its'} start, made with the problem: {start_time:.2f} s (the "
               f"Gauss-Newton runs below start from it; {summary['total_time_s']:.2f} s in all with the analytic run)")

@@ -33,10 +33,13 @@ their columns in ``Fp``. Linear z's is 0 (nothing in the planar dynamics moves w
 Angular x's and y's are the derivative of the step as the axis leaves the plane (the 3-D dynamics, which the
 planar model cannot step): 0 when the bodies the joint carries are symmetric about their plane of motion (the
 mirror image through it maps the tilt to its opposite, so the motion is even in it: the catapult, the worm), not
-otherwise -- a COM off the plane (``com`` z) makes the gravity and inertial forces of a tilted subtree act on the
-joints above it at first order (tests/test_parameters.py checks both against central differences, the second
-on the same model stepped in 3-D). The inertial entries out of the plane (``com`` z; ``inertia`` but ``zz``)
-have 0 columns on any planar system: the joint torques of a motion in the plane do not depend on them.
+in general -- a body off that symmetry (a COM off the plane, ``com`` z; products of inertia ``xz``, ``yz``) lets
+the gravity and inertial forces of a tilted subtree act on the joints above it at first order.
+tests/test_parameters.py checks the catapult's tilt columns are 0, and, with its COMs moved off the plane, that
+they are not and equal central differences of the same model stepped in 3-D (in flight, where the planar and the
+3-D steps coincide), and that linear z's stay 0 in contact. The inertial entries out of the plane (``com`` z;
+``inertia`` but ``zz``) have 0 columns on any planar system: the joint torques of a motion in the plane do not
+depend on them.
 
 The step's derivative ``Fp = d x+ / d p`` (ndx, sum of sizes), chained as the state Jacobians are
 (:mod:`dynamics.contact_step`), with a new right-hand-side block of columns:

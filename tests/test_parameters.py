@@ -576,6 +576,13 @@ def test_planar_tilt_columns_of_an_asymmetric_system():
         assert np.abs(Fi[:, off:off + 3 + 3 * name.startswith("inertia:")]).max() > 0.0 or "projectile" in name, name
         off += 3 if name.startswith("com:") else 6
     names = ["placement:arm2", "placement:arm3"]
+    # linear z moves nothing in the plane, in contact too: 0, as the central difference through with_parameters
+    Fz = asym.step_derivatives(x, u, params=names)[3].reshape(sim.ndx, 2, 6)
+    assert np.all(Fz[:, :, 2] == 0.0) and np.abs(Fz[:, :, [0, 1, 5]]).max() > 1.0
+    e = np.zeros(12)
+    e[8] = 1e-6  # placement:arm3's z
+    fd = asym.state_difference(asym.with_parameters(names, -e).step(x, u), asym.with_parameters(names, e).step(x, u))
+    assert np.abs(fd).max() / 2e-6 <= 1e-6
     rng = np.random.default_rng(3)
     xf = x.copy()
     xf[1] += 2.0  # the box 2 m up, the arm off the ground and its joint limits: in flight

@@ -126,7 +126,8 @@ def test_error_bar_plot_rows_and_blind_entries(tmp_path):
     from trajopt.plots import plot_error_bars
 
     bars = {"a": {"estimate": 1.2, "sigma": 0.1, "true": 1.0}, "b": {"estimate": -3.0, "sigma": 2.0, "true": -1.0},
-            "c": {"estimate": 0.5, "sigma": float("inf"), "true": 0.4}}
+            "c": {"estimate": 0.5, "sigma": float("inf"), "true": 0.4},
+            "d": {"estimate": 0.5, "sigma": 0.0, "true": 0.4}, "e": {"estimate": 0.5, "sigma": float("nan"), "true": 0.4}}
     shown = {}
     close = plt.close
     plt.close = lambda fig=None: shown.setdefault("fig", fig)  # keep the figure to read it back
@@ -137,12 +138,17 @@ def test_error_bar_plot_rows_and_blind_entries(tmp_path):
     assert (tmp_path / "bars.png").read_bytes()[:4] == b"\x89PNG"
     ax = shown["fig"].axes[0]
     labels = [t.get_text() for t in ax.get_yticklabels()]
-    assert labels == ["a  1.2 +- 0.1", "b  -3 +- 2", "c  0.5 (no error bar)"]  # top to bottom: y 2, 1, 0
+    assert labels == ["a  1.2 +- 0.1", "b  -3 +- 2"] + [f"{n}  0.5 (no error bar)" for n in "cde"]  # top to bottom
     line = next(ln for ln in ax.lines if ln.get_marker() == "o")
     np.testing.assert_allclose(line.get_xdata(), [2.0, -1.0])
-    np.testing.assert_allclose(line.get_ydata(), [2, 1])  # a on top, then b; c's row (0) has no point
+    np.testing.assert_allclose(line.get_ydata(), [4, 3])  # a on top, then b; c, d, e have no point
     close(shown["fig"])
     assert path.endswith("bars.png")
+    # the CLI's table agrees: no error in sigmas where there is no bar (it printed 0.00 for an infinite one)
+    from app.cli import _error_bar_table
+
+    rows = {line.split()[0]: line.split()[-1] for line in _error_bar_table(bars).splitlines()[1:]}
+    assert rows == {"a": "2.00", "b": "-1.00", "c": "-", "d": "-", "e": "-"}
 
 
 def test_sysid_bad_input():

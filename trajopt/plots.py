@@ -195,15 +195,16 @@ def plot_error_bars(bars: dict, *, path: str, title: str = "") -> str:
     names = list(bars)
     fig, ax = plt.subplots(figsize=(7, 1.2 + 0.3 * max(1, len(names))))
     y = np.arange(len(names))[::-1]
-    z = np.array([(b["estimate"] - b["true"]) / b["sigma"] if 0 < b["sigma"] < np.inf else np.nan
-                  for b in bars.values()])
+    seen = np.array([0 < b["sigma"] < np.inf for b in bars.values()], dtype=bool)  # a finite, nonzero bar
+    z = np.array([(b["estimate"] - b["true"]) / b["sigma"] if k else np.nan
+                  for b, k in zip(bars.values(), seen, strict=True)])
     ax.axvspan(-2, 2, color="tab:green", alpha=0.10, lw=0, label="within 2 sigma")
     ax.axvspan(-1, 1, color="tab:green", alpha=0.18, lw=0, label="within 1 sigma")
     ax.axvline(0.0, color="k", lw=0.8)
     ok = np.isfinite(z)
     ax.errorbar(z[ok], y[ok], xerr=1.0, fmt="o", color="tab:blue", capsize=3, label="estimate +- sigma")
     labels = [f"{n}  {b['estimate']:.4g} +- {b['sigma']:.2g}" if k else f"{n}  {b['estimate']:.4g} (no error bar)"
-              for n, b, k in zip(names, bars.values(), ok, strict=True)]
+              for n, b, k in zip(names, bars.values(), seen, strict=True)]
     ax.set_yticks(y, labels, fontsize=8)
     reach = max(3.0, float(np.abs(z[ok]).max()) + 1.5) if ok.any() else 3.0
     ax.set_xlim(-reach, reach)
