@@ -267,3 +267,26 @@ def test_the_public_contact_accessors():
     pendulum = problems.load("pendulum").dynamics  # no contact at all
     assert pendulum.contact_report() is None and pendulum.collision_geometry is None
     assert len(pendulum.contact_jacobian(np.zeros(pendulum.nq))[0]) == 0
+
+
+def test_scene_workspaces_are_configured_and_independent():
+    """create_data: each GeometryData has its collision requests configured (contacts on, the scene's margin, GJK's
+    tolerance) and its own buffers (they are copies of one configured data): a change to one, or a detection run on
+    it, leaves the next ones as new."""
+    import problems
+    from contact.detection import GJK_TOLERANCE
+
+    sim = problems.load("go1-hold").dynamics
+    scene = sim.contact_model.scene
+    a, b = scene.create_data(), scene.create_data()
+    assert a is not b and len(a.collisionRequests) == scene.npairs > 1
+    for gd in (a, b):
+        for req in gd.collisionRequests:
+            assert req.enable_contact and req.security_margin == scene.margin and req.gjk_tolerance == GJK_TOLERANCE
+    a.collisionRequests[0].security_margin = 0.3
+    contacts = scene.detect(sim.model, sim.model.createData(), a, sim.neutral_state()[:sim.nq])
+    assert len(contacts.points) > 0 and any(r.isCollision() for r in a.collisionResults)  # feet on the ground
+    c = scene.create_data()
+    for gd in (b, c):
+        assert gd.collisionRequests[0].security_margin == scene.margin
+        assert not any(r.isCollision() for r in gd.collisionResults)
