@@ -51,6 +51,16 @@ seed=s)``, 2 shared cores, one run each; ``python -m app solve catapult-design -
   0.964 m, co-design 1.5e-6 m, CONVERGED, 120 s; (3.5, 0.6) seed 1: fixed 0.315 m, 7.8e-5 m, 26 s; (3.7, 1.2)
   seed 2: fixed 0.799 m, 1.9e-4 m (STALLED there: a kink, honest), 108 s; (3.6, 0.8) seed 3: fixed 0.698 m,
   3.9e-5 m, CONVERGED, 19 s;
+- 2026-11-27 20:20-20:45 (``trajopt solve``, one run each, targets not tried before): (3.0, 1.5) seed 0: fixed
+  0.524 m, co-design 6.6e-5 m, CONVERGED, 33 s; (2.6, 2.0) seed 0: fixed 0.436 m, 6.6e-6 m, CONVERGED, 35 s;
+  (3.4, 0.2) seed 3: fixed 0.425 m, 9.3e-5 m, CONVERGED, 119 s; ``--contact ncp`` (3.1, 1.6) seed 0: fixed 0.498 m,
+  7.0e-5 m, CONVERGED, 38 s; (2.9, 1.0) seed 4: the nominal design lands there (5.4e-5 m: not a co-design case);
+  not reached: (3.2, 1.8) seed 1: fixed 0.893 m, co-design 6.5 cm (STALLED, lengths at the bounds (0.33,
+  0.33), 160 s) and (2.4, 2.4) seed 2: fixed 0.807 m, co-design 0.447 m (164 s) -- with (3.3, 2.0) and (2.2, 2.2)
+  below, the far and high targets: a ballistic flight from the start to (x, y) needs a launch speed of at least
+  about sqrt(g (y + |(x, y)|)), 7.3 m/s for (3.2, 1.8) (at 60 deg from the horizontal) and 7.5 m/s for (2.4, 2.4)
+  (67 deg), against 7.2 m/s for (2.6, 2.0) (64 deg), the most reached, and (2.2, 2.2) (7.2 m/s at 67 deg) missed by
+  3.9 cm; the lengths are at or near their upper bounds there;
 - not reached: (3.3, 2.0) seed 1: fixed 0.916 m, co-design 0.245 m (0.29-0.36 m before step 2b; again at 18:12
   with ``--time-limit 600``: the same 0.245 m, ending after 153 s -- the inner searches stop on their iteration
   budgets, not on time, so a larger time limit buys nothing there); upward targets
