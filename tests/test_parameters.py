@@ -601,3 +601,57 @@ def test_planar_tilt_columns_of_an_asymmetric_system():
         fd = spatial.state_difference(spatial.with_parameters(names, -e).step(xf, uf),
                                       spatial.with_parameters(names, e).step(xf, uf)) / (2 * h)
         assert np.abs(fd - Fp[:, c]).max() <= 1e-6 * max(1.0, np.abs(Fp[:, c]).max()), c
+
+
+def _ball_and_slide():
+    """A pendulum on a spherical joint (0.6 m up) carrying a prismatic link along its axis, whose tip sphere
+    (radius 5 cm) can touch the ground at z = 0; COMs off the axes, unequal inertias, a limited slide."""
+    import coal
+
+    m, g = pin.Model(), pin.GeometryModel()
+    j1 = m.addJoint(0, pin.JointModelSpherical(), pin.SE3(np.eye(3), np.array([0.0, 0.0, 0.6])), "ball")
+    m.appendBodyToJoint(j1, pin.Inertia(1.0, np.array([0.02, 0.01, -0.25]), np.diag([0.02, 0.025, 0.01])),
+                        pin.SE3.Identity())
+    m.addBodyFrame("link1", j1, pin.SE3.Identity(), 0)
+    j2 = m.addJoint(j1, pin.JointModelPZ(), pin.SE3(np.eye(3), np.array([0.0, 0.03, -0.5])), "slide")
+    m.appendBodyToJoint(j2, pin.Inertia(0.5, np.array([0.0, 0.0, -0.05]), np.diag([0.003, 0.004, 0.002])),
+                        pin.SE3.Identity())
+    m.addBodyFrame("link2", j2, pin.SE3.Identity(), 0)
+    m.lowerPositionLimit[-1], m.upperPositionLimit[-1] = -0.2, 0.2
+    g.addGeometryObject(pin.GeometryObject("tip", j2, pin.SE3(np.eye(3), np.array([0.0, 0.0, -0.1])),
+                                           coal.Sphere(0.05)))
+    return m, g
+
+
+@pytest.mark.parametrize("contact", ["lcp", "ncp"])
+def test_spherical_joint_in_contact_every_parameter_fd(contact):
+    """Every parameter's Fp column (mass, COM, inertia of both links, both placements -- the spherical joint's
+    and the slide's --, friction) against central differences through with_parameters, the tip sphere pressed
+    1 mm into the ground at a tilted ball joint, under LCP and NCP: the spherical joint (a quaternion
+    configuration) is nowhere else among the parameter tests."""
+    m, g = _ball_and_slide()
+    sim = Simulator(m, geometry=g, dt=1e-3, ground=0.0, friction=0.6, contact=contact)
+    names = sim.parameter_names()
+    p0 = sim.get_parameters(names)
+    rng = np.random.default_rng(1)
+    data, gdata = sim.model.createData(), pin.GeometryData(g)
+    for _ in range(2):
+        q = pin.neutral(sim.model)
+        q[:4] = pin.Quaternion(pin.exp3(rng.normal(0.0, 0.15, 3))).coeffs()
+        for s in np.linspace(-0.2, 0.2, 401):  # slide until the sphere is 1 mm in
+            q[4] = s
+            pin.forwardKinematics(sim.model, data, q)
+            pin.updateGeometryPlacements(sim.model, data, g, gdata)
+            if gdata.oMg[0].translation[2] - 0.05 < -0.001:
+                break
+        x = np.concatenate([q, rng.normal(0.0, 0.3, sim.nv)])
+        u = rng.normal(0.0, 1.0, sim.nu)
+        Fp = sim.step_derivatives(x, u, params=names)[3]
+        assert len(sim.contacts.points) == 1 and np.abs(sim.contacts.impulses).max() > 0  # pressed
+        h = 1e-6
+        for k in range(len(p0)):
+            e = np.zeros(len(p0))
+            e[k] = h
+            fd = sim.state_difference(sim.with_parameters(names, p0 - e).step(x, u),
+                                      sim.with_parameters(names, p0 + e).step(x, u)) / (2 * h)
+            assert np.abs(fd - Fp[:, k]).max() <= 1e-6 * max(1.0, np.abs(fd).max()), (names, k)
