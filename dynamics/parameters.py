@@ -341,7 +341,7 @@ def _check_inertia(name, Ic, mass):
 
 def with_values(sim, params, values):
     """A new simulator with ``params`` set to ``values`` (the original unchanged); ValueError naming the
-    parameter on a wrong size, a non-finite value, a mass <= 0, a negative friction, a restitution outside
+    parameter on a wrong size, a non-finite value, a mass < 0, a negative friction, a restitution outside
     [0, 1], or an inertia that is not positive semi-definite or breaks the triangle inequality (the checks and
     tolerances of :func:`dynamics.simulator.validate_model`, which the new simulator then runs on the model)."""
     blocks = resolve(sim, params)
@@ -380,8 +380,11 @@ def with_values(sim, params, values):
         elif b.kind == "placement":
             model.jointPlacements[b.joint] = model.jointPlacements[b.joint] * pin.exp6(pin.Motion(val))
         else:
-            if b.kind == "mass" and not val[0] > 0:
-                raise ValueError(f"parameter {b.name!r}: a mass must be > 0 kg, got {float(val[0])!r}")
+            # >= 0 as the simulator's own model check (a massless intermediate link, as MJCF's bodies with several
+            # joints make, is one): the simulator's parameters round-trip; a joint left with no mass at all is the
+            # model check's ModelError below, naming the parameters
+            if b.kind == "mass" and not val[0] >= 0:
+                raise ValueError(f"parameter {b.name!r}: a mass must be >= 0 kg, got {float(val[0])!r}")
             body.setdefault(b.joint, {})[b.kind] = val
     for j, kinds in body.items():
         I = model.inertias[j]

@@ -1261,11 +1261,13 @@ class Simulator:
 
     def with_parameters(self, names, values) -> "Simulator":
         """The same system with the parameters ``names`` set to ``values`` (this simulator is unchanged).
-        ValueError naming the parameter on an unknown name, a wrong size, a non-finite value, a mass <= 0,
+        ValueError naming the parameter on an unknown name, a wrong size, a non-finite value, a mass < 0,
         a negative friction, a restitution outside [0, 1], or an inertia that is not positive semi-definite or
         breaks the triangle inequality (a point mass's zero inertia is valid, as in :func:`validate_model`);
         :class:`ModelError` naming the parameters set when the new model fails the model's own checks (a
-        singular mass matrix, a planar system leaving its plane)."""
+        joint left with no mass to move, a singular mass matrix, a planar system leaving its plane). A mass of 0 is
+        taken, as :func:`validate_model` takes it (massless intermediate links), so ``with_parameters(names,
+        get_parameters(names))`` holds for every simulator."""
         return _parameters().with_values(self, names, values)
 
     @property

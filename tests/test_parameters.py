@@ -285,6 +285,8 @@ def test_impulses_with_controls_at_a_limit():
 
 # -- bad input --------------------------------------------------------------------------------------
 def test_bad_parameters():
+    from dynamics.simulator import ModelError
+
     sim = cube_simulator(contact="lcp")
     with pytest.raises(ValueError, match="unknown parameter 'mass:nothing'"):
         sim.get_parameters(["mass:nothing"])
@@ -294,16 +296,15 @@ def test_bad_parameters():
         sim.with_parameters("com:root_body1", [0.0, 0.0])
     with pytest.raises(ValueError, match="'com:root_body1' has non-finite"):
         sim.with_parameters("com:root_body1", [0.0, np.nan, 0.0])
-    with pytest.raises(ValueError, match="'mass:root_body1': a mass must be > 0"):
+    # a mass of 0 is the model check's to judge (a massless link is valid): the cube's free joint then moves nothing
+    with pytest.raises(ModelError, match=r"with the parameters mass:root_body1 set to \[0.0\]: .*carries no body with mass"):
         sim.with_parameters("mass:root_body1", [0.0])
-    with pytest.raises(ValueError, match=r"'mass:root_body1': a mass must be > 0 kg, got -1.0$"):
+    with pytest.raises(ValueError, match=r"'mass:root_body1': a mass must be >= 0 kg, got -1.0$"):
         sim.with_parameters("mass:root_body1", [-1.0])  # a plain number, not numpy's np.float64(-1.0)
     with pytest.raises(ValueError, match=r"values must be 1 number for parameters"):
         sim.with_parameters("mass:root_body1", "heavy")
     # the model's own checks (here a free body with no rotational inertia: a singular mass matrix) name the
     # parameters that were set
-    from dynamics.simulator import ModelError
-
     with pytest.raises(ModelError, match=r"with the parameters inertia:root_body1 set to \[0.0, .*singular"):
         sim.with_parameters("inertia:root_body1", [0.0] * 6)
     with pytest.raises(ModelError, match=r"mass:root_body1 set to \[1e\+300\].*span more than 4.5e\+12 times"):
@@ -655,3 +656,24 @@ def test_spherical_joint_in_contact_every_parameter_fd(contact):
             fd = sim.state_difference(sim.with_parameters(names, p0 - e).step(x, u),
                                       sim.with_parameters(names, p0 + e).step(x, u)) / (2 * h)
             assert np.abs(fd - Fp[:, k]).max() <= 1e-6 * max(1.0, np.abs(fd).max()), (names, k)
+
+
+def test_parameters_round_trip_with_a_massless_link():
+    """The half-cheetah's root composite carries a massless link (mass 0, as MJCF bodies with several joints make):
+    with_parameters(names, get_parameters(names)) gives the same simulator for every name (it refused the 0 mass,
+    so no parameter list holding it could be set back), and that mass can be raised from 0, its column (one-sided)
+    against a forward difference."""
+    from trajopt.bench import bench_state
+
+    ocp = problems.load("half-cheetah")
+    sim = ocp.dynamics
+    x, u = bench_state(ocp)
+    names = sim.parameter_names()
+    massless = [n for n in names if n.startswith("mass:") and sim.get_parameters([n])[0] == 0.0]
+    assert massless == ["mass:rootxy"]
+    same = sim.with_parameters(names, sim.get_parameters(names))
+    np.testing.assert_array_equal(same.step(x, u), sim.step(x, u))
+    Fp = sim.step_derivatives(x, u, params=massless)[3]
+    h = 1e-7
+    fd = sim.state_difference(sim.step(x, u), sim.with_parameters(massless, [h]).step(x, u)) / h
+    assert np.abs(fd - Fp[:, 0]).max() <= 1e-4 * max(1.0, np.abs(fd).max())
