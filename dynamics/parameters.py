@@ -152,7 +152,16 @@ class StepImpulses:
     ``lam`` (m,) impulses (N s) in the contact frames, rows as in ``sim.contacts``: ``nc`` contacts of
     ``rows`` rows each (normal first, then the tangents), then one row per active joint limit; ``dlam_dx``
     (m, ndx), ``dlam_du`` (m, nu) and ``dlam_dp`` (m, np; None without ``params``). Empty (m = 0) when
-    nothing is in contact."""
+    nothing is in contact.
+
+    Where the contacts are statically indeterminate (more rows than the motions they block: a box flat on the
+    ground on four corners) the impulses are not unique. The Jacobians are those of the solution returned, its
+    active set held (least squares, the contact step's rank cutoff): the generalized impulse ``J^T lambda`` and
+    the step are unique and their derivatives exact, but a re-solve after a small change may return another
+    solution, differing by internal forces. Central differences of ``lambda`` itself then need not match: on
+    ur5-box's flat box, tilting the box's placement by +-1e-6 rad moved the load between diagonal corners by
+    1e-3 N s (the difference 0.8-1.04 of the largest entry's derivative), while ``x+`` agreed with ``Fp`` to 5e-7
+    and the generalized impulse differences with ``J^T dlam_dp`` (each side's own ``J``) to the printed digits."""
 
     lam: np.ndarray
     dlam_dx: np.ndarray
