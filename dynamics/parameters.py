@@ -161,7 +161,7 @@ class StepImpulses:
     solution, differing by internal forces. Central differences of ``lambda`` itself then need not match: on
     ur5-box's flat box, tilting the box's placement by +-1e-6 rad moved the load between diagonal corners by
     1e-3 N s (the difference 0.8-1.04 of the largest entry's derivative), while ``x+`` agreed with ``Fp`` to 5e-7
-    and the generalized impulse differences with ``J^T dlam_dp`` (each side's own ``J``) to the printed digits."""
+    and the generalized impulse differences with ``J^T dlam_dp`` (each side's own ``J``) to 5e-4 relative."""
 
     lam: np.ndarray
     dlam_dx: np.ndarray
