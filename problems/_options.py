@@ -21,9 +21,20 @@ def finite_vector(name: str, value, size: int, meaning: str = "") -> np.ndarray:
     return vec
 
 
+#: the farthest target a catapult takes (m): they throw a few metres (``problems/design.py``), and the cost, the
+#: squared distance to the target, of a target much farther swamps the solvers' relative stopping tests (DDP's
+#: expected decrease below 1e-8 (1 + cost)): a target 1e9 m away was "converged" with the box 1.5 m from its start
+MAX_TARGET_DISTANCE = 1e3
+
+
 def target_point(value) -> np.ndarray:
-    """A planar target ``(x, y)`` in m (the catapults)."""
-    return finite_vector("target", value, 2, "(x, y)")
+    """A planar target ``(x, y)`` in m (the catapults), within :data:`MAX_TARGET_DISTANCE` of the origin."""
+    p = finite_vector("target", value, 2, "(x, y)")
+    if float(np.hypot(*p)) > MAX_TARGET_DISTANCE:
+        raise ValueError(f"target must be within {MAX_TARGET_DISTANCE:g} m of the origin, got {p.tolist()}: the "
+                         "catapults throw a few metres, and the squared distance to a target that far swamps the "
+                         "solvers' relative stopping tests")
+    return p
 
 
 def twist(name: str, value) -> np.ndarray:

@@ -19,6 +19,17 @@ def test_a_target_that_is_not_a_finite_point_is_refused_at_load(name, target):
 
 
 @pytest.mark.parametrize("name", ["catapult", "catapult-design"])
+def test_a_target_kilometres_away_is_refused_at_load(name):
+    """A target 1e9 m away loaded, and catapult-design reported it CONVERGED with the box 1.5 m from its start (the
+    squared distance, 1e18, swamped DDP's relative stopping test); 100 m away stays a problem (the solvers stall
+    honestly there), past 1 km it is refused, naming the option."""
+    assert np.array_equal(problems.load(name, target=(100.0, 0.0)).info["target"], [100.0, 0.0])
+    for far in ((1e9, 0.0), (800.0, -800.0)):
+        with pytest.raises(ValueError, match=r"target must be within 1000 m of the origin, got \[.*swamps"):
+            problems.load(name, target=far)
+
+
+@pytest.mark.parametrize("name", ["catapult", "catapult-design"])
 def test_a_good_target_is_kept(name):
     ocp = problems.load(name, target=[2.6, 2.0])
     assert np.array_equal(ocp.info["target"], [2.6, 2.0])
