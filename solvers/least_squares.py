@@ -37,8 +37,12 @@ from trajopt.solution import Solution, Status
 
 from ._common import Progress, check_options, out_of_time, record, renamed_option
 
+#: Gauss-Newton's iteration budget unless the caller or the problem (``info["max_iter"]``) states one
+DEFAULT_MAX_ITER = 50
 
-def gauss_newton(problem, *, z0=None, jacobian: str = "analytic", max_iter: int = 50, tol_residual: float = 1e-12,
+
+def gauss_newton(problem, *, z0=None, jacobian: str = "analytic", max_iter: int | None = None,
+                 tol_residual: float = 1e-12,
                  tol_step: float = 1e-14, damping_init: float = 1e-8, fd_step: float = 1e-6, stagnation: int = 3,
                  tol_gradient: float = 1e-6,
                  verbose: bool = True, callback=None, time_limit: float | None = None,
@@ -46,8 +50,11 @@ def gauss_newton(problem, *, z0=None, jacobian: str = "analytic", max_iter: int 
     """Solve ``problem`` (a ``trajopt.LeastSquares``). Returns a Solution whose ``z`` is the answer (n,),
     ``xs`` the iterates (iterations+1, n), ``us`` the answer again as one row (1, n: kept for code that
     reads ``us[0]``) and ``cost = 0.5 |r|^2``. ``lam_init`` is the former name of ``damping_init`` (an
-    alias: ``lam`` is the contact impulses' name, trajopt's notation table)."""
+    alias: ``lam`` is the contact impulses' name, trajopt's notation table). ``max_iter`` None: the problem's
+    own budget (``problem.info["max_iter"]``, stated by a problem whose family needs more), else 50."""
     damping_init = renamed_option("lam_init", lam_init, "damping_init", damping_init, 1e-8)
+    if max_iter is None:
+        max_iter = (getattr(problem, "info", None) or {}).get("max_iter", DEFAULT_MAX_ITER)
     if jacobian not in ("analytic", "fd"):
         raise ValueError(f"unknown jacobian {jacobian!r}; expected 'analytic' or 'fd'")
     check_options({"time_limit": time_limit, "max_iter": max_iter})
