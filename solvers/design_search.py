@@ -219,10 +219,10 @@ def _fixed_design(ocp, design, inner, inner_options, budget, seed, new_seed, sta
         advice["time_limit"] = budget
     if new_seed:
         advice["seed"] = seed
-    if rounds is not None and budget is not None and "rounds" not in inner_options:  # its time binds, not its rounds
-        advice["rounds"] = rounds
     elif "cem" in inner:
         advice.setdefault("seed", seed)
+    if rounds is not None and budget is not None and "rounds" not in inner_options:  # its time binds, not its rounds
+        advice["rounds"] = rounds
     offset = now()
     sol = solve(sub, inner, **advice)
     append_stage(history, sol.history, offset, stage=stage)
