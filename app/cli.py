@@ -643,12 +643,13 @@ def _solve_least_squares(problem, args, out) -> int:
 def _error_bar_table(bars: dict) -> str:
     """The identified entries with their Gauss-Newton error bars (``summary["error_bars"]``): estimate +- sigma,
     the true value and the error in sigmas, one line each."""
+    from trajopt.plots import errors_in_sigmas
+
     width = max(len(n) for n in bars)
     lines = [f"  {'identified':<{width}}  {'estimate':>12} {'+- sigma':>11} {'true':>12} {'error/sigma':>11}"]
-    for name, b in bars.items():
-        # an entry the data do not see (sigma inf) or a zero bar has no error in sigmas (not 0.00: a perfect fit)
-        z = f"{(b['estimate'] - b['true']) / b['sigma']:>11.2f}" if 0 < b["sigma"] < float("inf") else f"{'-':>11}"
-        lines.append(f"  {name:<{width}}  {b['estimate']:>12.6g} {b['sigma']:>11.3g} {b['true']:>12.6g} {z}")
+    for (name, b), z, bar in zip(bars.items(), *errors_in_sigmas(bars), strict=True):
+        shown = f"{z:>11.2f}" if bar else f"{'-':>11}"  # no bar: '-', not 0.00 (a perfect fit)
+        lines.append(f"  {name:<{width}}  {b['estimate']:>12.6g} {b['sigma']:>11.3g} {b['true']:>12.6g} {shown}")
     return "\n".join(lines)
 
 

@@ -185,6 +185,16 @@ def plot_residuals(histories: dict, *, path: str, title: str = "") -> str:
     return _save(fig, path)
 
 
+def errors_in_sigmas(bars: dict) -> tuple[np.ndarray, np.ndarray]:
+    """``(z, has_bar)`` for the entries of ``bars`` (``{name: {"estimate", "sigma", "true"}}``): ``has_bar`` where
+    the error bar is finite and nonzero, ``z = (estimate - true) / sigma`` there and NaN elsewhere (an entry the
+    data do not see has no error in sigmas: not 0, a perfect fit). The error-bar plot and the CLI's table."""
+    has_bar = np.array([0 < b["sigma"] < np.inf for b in bars.values()], dtype=bool)
+    z = np.array([(b["estimate"] - b["true"]) / b["sigma"] if k else np.nan
+                  for b, k in zip(bars.values(), has_bar, strict=True)], dtype=float)
+    return z, has_bar
+
+
 def plot_error_bars(bars: dict, *, path: str, title: str = "") -> str:
     """Identified parameters against their true values, in units of their Gauss-Newton error bars: one row per
     entry of ``bars`` (``{name: {"estimate", "sigma", "true"}}``, ``summary["error_bars"]``), the error
@@ -195,9 +205,7 @@ def plot_error_bars(bars: dict, *, path: str, title: str = "") -> str:
     names = list(bars)
     fig, ax = plt.subplots(figsize=(7, 1.2 + 0.3 * max(1, len(names))))
     y = np.arange(len(names))[::-1]
-    seen = np.array([0 < b["sigma"] < np.inf for b in bars.values()], dtype=bool)  # a finite, nonzero bar
-    z = np.array([(b["estimate"] - b["true"]) / b["sigma"] if k else np.nan
-                  for b, k in zip(bars.values(), seen, strict=True)])
+    z, seen = errors_in_sigmas(bars)
     ax.axvspan(-2, 2, color="tab:green", alpha=0.10, lw=0, label="within 2 sigma")
     ax.axvspan(-1, 1, color="tab:green", alpha=0.18, lw=0, label="within 1 sigma")
     ax.axvline(0.0, color="k", lw=0.8)
