@@ -243,6 +243,10 @@ class CollisionScene:
             self._detector = core.module.Detector(
                 gm, rows, self._vertices, self.margin, self._patch_depth, bool(planar), SNAP_TOLERANCE,
                 FLAT_TOLERANCE, CURVED_SLOPE, MAX_PATCH_POINTS, _DIRECTIONS_4, _DIRECTIONS_3)
+        # what create_data copies: the collision requests configured once (never used itself: its results stay empty)
+        self._data_template = pin.GeometryData(gm)
+        for req in self._data_template.collisionRequests:
+            _configure(req, self.margin, GJK_TOLERANCE)
 
     @property
     def npairs(self) -> int:
@@ -252,13 +256,7 @@ class CollisionScene:
         """A new GeometryData of the scene, its collision requests configured (contacts on, the margin, GJK's
         tolerance): a copy of one configured once, since setting the requests' fields from Python costs as much as
         making the data (go1: 38 pairs, 24 us of 51; the copy takes 28 us), and each workspace needs one."""
-        template = self.__dict__.get("_data_template")
-        if template is None:
-            template = pin.GeometryData(self.geometry)
-            for req in template.collisionRequests:
-                _configure(req, self.margin, GJK_TOLERANCE)
-            self._data_template = template  # never used itself: its results stay empty
-        return template.copy()
+        return self._data_template.copy()
 
     def detect(self, model: pin.Model, data: pin.Data, gdata: pin.GeometryData, q: np.ndarray) -> Contacts:
         """Contacts at ``q`` (runs forward kinematics and the narrow phase).
