@@ -39,10 +39,11 @@ class ParameterDynamics:
     """``sim`` with the parameters ``names`` as decision variables within ``[lower, upper]`` (module docstring).
 
     ``lower``/``upper`` (np,) bound the flat parameter vector (``sim.parameter_size(names)`` entries, in the
-    order of ``names``), finite, ``lower < upper``, and within what the simulator accepts for a mass (> 0 here: at 0 a
-    joint may have nothing to move), a friction (>= 0) and a restitution ((0, 1]: a simulator with e = 0 everywhere has no restitution parameter), since a design knot may set any value between them (inertia boxes are not
-    checked: the simulator refuses an inertia that breaks the triangle inequality when a knot reaches one); a
-    placement's value is an increment (0 at ``sim``'s own).
+    order of ``names``), finite, ``lower < upper``, and within what the simulator accepts for a mass (> 0 here:
+    at 0 a joint may have nothing to move), a friction (>= 0) and a restitution ((0, 1]: a simulator with e = 0
+    everywhere has no restitution parameter), since a design knot may set any value between them (inertia boxes
+    are not checked: the simulator refuses an inertia that breaks the triangle inequality when a knot reaches
+    one); a placement's value is an increment (0 at ``sim``'s own).
     Plugin protocol of :mod:`trajopt`; ``nx = sim.nx + np + 1``, ``ndx = sim.ndx + np + 1``, ``nu = sim.nu``.
     """
 
@@ -268,7 +269,8 @@ class ParameterDynamics:
 #: the scalar parameter kinds and the values the simulator accepts (``Simulator.with_parameters``): (lowest,
 #: whether the lowest itself is valid, highest). A box of bounds holds only valid values iff its ends do.
 _SCALAR_RANGES = {"mass": (0.0, False, np.inf, "> 0 kg here (the simulator takes 0 for a massless link, but a "
-                                                "design at 0 may leave a joint with nothing to move)"), "friction": (0.0, True, np.inf, ">= 0"),
+                                                "design at 0 may leave a joint with nothing to move)"),
+                  "friction": (0.0, True, np.inf, ">= 0"),
                   "restitution": (0.0, False, 1.0, "in (0, 1] here (the simulator takes 0, but a simulator inelastic "
                                                    "everywhere has no restitution parameter, and at e = 0 a pair has "
                                                    "no impact rows to differentiate: use a small positive bound)")}
@@ -277,7 +279,8 @@ _SCALAR_RANGES = {"mass": (0.0, False, np.inf, "> 0 kg here (the simulator takes
 def _check_physical_bounds(sim, names, lower, upper):
     """ValueError naming the parameter when the bounds of a mass, friction or restitution admit a value the
     simulator rejects (mass < 0, friction < 0, restitution outside [0, 1]) or at which the parameter vanishes or may
-    leave the model singular (restitution 0, mass 0): a design knot may set any value within the bounds, and the step there would fail mid-solve."""
+    leave the model singular (restitution 0, mass 0): a design knot may set any value within the bounds, and the
+    step there would fail mid-solve."""
     off = 0
     for n in names:
         kind = n.split(":", 1)[0]
