@@ -240,8 +240,8 @@ def time_step_derivatives(dyn, x, u, setting: str, *, min_time: float = 0.1, **k
     """Seconds per ``dyn.step_derivatives(x, u, **kwargs)``: ``"fresh"`` on a new workspace per call (the contact
     solve included), ``"kept"`` on a new workspace that has just taken ``step(x, u)``, whose solve the Jacobians
     reuse as a solver's backward pass does after its rollout. The workspace is made (and stepped) outside the
-    timed part in both: timing ``create_data`` too diluted the fresh ratios (cartpole's 1.13x was 1.62x of the
-    call alone)."""
+    timed part in both: timing ``create_data`` too diluted the fresh ratios (cartpole, all parameters: 1.13x
+    with it, 1.49x without)."""
     if setting == "fresh":
         return time_call(lambda d: dyn.step_derivatives(x, u, data=d, **kwargs), min_time=min_time,
                          setup=dyn.create_data)
