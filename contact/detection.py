@@ -40,8 +40,9 @@ Conventions of a contact (all in the world frame):
   as the point of a sphere/capsule cap at signed distance ``radius`` along ``n``
   from a body-fixed centre (``p = centre + radius * n``). Both matter for how the
   contact moves with ``q`` (the collision-geometry terms of the Jacobians).
-- between two round shapes (spheres, capsules) the normal is the line of their cores'
-  closest points (a sphere's centre; the nearest point of a capsule's segment, which
+- between two round shapes (spheres, capsules), and a ball on a cylinder's side or rim,
+  the normal is the line of their cores' closest points (a sphere's centre; the nearest
+  point of a capsule's or the cylinder side's segment, or of the rim's circle, which
   slides along it), which turns as either moves, not with one body: ``gap`` is then the
   signed distance of the normal body's core point behind the point body's,
   ``x_N = x_P - gap * n``, and ``slide`` their sliding axes (0 for every other pair,
@@ -104,7 +105,9 @@ class Contacts:
     shapes (spheres, capsules), the signed offset of the normal body's core point, ``x_N = x_P - gap n`` with
     ``x_P = p - radius n`` (the normal is the line of the cores' closest points and turns with both), else 0;
     ``slide`` (nc, 6): the unit axes along which ``x_P`` and ``x_N`` slide (a capsule's segment, the closest point
-    inside it), zeros where the point is fixed (a sphere's centre, a capsule's end) (module docstring).
+    inside it), zeros where the point is fixed (a sphere's centre, a capsule's end); on a cylinder's rim touched by
+    a ball, ``x_N`` is the rim circle's closest point and its slide the rim's tangent scaled by ``sqrt(R / rho)``
+    (:func:`_line_cores`) (module docstring).
     """
 
     points: np.ndarray
@@ -308,7 +311,7 @@ class CollisionScene:
             carrier, vertex_body, radius, n = self._classify(jA, jB, sA, sB, iA, iB, n, gdata)
             if _centre_line_pair(sA, gdata.oMg[iA], sB, gdata.oMg[iB]):
                 # two round shapes: the line of their cores' closest points (the point on P, the normal's N: _classify)
-                xA, xB, slide = _round_cores(sA, gdata.oMg[iA], sB, gdata.oMg[iB])
+                xA, xB, slide, radii = _line_cores(sA, gdata.oMg[iA], sB, gdata.oMg[iB])
                 L = float(np.linalg.norm(xA - xB))
                 if L > 0.0:
                     n = (xA - xB) / L
@@ -317,7 +320,7 @@ class CollisionScene:
                     else:  # P = B: x_N = x_A = x_B + L n
                         xP, gap, slide = xB, -L, np.concatenate((slide[3:], slide[:3]))
                     P = (xP + radius * n)[None, :]
-                    phi = np.array([L - float(sA.radius) - float(sB.radius)])
+                    phi = np.array([L - radii])
                     parts.append((P, n, phi, jA, jB, carrier, vertex_body, radius, k, None, gap, slide))
                     continue
                 # concentric: no line (coal's normal, carried by N)
@@ -540,17 +543,60 @@ class CollisionScene:
 
 
 def _centre_line_pair(sA, MA: pin.SE3, sB, MB: pin.SE3) -> bool:
-    """Whether the contact of two shapes lies on the line of their cores' closest points (:func:`_round_cores`): two
-    round shapes (spheres, capsules), or a sphere against a cylinder's side (the sphere's centre strictly between the
-    cylinder's end planes: its side is a capsule's there; on a cap face the face carries the normal, and a rim is
-    not covered)."""
+    """Whether the contact of two shapes lies on the line of their cores' closest points (:func:`_line_cores`): two
+    round shapes (spheres, capsules), or a sphere against a cylinder's side or rim (:func:`_cylinder_feature`; on
+    a cap face the face carries the normal)."""
     if isinstance(sA, _ROUND) and isinstance(sB, _ROUND):
         return True
     for s1, M1, s2, M2 in ((sA, MA, sB, MB), (sB, MB, sA, MA)):
         if isinstance(s1, coal.Sphere) and isinstance(s2, coal.Cylinder):
-            axial = float(np.asarray(M2.rotation)[:, 2] @ (np.asarray(M1.translation) - np.asarray(M2.translation)))
-            return abs(axial) < float(s2.halfLength)
+            return _cylinder_feature(np.asarray(M1.translation), s2, M2)[0] != "face"
     return False
+
+
+def _cylinder_feature(c: np.ndarray, cylinder, M: pin.SE3):
+    """The feature of ``cylinder`` (pose ``M``) nearest a sphere's centre ``c``: ``(feature, axial, w, rho)`` with
+    feature ``"side"`` (``c`` strictly between the end planes), ``"rim"`` (beyond an end plane and outside the
+    radius) or ``"face"`` (beyond an end plane, within the radius), ``axial`` = a . (c - centre), ``w`` the part of
+    ``c - centre`` normal to the axis ``a``, ``rho`` = |w|."""
+    o, a = np.asarray(M.translation), np.asarray(M.rotation)[:, 2]
+    axial = float(a @ (c - o))
+    w = (c - o) - axial * a
+    rho = float(np.linalg.norm(w))
+    if abs(axial) < float(cylinder.halfLength):
+        return "side", axial, w, rho
+    return ("rim" if rho > float(cylinder.radius) else "face"), axial, w, rho
+
+
+def _line_cores(sA, MA: pin.SE3, sB, MB: pin.SE3):
+    """``(x_A, x_B, slides (6,), radii)``: the closest points of two shapes' cores on a centre line
+    (:func:`_centre_line_pair`), their slides, and the radii their surfaces stand off those points (the contact's
+    distance is ``|x_A - x_B| - radii``).
+
+    Two round shapes or a sphere on a cylinder's side: :func:`_round_cores` (radii: both shapes'). A sphere beyond
+    a cylinder's end and outside its radius touches the rim circle at ``x_r = end + R u`` (``u`` the unit radial
+    direction of the sphere's centre ``c``, at distance ``rho`` from the axis; radii: the sphere's alone). ``x_r``
+    slides along the rim's tangent ``t = a x u`` as ``c`` moves, at ``ds = (R / rho)`` times the relative tangential
+    velocity (keeping ``(c - x_r) . t = 0`` on a circle of curvature 1 / R): the kernels' slide of a straight core
+    (``contact._kernels.centre_line``: ``ds = w . a + r . (w_N x a)``, bilinear in ``a``) gives this with the slide
+    ``sqrt(R / rho) t``."""
+    for first, s1, M1, s2, M2 in ((True, sA, MA, sB, MB), (False, sB, MB, sA, MA)):
+        if isinstance(s1, coal.Sphere) and isinstance(s2, coal.Cylinder):
+            c = np.asarray(M1.translation)
+            feature, axial, w, rho = _cylinder_feature(c, s2, M2)
+            if feature != "rim":
+                break
+            a = np.asarray(M2.rotation)[:, 2]
+            R = float(s2.radius)
+            u = w / rho
+            x_r = np.asarray(M2.translation) + math.copysign(float(s2.halfLength), axial) * a + R * u
+            slide = np.zeros(6)
+            slide[3:] = math.sqrt(R / rho) * np.cross(a, u)  # the rim's slide, on the cylinder's side
+            if first:  # A: the sphere
+                return c.copy(), x_r, slide, float(s1.radius)
+            return x_r, c.copy(), np.concatenate((slide[3:], slide[:3])), float(s1.radius)
+    xA, xB, slide = _round_cores(sA, MA, sB, MB)
+    return xA, xB, slide, float(sA.radius) + float(sB.radius)
 
 
 def _core(shape, M: pin.SE3):

@@ -301,6 +301,44 @@ def test_no_core_means_no_detector(monkeypatch):
     assert len(c) == 1
 
 
+@pytest.mark.parametrize("cylinder_first", [True, False])
+def test_a_ball_at_a_cylinder_rim(cylinder_first):
+    """A ball beyond a cylinder's end plane: outside the radius on the rim (the centre line to the rim circle, its
+    slide sqrt(R / rho) along the rim's tangent), inside it on the cap face (the face's normal); both ways, at random
+    azimuths, tilts and distances (-1 .. 4 mm)."""
+    rng = np.random.default_rng(5)
+    R_cyl, h, r = 0.04, 0.1, 0.06
+    b = ModelBuilder("rim")
+    for i, shape in enumerate(("cylinder", "sphere") if cylinder_first else ("sphere", "cylinder")):
+        j = b.add_joint("free", name=f"j{i}")
+        b.add_body(j, mass=1.0, **({"sphere": r} if shape == "sphere" else {"cylinder": (R_cyl, 2 * h)}))
+    model, geom = b.build()
+    scene = CollisionScene(model, geom, ground=-5.0, margin=5e-3)
+    free = _one_free()
+    qs, rims, faces = [], 0, 0
+    for _ in range(40):
+        qc = pin.integrate(free, np.r_[0, 0, 0, 0, 0, 0, 1.0], rng.normal(0, 1, 6) * [0, 0, 0, 1, 1, 1])
+        Mc = pin.XYZQUATToSE3(qc)
+        a, e = Mc.rotation[:, 2], rng.choice([-1.0, 1.0])  # the axis and the end the ball meets
+        phase = rng.uniform(0, 7)
+        u = Mc.rotation[:, 0] * np.cos(phase) + Mc.rotation[:, 1] * np.sin(phase)  # radial
+        if rng.uniform() < 0.75:  # the rim: the normal between the radial direction and the axis
+            tilt = rng.uniform(0.05, 1.5)
+            n = np.cos(tilt) * u + np.sin(tilt) * e * a
+            centre = Mc.translation + e * h * a + R_cyl * u + (r + rng.uniform(-1e-3, 4e-3)) * n
+            rims += 1
+        else:  # the cap face, within the radius
+            centre = Mc.translation + e * h * a + rng.uniform(0, 0.9) * R_cyl * u + (r + 1e-3) * e * a
+            faces += 1
+        qb = np.r_[centre, pin.Quaternion(pin.exp3(rng.normal(0, 1, 3))).coeffs()]
+        qs.append(np.r_[qc, qb] if cylinder_first else np.r_[qb, qc])
+    seen, _ = compare(scene, model, qs)
+    assert seen == len(qs) and rims > 20 and faces > 5
+    data, gd = model.createData(), scene.create_data()
+    lines = sum(int(scene.detect(model, data, gd, q).gap[0] != 0.0) for q in qs)
+    assert lines == rims  # the rim's centre line; the cap face's normal carried by the cylinder (gap 0)
+
+
 def test_round_shapes_against_each_other():
     """Spheres, capsules and cylinders on two free bodies, near and touching, at random poses: the centre line
     (normal, gap, slides: contact/detection.py _round_cores and its compiled twin; a ball on a cylinder's side, cap

@@ -309,3 +309,79 @@ def test_round_shapes_in_contact(case, contact):
     names = ["placement:swing", "placement:free"]
     Fp = sim.step_derivatives(x, u, params=names)[3]
     assert np.abs(Fp - parameter_jacobian_fd(sim, x, u, names)).max() <= 1e-6 * scale
+
+
+def _rim_pair(case: str, tilt: float, contact: str):
+    """A ball against a cylinder's rim, 0.5 mm apart along the rim's normal ``n = cos(tilt) u + sin(tilt) a_end``
+    (``u`` the rim point's radial direction, ``a_end`` the axis out of that end), approaching, sliding along the
+    rim and spinning. ``case``: ``"cylinder-rim-ball"`` (the arm of :func:`_round_pair` carries the cylinder, a free
+    ball meets its far end's rim) or ``"ball-cylinder-rim"`` (the arm carries the ball, a free cylinder's rim meets
+    it). Returns (sim, x, u, rho): rho the ball centre's distance from the cylinder's axis."""
+    import pinocchio as pin
+
+    from dynamics import ModelBuilder, Simulator
+
+    r_ball, R, h = (0.08, 0.05, 0.15) if case == "cylinder-rim-ball" else (0.05, 0.04, 0.1)
+    b = ModelBuilder("rim")
+    a = 0.2
+    j1 = b.add_joint("revolute", name="swing", axis="y", placement=(0.0, 0.0, 1.0))
+    turn = np.array([[0.0, 0.0, 1.0], [0.0, 1.0, 0.0], [-1.0, 0.0, 0.0]])  # local z along the arm's x
+    arm = {"cylinder": (R, 2 * h)} if case == "cylinder-rim-ball" else {"sphere": r_ball}
+    b.add_body(j1, mass=1.0, offset=(0.0, 0.0, -0.8), rotation=turn, **arm)
+    j2 = b.add_joint("free", name="free")
+    b.add_body(j2, mass=0.4, **({"sphere": r_ball} if case == "cylinder-rim-ball" else {"cylinder": (R, 2 * h)}))
+    model, geom = b.build()
+    sim = Simulator(model, geometry=geom, dt=1e-3, ground=-5.0, friction=0.3, contact=contact)
+    tip = np.array([-0.8 * np.sin(a), 0.0, 1 - 0.8 * np.cos(a)])
+    ax = np.array([np.cos(a), 0.0, -np.sin(a)])  # the arm's axis (world)
+    gap = r_ball + 5e-4
+    x = np.zeros(sim.nx)
+    x[0], x[8] = a, 3.0
+    if case == "cylinder-rim-ball":
+        a_end = -ax  # the arm cylinder's far (-z) end
+        u = np.array([0.2, 1.0, 0.1]) - ax * (np.array([0.2, 1.0, 0.1]) @ ax)
+        u /= np.linalg.norm(u)
+        n = np.cos(tilt) * u + np.sin(tilt) * a_end
+        rim = tip + h * a_end + R * u
+        Rf, centre, v = np.eye(3), rim + gap * n, -n  # the free ball approaches the rim
+    else:
+        a_end = np.array([0.3, 0.2, 1.0]) / np.linalg.norm([0.3, 0.2, 1.0])  # the free cylinder's +z end
+        u = np.cross(a_end, [1.0, 0.0, 0.0])
+        u /= np.linalg.norm(u)
+        n = np.cos(tilt) * u + np.sin(tilt) * a_end
+        rim = tip - gap * n
+        centre = rim - R * u - h * a_end
+        Rf, v = np.column_stack((np.cross(u, a_end), u, a_end)), n  # the free cylinder approaches the ball
+    x[1:4] = centre
+    x[4:8] = pin.Quaternion(Rf).coeffs()
+    x[9:12] = Rf.T @ (v + 0.3 * np.cross(n, a_end))  # the free joint's velocity is in its own frame
+    x[12:15] = [2.0, -1.0, 0.5]
+    return sim, x, np.zeros(sim.nu), R + gap * np.cos(tilt)
+
+
+@pytest.mark.parametrize("contact", ["lcp", "ncp"])
+@pytest.mark.parametrize("tilt", [0.3, 1.0])
+@pytest.mark.parametrize("case", ["cylinder-rim-ball", "ball-cylinder-rim"])
+def test_ball_on_a_cylinder_rim(case, tilt, contact):
+    """A ball beyond a cylinder's end and outside its radius touches the rim circle: the normal is the line from the
+    rim's closest point, which slides along the rim's tangent at R / rho of the relative tangential velocity
+    (Contacts.slide sqrt(R / rho) (a x u) on the cylinder's side). Fx and the placement columns of Fp against central
+    differences. Before (2026-11-27), coal's normal carried by the cylinder: Fx 2.6e-6 - 2.9e-4 relative off, the
+    placement columns up to 0.24."""
+    from trajopt.numdiff import parameter_jacobian_fd
+
+    sim, x, u, rho = _rim_pair(case, tilt, contact)
+    sim.step(x, u)
+    assert len(sim.contacts) == 1 and sim.contacts.impulses[0, 0] > 0
+    c = sim._workspace(None).contact.geo.contacts
+    assert np.isclose(c.phi[0], 5e-4, rtol=0, atol=1e-12)
+    # slides in (point body, normal body) order: the ball carries the point, the cylinder's rim slides
+    R = 0.05 if case == "cylinder-rim-ball" else 0.04
+    assert np.isclose(np.linalg.norm(c.slide[0, 3:]), np.sqrt(R / rho), rtol=1e-12) and not c.slide[0, :3].any()
+    _, Fx, _ = sim.step_derivatives(x, u)
+    fd = step_jacobians_fd(sim, x, u)
+    scale = max(1.0, np.abs(Fx).max())
+    assert max_relative_error(Fx, fd.Fx) < fd_tolerance() * scale
+    names = ["placement:swing", "placement:free"]
+    Fp = sim.step_derivatives(x, u, params=names)[3]
+    assert np.abs(Fp - parameter_jacobian_fd(sim, x, u, names)).max() <= 1e-6 * scale

@@ -387,7 +387,7 @@ class Detector {
       // two round shapes: the line of their cores' closest points (the point on P, the normal's N: _classify)
       Vec3 xA, xB;
       double sl[6];
-      round_cores(sA, M_A, sB, M_B, xA, xB, sl);
+      const double radii = line_cores(sA, M_A, sB, M_B, xA, xB, sl);
       const Vec3 d = xA - xB;
       const double L = d.norm();
       if (L > 0.0) {
@@ -402,7 +402,7 @@ class Detector {
         }
         Points P(1, 3);
         for (int i = 0; i < 3; ++i) P(0, i) = xP[i] + radius * n[i];
-        const std::vector<double> ph{L - sA.radius() - sB.radius()};
+        const std::vector<double> ph{L - radii};
         out.add(P, n, ph, p.jA, p.jB, carrier, vertex_body, radius, static_cast<int64_t>(k), nullptr, gap, slPN);
         return;
       }  // concentric: no line (coal's normal, carried by N)
@@ -434,7 +434,7 @@ class Detector {
     out.add(P, n, phi, p.jA, p.jB, carrier, vertex_body, radius, static_cast<int64_t>(k), nullptr);
   }
 
-  // contact/detection.py _centre_line_pair: two round shapes, or a sphere against a cylinder's side
+  // contact/detection.py _centre_line_pair: two round shapes, or a sphere against a cylinder's side or rim
   static bool centre_line_pair(const Shape& sA, const pinocchio::SE3& MA, const Shape& sB, const pinocchio::SE3& MB) {
     if (sA.round() && sB.round()) return true;
     const Shape* s1[2] = {&sA, &sB};
@@ -443,12 +443,56 @@ class Detector {
     const pinocchio::SE3* M2[2] = {&MB, &MA};
     for (int i = 0; i < 2; ++i)
       if (s1[i]->kind == Kind::Sphere && s2[i]->kind == Kind::Cylinder) {
-        const Vec3 a = M2[i]->rotation().col(2);
-        const Vec3 w = M1[i]->translation() - M2[i]->translation();
-        const double axial = a[0] * w[0] + a[1] * w[1] + a[2] * w[2];
-        return std::abs(axial) < s2[i]->half_length();
+        double axial, rho;
+        Vec3 w;
+        return cylinder_feature(M1[i]->translation(), *s2[i], *M2[i], axial, w, rho) != Feature::Face;
       }
     return false;
+  }
+  // contact/detection.py _cylinder_feature: the cylinder's feature nearest a sphere's centre c (side, rim, face),
+  // with axial = a . (c - centre), w the part of c - centre normal to the axis a, rho = |w|
+  enum class Feature { Side, Rim, Face };
+  static Feature cylinder_feature(const Vec3& c, const Shape& cyl, const pinocchio::SE3& M, double& axial, Vec3& w,
+                                  double& rho) {
+    const Vec3 a = M.rotation().col(2);
+    const Vec3 d = c - M.translation();
+    axial = a[0] * d[0] + a[1] * d[1] + a[2] * d[2];
+    w = d - axial * a;
+    rho = w.norm();
+    if (std::abs(axial) < cyl.half_length()) return Feature::Side;
+    return rho > cyl.radius() ? Feature::Rim : Feature::Face;
+  }
+  // contact/detection.py _line_cores: the cores' closest points on a centre line, their slides, and the radii the
+  // surfaces stand off them; a sphere beyond a cylinder's end and outside its radius touches the rim circle, whose
+  // point slides along the rim's tangent a x u at R / rho of the relative tangential velocity: the slide
+  // sqrt(R / rho) (a x u) (the kernels' slide is bilinear in it)
+  static double line_cores(const Shape& sA, const pinocchio::SE3& MA, const Shape& sB, const pinocchio::SE3& MB,
+                           Vec3& xA, Vec3& xB, double* slide) {
+    const Shape* s1[2] = {&sA, &sB};
+    const Shape* s2[2] = {&sB, &sA};
+    const pinocchio::SE3* M1[2] = {&MA, &MB};
+    const pinocchio::SE3* M2[2] = {&MB, &MA};
+    for (int i = 0; i < 2; ++i) {
+      if (!(s1[i]->kind == Kind::Sphere && s2[i]->kind == Kind::Cylinder)) continue;
+      const Vec3 c = M1[i]->translation();
+      double axial, rho;
+      Vec3 w;
+      if (cylinder_feature(c, *s2[i], *M2[i], axial, w, rho) != Feature::Rim) break;
+      const Vec3 a = M2[i]->rotation().col(2);
+      const double R = s2[i]->radius();
+      const Vec3 u = w / rho;
+      const Vec3 x_r = M2[i]->translation() + std::copysign(s2[i]->half_length(), axial) * a + R * u;
+      const Vec3 t = std::sqrt(R / rho) * a.cross(u);
+      for (int e = 0; e < 3; ++e) {  // the rim's slide on the cylinder's side (B's slots when the sphere is A)
+        slide[e] = i == 0 ? 0.0 : t[e];
+        slide[3 + e] = i == 0 ? t[e] : 0.0;
+      }
+      xA = i == 0 ? c : x_r;
+      xB = i == 0 ? x_r : c;
+      return s1[i]->radius();
+    }
+    round_cores(sA, MA, sB, MB, xA, xB, slide);
+    return sA.radius() + sB.radius();
   }
   // contact/detection.py _core and _round_cores: the closest points of two round shapes' cores (a sphere's centre,
   // a capsule's or a cylinder side's segment along its local z) and their slides (each core's unit axis where its
