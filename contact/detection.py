@@ -88,6 +88,7 @@ PATCH_DEPTH = 1e-3
 FLAT_TOLERANCE = 1e-7
 _ROUND = (coal.Sphere, coal.Capsule)
 _RODS = (coal.Capsule, coal.Cylinder)
+_LINE = (coal.Sphere, coal.Capsule, coal.Cylinder)  # cores on a centre line (_line_cores)
 _FLAT = (coal.Halfspace, coal.Plane)
 
 
@@ -309,18 +310,19 @@ class CollisionScene:
                     parts.append(part)
                     continue
             carrier, vertex_body, radius, n = self._classify(jA, jB, sA, sB, iA, iB, n, gdata)
-            if _centre_line_pair(sA, gdata.oMg[iA], sB, gdata.oMg[iB]):
-                # two round shapes: the line of their cores' closest points (the point on P, the normal's N: _classify)
-                xA, xB, slide, radii = _line_cores(sA, gdata.oMg[iA], sB, gdata.oMg[iB])
+            line = _line_cores(sA, gdata.oMg[iA], sB, gdata.oMg[iB])
+            if line is not None:
+                # the line of the cores' closest points (the point on P, the normal's N: _classify)
+                xA, xB, slide, rA, rB = line
                 L = float(np.linalg.norm(xA - xB))
                 if L > 0.0:
                     n = (xA - xB) / L
-                    if vertex_body == jA:  # P = A: x_N = x_B = x_A - L n
-                        xP, gap = xA, L
+                    if vertex_body == jA:  # P = A: x_N = x_B = x_A - L n; the point on A's surface, rA behind
+                        xP, gap, radius = xA, L, -rA
                     else:  # P = B: x_N = x_A = x_B + L n
-                        xP, gap, slide = xB, -L, np.concatenate((slide[3:], slide[:3]))
+                        xP, gap, radius, slide = xB, -L, rB, np.concatenate((slide[3:], slide[:3]))
                     P = (xP + radius * n)[None, :]
-                    phi = np.array([L - radii])
+                    phi = np.array([L - rA - rB])
                     parts.append((P, n, phi, jA, jB, carrier, vertex_body, radius, k, None, gap, slide))
                     continue
                 # concentric: no line (coal's normal, carried by N)
@@ -542,18 +544,6 @@ class CollisionScene:
         return jB, jA, 0.0, n
 
 
-def _centre_line_pair(sA, MA: pin.SE3, sB, MB: pin.SE3) -> bool:
-    """Whether the contact of two shapes lies on the line of their cores' closest points (:func:`_line_cores`): two
-    round shapes (spheres, capsules), or a sphere against a cylinder's side or rim (:func:`_cylinder_feature`; on
-    a cap face the face carries the normal)."""
-    if isinstance(sA, _ROUND) and isinstance(sB, _ROUND):
-        return True
-    for s1, M1, s2, M2 in ((sA, MA, sB, MB), (sB, MB, sA, MA)):
-        if isinstance(s1, coal.Sphere) and isinstance(s2, coal.Cylinder):
-            return _cylinder_feature(np.asarray(M1.translation), s2, M2)[0] != "face"
-    return False
-
-
 def _cylinder_feature(c: np.ndarray, cylinder, M: pin.SE3):
     """The feature of ``cylinder`` (pose ``M``) nearest a sphere's centre ``c``: ``(feature, axial, w, rho)`` with
     feature ``"side"`` (``c`` strictly between the end planes), ``"rim"`` (beyond an end plane and outside the
@@ -569,23 +559,30 @@ def _cylinder_feature(c: np.ndarray, cylinder, M: pin.SE3):
 
 
 def _line_cores(sA, MA: pin.SE3, sB, MB: pin.SE3):
-    """``(x_A, x_B, slides (6,), radii)``: the closest points of two shapes' cores on a centre line
-    (:func:`_centre_line_pair`), their slides, and the radii their surfaces stand off those points (the contact's
-    distance is ``|x_A - x_B| - radii``).
+    """The centre line of two shapes whose contact lies on the line of their cores' closest points, or None:
+    ``(x_A, x_B, slides (6,), r_A, r_B)``, the closest points, their slides and the radii each surface stands off
+    its point (the contact's distance is ``|x_A - x_B| - r_A - r_B``).
 
-    Two round shapes or a sphere on a cylinder's side: :func:`_round_cores` (radii: both shapes'). A sphere beyond
-    a cylinder's end and outside its radius touches the rim circle at ``x_r = end + R u`` (``u`` the unit radial
-    direction of the sphere's centre ``c``, at distance ``rho`` from the axis; radii: the sphere's alone). ``x_r``
-    slides along the rim's tangent ``t = a x u`` as ``c`` moves, at ``ds = (R / rho)`` times the relative tangential
-    velocity (keeping ``(c - x_r) . t = 0`` on a circle of curvature 1 / R): the kernels' slide of a straight core
-    (``contact._kernels.centre_line``: ``ds = w . a + r . (w_N x a)``, bilinear in ``a``) gives this with the slide
-    ``sqrt(R / rho) t``."""
+    Two round shapes (spheres, capsules; :func:`_round_cores`). A cylinder's side is a capsule's where the other
+    core's closest point on its axis lies strictly between its end planes (the cylinder is inside the capsule of
+    its radius, and touches it there): a ball, a capsule or another cylinder against it. A ball beyond a
+    cylinder's end plane (:func:`_cylinder_feature`) within the radius touches the cap face, which carries the
+    normal (None); outside it, the rim circle at ``x_r = end + R u`` (``u`` the unit radial direction of the
+    ball's centre ``c``, at ``rho`` from the axis; the cylinder's radius: 0). ``x_r`` slides along the rim's
+    tangent ``t = a x u`` as ``c`` moves, at ``ds = (R / rho)`` times the relative tangential velocity (keeping
+    ``(c - x_r) . t = 0`` on a circle of curvature 1 / R): the kernels' slide of a straight core
+    (``contact._kernels.centre_line``: ``ds = w . a + r . (w_N x a)``, bilinear in ``a``) gives this with the
+    slide ``sqrt(R / rho) t``. A capsule or cylinder meeting a cylinder's rim or cap face, or lying parallel to
+    it: None (coal's normal, carried by one body)."""
     for first, s1, M1, s2, M2 in ((True, sA, MA, sB, MB), (False, sB, MB, sA, MA)):
         if isinstance(s1, coal.Sphere) and isinstance(s2, coal.Cylinder):
             c = np.asarray(M1.translation)
             feature, axial, w, rho = _cylinder_feature(c, s2, M2)
-            if feature != "rim":
-                break
+            if feature == "face":
+                return None
+            if feature == "side":  # a capsule's side there
+                xA, xB, slide = _round_cores(sA, MA, sB, MB)
+                return xA, xB, slide, float(sA.radius), float(sB.radius)
             a = np.asarray(M2.rotation)[:, 2]
             R = float(s2.radius)
             u = w / rho
@@ -593,10 +590,19 @@ def _line_cores(sA, MA: pin.SE3, sB, MB: pin.SE3):
             slide = np.zeros(6)
             slide[3:] = math.sqrt(R / rho) * np.cross(a, u)  # the rim's slide, on the cylinder's side
             if first:  # A: the sphere
-                return c.copy(), x_r, slide, float(s1.radius)
-            return x_r, c.copy(), np.concatenate((slide[3:], slide[:3])), float(s1.radius)
+                return c.copy(), x_r, slide, float(s1.radius), 0.0
+            return x_r, c.copy(), np.concatenate((slide[3:], slide[:3])), 0.0, float(s1.radius)
+    if not (isinstance(sA, _LINE) and isinstance(sB, _LINE)):
+        return None
+    if isinstance(sA, _RODS) and isinstance(sB, _RODS) and (isinstance(sA, coal.Cylinder) or isinstance(sB, coal.Cylinder)):
+        b = float(np.asarray(MA.rotation)[:, 2] @ np.asarray(MB.rotation)[:, 2])
+        if 1.0 - b * b <= 1e-12:  # parallel axes, a line contact: coal's patch (its points hold the rod level)
+            return None
     xA, xB, slide = _round_cores(sA, MA, sB, MB)
-    return xA, xB, slide, float(sA.radius) + float(sB.radius)
+    # a cylinder's point at an end of its segment: its rim or cap face, not its side
+    if isinstance(sA, coal.Cylinder) and not slide[:3].any() or isinstance(sB, coal.Cylinder) and not slide[3:].any():
+        return None
+    return xA, xB, slide, float(sA.radius), float(sB.radius)
 
 
 def _core(shape, M: pin.SE3):

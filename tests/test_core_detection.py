@@ -341,12 +341,13 @@ def test_a_ball_at_a_cylinder_rim(cylinder_first):
 
 def test_round_shapes_against_each_other():
     """Spheres, capsules and cylinders on two free bodies, near and touching, at random poses: the centre line
-    (normal, gap, slides: contact/detection.py _round_cores and its compiled twin; a ball on a cylinder's side, cap
-    or rim) both ways."""
+    (normal, gap, slides: contact/detection.py _line_cores and its compiled twin; a ball on a cylinder's side, cap
+    or rim; a capsule or a cylinder on a cylinder's side, or coal's patch at its ends) both ways."""
     rng = np.random.default_rng(11)
     free = _one_free()
     for shapes in (("sphere", "sphere"), ("capsule", "sphere"), ("sphere", "capsule"), ("capsule", "capsule"),
-                   ("cylinder", "sphere"), ("sphere", "cylinder")):
+                   ("cylinder", "sphere"), ("sphere", "cylinder"), ("capsule", "cylinder"), ("cylinder", "capsule"),
+                   ("cylinder", "cylinder")):
         b = ModelBuilder("round")
         for i, shape in enumerate(shapes):
             j = b.add_joint("free", name=f"j{i}")

@@ -207,7 +207,8 @@ def test_two_moving_spheres_in_contact(contact):
 
 
 @pytest.mark.parametrize("case", ["sphere-sphere", "capsule-ball", "ball-capsule", "capsule-capsule",
-                                  "capsule-end-ball", "cylinder-side-ball", "ball-cylinder-side"])
+                                  "capsule-end-ball", "cylinder-side-ball", "ball-cylinder-side",
+                                  "cylinder-side-capsule", "capsule-cylinder-side", "cylinder-cylinder-sides"])
 def test_round_pair_geometry_compiled_numba_and_numpy_agree(case):
     """The centre line's derivatives (dn, dp, dD; with a capsule's slides) in the three implementations: the
     compiled core, the numba kernels and tests/reference_kinematics.py."""
@@ -239,6 +240,9 @@ ROUND_PAIRS = {  # (the arm's shape, the free body's shape, where along the arm 
     "capsule-end-ball": ("capsule", "sphere", -0.2, None),
     "cylinder-side-ball": ("cylinder", "sphere", 0.05, None),
     "ball-cylinder-side": ("sphere", "cylinder", 0.0, (0.0, 0.0, 1.0)),
+    "cylinder-side-capsule": ("cylinder", "capsule", -0.04, (0.3, 0.2, 1.0)),
+    "capsule-cylinder-side": ("capsule", "cylinder", -0.04, (0.3, 0.2, 1.0)),
+    "cylinder-cylinder-sides": ("cylinder", "cylinder", -0.04, (0.3, 0.2, 1.0)),
 }
 
 
@@ -288,11 +292,13 @@ def _round_pair(case: str, contact: str):
 @pytest.mark.parametrize("contact", ["lcp", "ncp"])
 @pytest.mark.parametrize("case", list(ROUND_PAIRS))
 def test_round_shapes_in_contact(case, contact):
-    """Capsules against round shapes that move, and a ball on a cylinder's side: the normal is the line of the cores'
-    closest points, which slide along a capsule's (or the cylinder's) segment (Contacts.slide; fixed at a capsule's
-    end). Before, the cylinder's side was 4.3e-7 relative off (a tolerance of 7.3e-9). Fx and the placement columns of Fp against
-    central differences. Before: one body carried the normal and a capsule's point centre was body-fixed; Fx was
-    4e-3 relative off on capsule-ball (38 of 9.3e3)."""
+    """Capsules against round shapes that move, and a ball, a capsule or a cylinder on a cylinder's side: the normal
+    is the line of the cores' closest points, which slide along a capsule's (or the cylinder's) segment
+    (Contacts.slide; fixed at a capsule's end). Fx and the placement columns of Fp against central differences.
+    Before: one body carried the normal and a capsule's point centre was body-fixed; Fx was 4e-3 relative off on
+    capsule-ball (38 of 9.3e3), a ball on the cylinder's side 4.3e-7 (a tolerance of 7.3e-9), and until 2026-11-27
+    a capsule or cylinder on a cylinder's side 2.1e-7 - 2.9e-6 (Fp 4.5e-3 - 5.1e-2; coal's patch, two points for
+    the crossing cylinders)."""
     from trajopt.numdiff import parameter_jacobian_fd
 
     sim, x, u = _round_pair(case, contact)
@@ -301,7 +307,8 @@ def test_round_shapes_in_contact(case, contact):
     c = sim._workspace(None).contact.geo.contacts
     slides = int(np.abs(c.slide[0, :3]).sum() > 0) + int(np.abs(c.slide[0, 3:]).sum() > 0)
     assert slides == {"capsule-ball": 1, "ball-capsule": 1, "capsule-capsule": 2, "capsule-end-ball": 0,
-                      "cylinder-side-ball": 1, "ball-cylinder-side": 1}[case]
+                      "cylinder-side-ball": 1, "ball-cylinder-side": 1, "cylinder-side-capsule": 2,
+                      "capsule-cylinder-side": 2, "cylinder-cylinder-sides": 2}[case]
     _, Fx, _ = sim.step_derivatives(x, u)
     fd = step_jacobians_fd(sim, x, u)
     scale = max(1.0, np.abs(Fx).max())

@@ -383,11 +383,10 @@ class Detector {
     } else {
       carrier = p.jB, vertex_body = p.jA, radius = 0.0;
     }
-    if (centre_line_pair(sA, M_A, sB, M_B)) {
-      // two round shapes: the line of their cores' closest points (the point on P, the normal's N: _classify)
-      Vec3 xA, xB;
-      double sl[6];
-      const double radii = line_cores(sA, M_A, sB, M_B, xA, xB, sl);
+    Vec3 xA, xB;
+    double sl[6], rA, rB;
+    if (line_cores(sA, M_A, sB, M_B, xA, xB, sl, rA, rB)) {
+      // the line of the cores' closest points (the point on P, the normal's N: _classify)
       const Vec3 d = xA - xB;
       const double L = d.norm();
       if (L > 0.0) {
@@ -395,6 +394,7 @@ class Detector {
         const bool P_is_A = vertex_body == p.jA;  // P = A: x_N = x_B = x_A - L n; else x_N = x_A = x_B + L n
         const Vec3& xP = P_is_A ? xA : xB;
         const double gap = P_is_A ? L : -L;
+        radius = P_is_A ? -rA : rB;  // the point on P's surface
         double slPN[6];
         for (int i = 0; i < 3; ++i) {
           slPN[i] = P_is_A ? sl[i] : sl[3 + i];
@@ -402,7 +402,7 @@ class Detector {
         }
         Points P(1, 3);
         for (int i = 0; i < 3; ++i) P(0, i) = xP[i] + radius * n[i];
-        const std::vector<double> ph{L - radii};
+        const std::vector<double> ph{L - rA - rB};
         out.add(P, n, ph, p.jA, p.jB, carrier, vertex_body, radius, static_cast<int64_t>(k), nullptr, gap, slPN);
         return;
       }  // concentric: no line (coal's normal, carried by N)
@@ -434,21 +434,6 @@ class Detector {
     out.add(P, n, phi, p.jA, p.jB, carrier, vertex_body, radius, static_cast<int64_t>(k), nullptr);
   }
 
-  // contact/detection.py _centre_line_pair: two round shapes, or a sphere against a cylinder's side or rim
-  static bool centre_line_pair(const Shape& sA, const pinocchio::SE3& MA, const Shape& sB, const pinocchio::SE3& MB) {
-    if (sA.round() && sB.round()) return true;
-    const Shape* s1[2] = {&sA, &sB};
-    const Shape* s2[2] = {&sB, &sA};
-    const pinocchio::SE3* M1[2] = {&MA, &MB};
-    const pinocchio::SE3* M2[2] = {&MB, &MA};
-    for (int i = 0; i < 2; ++i)
-      if (s1[i]->kind == Kind::Sphere && s2[i]->kind == Kind::Cylinder) {
-        double axial, rho;
-        Vec3 w;
-        return cylinder_feature(M1[i]->translation(), *s2[i], *M2[i], axial, w, rho) != Feature::Face;
-      }
-    return false;
-  }
   // contact/detection.py _cylinder_feature: the cylinder's feature nearest a sphere's centre c (side, rim, face),
   // with axial = a . (c - centre), w the part of c - centre normal to the axis a, rho = |w|
   enum class Feature { Side, Rim, Face };
@@ -462,12 +447,13 @@ class Detector {
     if (std::abs(axial) < cyl.half_length()) return Feature::Side;
     return rho > cyl.radius() ? Feature::Rim : Feature::Face;
   }
-  // contact/detection.py _line_cores: the cores' closest points on a centre line, their slides, and the radii the
-  // surfaces stand off them; a sphere beyond a cylinder's end and outside its radius touches the rim circle, whose
-  // point slides along the rim's tangent a x u at R / rho of the relative tangential velocity: the slide
-  // sqrt(R / rho) (a x u) (the kernels' slide is bilinear in it)
-  static double line_cores(const Shape& sA, const pinocchio::SE3& MA, const Shape& sB, const pinocchio::SE3& MB,
-                           Vec3& xA, Vec3& xB, double* slide) {
+  // contact/detection.py _line_cores: whether the contact lies on the line of the cores' closest points (two round
+  // shapes; a cylinder's side where the other core's closest point on its axis is strictly inside; a ball on a
+  // cylinder's rim, whose point slides along the rim's tangent a x u at R / rho of the relative tangential velocity:
+  // the slide sqrt(R / rho) (a x u), the kernels' slide being bilinear in it), and then the points, their slides and
+  // the radii the surfaces stand off them (a rim's: 0)
+  static bool line_cores(const Shape& sA, const pinocchio::SE3& MA, const Shape& sB, const pinocchio::SE3& MB,
+                         Vec3& xA, Vec3& xB, double* slide, double& rA, double& rB) {
     const Shape* s1[2] = {&sA, &sB};
     const Shape* s2[2] = {&sB, &sA};
     const pinocchio::SE3* M1[2] = {&MA, &MB};
@@ -477,7 +463,13 @@ class Detector {
       const Vec3 c = M1[i]->translation();
       double axial, rho;
       Vec3 w;
-      if (cylinder_feature(c, *s2[i], *M2[i], axial, w, rho) != Feature::Rim) break;
+      const Feature f = cylinder_feature(c, *s2[i], *M2[i], axial, w, rho);
+      if (f == Feature::Face) return false;
+      if (f == Feature::Side) {  // a capsule's side there
+        round_cores(sA, MA, sB, MB, xA, xB, slide);
+        rA = sA.radius(), rB = sB.radius();
+        return true;
+      }
       const Vec3 a = M2[i]->rotation().col(2);
       const double R = s2[i]->radius();
       const Vec3 u = w / rho;
@@ -489,10 +481,25 @@ class Detector {
       }
       xA = i == 0 ? c : x_r;
       xB = i == 0 ? x_r : c;
-      return s1[i]->radius();
+      rA = i == 0 ? s1[i]->radius() : 0.0;
+      rB = i == 0 ? 0.0 : s1[i]->radius();
+      return true;
+    }
+    const auto line = [](const Shape& s) { return s.round() || s.kind == Kind::Cylinder; };
+    if (!line(sA) || !line(sB)) return false;
+    const auto rod = [](const Shape& s) { return s.kind == Kind::Capsule || s.kind == Kind::Cylinder; };
+    if (rod(sA) && rod(sB) && (sA.kind == Kind::Cylinder || sB.kind == Kind::Cylinder)) {
+      const Vec3 aA = MA.rotation().col(2), aB = MB.rotation().col(2);
+      const double b = aA[0] * aB[0] + aA[1] * aB[1] + aA[2] * aB[2];
+      if (1.0 - b * b <= 1e-12) return false;  // parallel axes, a line contact: coal's patch
     }
     round_cores(sA, MA, sB, MB, xA, xB, slide);
-    return sA.radius() + sB.radius();
+    // a cylinder's point at an end of its segment: its rim or cap face, not its side
+    const bool endA = slide[0] == 0.0 && slide[1] == 0.0 && slide[2] == 0.0;
+    const bool endB = slide[3] == 0.0 && slide[4] == 0.0 && slide[5] == 0.0;
+    if ((sA.kind == Kind::Cylinder && endA) || (sB.kind == Kind::Cylinder && endB)) return false;
+    rA = sA.radius(), rB = sB.radius();
+    return true;
   }
   // contact/detection.py _core and _round_cores: the closest points of two round shapes' cores (a sphere's centre,
   // a capsule's or a cylinder side's segment along its local z) and their slides (each core's unit axis where its
