@@ -53,8 +53,11 @@ def tangent_basis(n0, n1, n2):
 @njit(cache=True)
 def centre_line(JP, JN, k, x0, x1, x2, n0, n1, n2, gap, slides, c):
     """Column ``k`` of the centre line's motion (Contacts.gap, .slide): the core points ``x_P`` (given) and
-    ``x_N = x_P - gap n`` of two round shapes (a sphere's centre, or the closest point of a capsule's segment, which
-    slides along its unit axis ``a``: ``slides[c, :3]`` for P, ``slides[c, 3:]`` for N, zeros when fixed). With
+    ``x_N = x_P - gap n`` of two shapes on a centre line (a sphere's centre, or the closest point of a capsule's or
+    a cylinder side's segment, which slides along its unit axis ``a``: ``slides[c, :3]`` for P, ``slides[c, 3:]``
+    for N, zeros when fixed; a cylinder rim's point slides along the rim's tangent, passed as ``sqrt(R / rho)``
+    times it, which the one-slide formulas below are bilinear in, while the two-slide system takes unit axes:
+    contact.detection._line_cores). With
     ``r = x_P - x_N = gap n``, ``w = v_P(x_P) - v_N(x_N)`` and ``dr = w + s_P a_P - s_N a_N``, a sliding point
     keeps ``r . a = 0``: ``dr . a + r . (w_X x a) = 0`` gives the slides (both: a 2 x 2 system; parallel axes: P's
     alone). Returns ``dn = (I - n n^T) dr / gap`` and ``s_P a_P`` (the point body's core moves by
@@ -80,7 +83,7 @@ def centre_line(JP, JN, k, x0, x1, x2, n0, n1, n2, gap, slides, c):
         bn = -(w0 * an0 + w1 * an1 + w2 * an2 + r0 * e0 + r1 * e1 + r2 * e2)
     if slp and sln:
         cc = ap0 * an0 + ap1 * an1 + ap2 * an2
-        if abs(cc * cc - 1.0) > 1e-9:
+        if 1.0 - cc * cc > 1e-12:  # the detector's test of crossing axes (contact.detection._round_cores)
             sn = (bn - cc * bp) / (cc * cc - 1.0)
             sp = bp + cc * sn
         else:  # parallel axes: sliding along them moves no normal

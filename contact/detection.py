@@ -40,9 +40,9 @@ Conventions of a contact (all in the world frame):
   as the point of a sphere/capsule cap at signed distance ``radius`` along ``n``
   from a body-fixed centre (``p = centre + radius * n``). Both matter for how the
   contact moves with ``q`` (the collision-geometry terms of the Jacobians).
-- between two round shapes (spheres, capsules), and a ball on a cylinder's side or rim,
-  the normal is the line of their cores' closest points (a sphere's centre; the nearest
-  point of a capsule's or the cylinder side's segment, or of the rim's circle, which
+- between two round shapes (spheres, capsules), a ball on a cylinder's side or rim, and a
+  capsule or cylinder on a cylinder's side, the normal is the line of their cores' closest
+  points (a sphere's centre; the nearest point of a capsule's or a cylinder side's segment, or of a rim's circle, which
   slides along it), which turns as either moves, not with one body: ``gap`` is then the
   signed distance of the normal body's core point behind the point body's,
   ``x_N = x_P - gap * n``, and ``slide`` their sliding axes (0 for every other pair,
@@ -102,8 +102,9 @@ class Contacts:
     the normal, ``pair`` (nc,) index of the collision pair, ``axis`` (nc, 3) the unit axis
     of a cylinder whose rim carries the point (zeros otherwise): the point is then
     ``centre + radius u`` with ``u`` the unit projection of ``n`` normal to the axis
-    (the lowest point of the rim circle of centre ``centre``, body-fixed). ``gap`` (nc,): between two round
-    shapes (spheres, capsules), the signed offset of the normal body's core point, ``x_N = x_P - gap n`` with
+    (the lowest point of the rim circle of centre ``centre``, body-fixed). ``gap`` (nc,): on a centre line (two
+    round shapes, spheres and capsules; a ball on a cylinder's side or rim; a rod on a cylinder's side:
+    :func:`_line_cores`), the signed offset of the normal body's core point, ``x_N = x_P - gap n`` with
     ``x_P = p - radius n`` (the normal is the line of the cores' closest points and turns with both), else 0;
     ``slide`` (nc, 6): the unit axes along which ``x_P`` and ``x_N`` slide (a capsule's segment, the closest point
     inside it), zeros where the point is fixed (a sphere's centre, a capsule's end); on a cylinder's rim touched by
@@ -355,6 +356,13 @@ class CollisionScene:
             else:
                 level = _support(sA, gdata.oMg[iA], -n)
                 phi = -level - P @ n if level is not None else np.full(len(P), patch.penetration_depth)
+            if len(P) > 1 and isinstance(sA, _RODS) and isinstance(sB, _RODS):
+                # coal's patch of two rods off a centre line (a cylinder's rim or cap face) can hold a point far from
+                # the carrier (crossing cylinders just past one's end: one on the other's far rim, 6.5 cm away, with
+                # its plane distance 1 mm): only the points within the margin of the carrier itself
+                true = [_rod_distance(sB if on_A else sA, gdata.oMg[iB if on_A else iA], x) for x in P]
+                keep = [i for i, t in enumerate(true) if t <= self.margin] or [int(np.argmin(true))]
+                P, phi = P[keep], phi[keep]
             parts.append((P, n, phi, jA, jB, carrier, vertex_body, radius, k, None))
         m = sum(len(p[0]) for p in parts)
         out = Contacts(np.empty((m, 3)), np.empty((m, 3)), np.empty(m), np.empty(m, dtype=np.intp),
@@ -544,15 +552,38 @@ class CollisionScene:
         return jB, jA, 0.0, n
 
 
+def _rod_distance(rod, M: pin.SE3, x: np.ndarray) -> float:
+    """The signed distance of the point ``x`` to the capsule or cylinder ``rod`` of pose ``M`` (negative inside)."""
+    o, a = np.asarray(M.translation), np.asarray(M.rotation)[:, 2]
+    d = x - o
+    axial = _dot3(a, d)
+    h, r = float(rod.halfLength), float(rod.radius)
+    if isinstance(rod, coal.Capsule):
+        w = d - min(max(axial, -h), h) * a
+        return math.sqrt(_dot3(w, w)) - r
+    w = d - axial * a
+    radial, out = math.sqrt(_dot3(w, w)) - r, abs(axial) - h
+    if radial <= 0.0 or out <= 0.0:
+        return max(radial, out)
+    return math.hypot(radial, out)
+
+
+def _dot3(x, y) -> float:
+    """``x . y`` of two 3-vectors summed in order, as the compiled detector does (numpy's ``@`` may round otherwise,
+    and a feature test at its boundary would then decide differently)."""
+    return float(x[0] * y[0] + x[1] * y[1] + x[2] * y[2])
+
+
 def _cylinder_feature(c: np.ndarray, cylinder, M: pin.SE3):
     """The feature of ``cylinder`` (pose ``M``) nearest a sphere's centre ``c``: ``(feature, axial, w, rho)`` with
     feature ``"side"`` (``c`` strictly between the end planes), ``"rim"`` (beyond an end plane and outside the
     radius) or ``"face"`` (beyond an end plane, within the radius), ``axial`` = a . (c - centre), ``w`` the part of
     ``c - centre`` normal to the axis ``a``, ``rho`` = |w|."""
     o, a = np.asarray(M.translation), np.asarray(M.rotation)[:, 2]
-    axial = float(a @ (c - o))
-    w = (c - o) - axial * a
-    rho = float(np.linalg.norm(w))
+    d = c - o
+    axial = _dot3(a, d)
+    w = d - axial * a
+    rho = math.sqrt(_dot3(w, w))
     if abs(axial) < float(cylinder.halfLength):
         return "side", axial, w, rho
     return ("rim" if rho > float(cylinder.radius) else "face"), axial, w, rho
@@ -568,12 +599,12 @@ def _line_cores(sA, MA: pin.SE3, sB, MB: pin.SE3):
     its radius, and touches it there): a ball, a capsule or another cylinder against it. A ball beyond a
     cylinder's end plane (:func:`_cylinder_feature`) within the radius touches the cap face, which carries the
     normal (None); outside it, the rim circle at ``x_r = end + R u`` (``u`` the unit radial direction of the
-    ball's centre ``c``, at ``rho`` from the axis; the cylinder's radius: 0). ``x_r`` slides along the rim's
+    ball's centre ``c``, at ``rho`` from the axis; ``x_r`` is on the cylinder's surface: its standoff radius is 0). ``x_r`` slides along the rim's
     tangent ``t = a x u`` as ``c`` moves, at ``ds = (R / rho)`` times the relative tangential velocity (keeping
     ``(c - x_r) . t = 0`` on a circle of curvature 1 / R): the kernels' slide of a straight core
     (``contact._kernels.centre_line``: ``ds = w . a + r . (w_N x a)``, bilinear in ``a``) gives this with the
-    slide ``sqrt(R / rho) t``. A capsule or cylinder meeting a cylinder's rim or cap face, or lying parallel to
-    it: None (coal's normal, carried by one body)."""
+    slide ``sqrt(R / rho) t``. A capsule or cylinder meeting a cylinder's rim or cap face: None (coal's normal,
+    carried by one body)."""
     for first, s1, M1, s2, M2 in ((True, sA, MA, sB, MB), (False, sB, MB, sA, MA)):
         if isinstance(s1, coal.Sphere) and isinstance(s2, coal.Cylinder):
             c = np.asarray(M1.translation)
@@ -594,10 +625,6 @@ def _line_cores(sA, MA: pin.SE3, sB, MB: pin.SE3):
             return x_r, c.copy(), np.concatenate((slide[3:], slide[:3])), 0.0, float(s1.radius)
     if not (isinstance(sA, _LINE) and isinstance(sB, _LINE)):
         return None
-    if isinstance(sA, _RODS) and isinstance(sB, _RODS) and (isinstance(sA, coal.Cylinder) or isinstance(sB, coal.Cylinder)):
-        b = float(np.asarray(MA.rotation)[:, 2] @ np.asarray(MB.rotation)[:, 2])
-        if 1.0 - b * b <= 1e-12:  # parallel axes, a line contact: coal's patch (its points hold the rod level)
-            return None
     xA, xB, slide = _round_cores(sA, MA, sB, MB)
     # a cylinder's point at an end of its segment: its rim or cap face, not its side
     if isinstance(sA, coal.Cylinder) and not slide[:3].any() or isinstance(sB, coal.Cylinder) and not slide[3:].any():
@@ -620,7 +647,7 @@ def _round_cores(sA, MA: pin.SE3, sB, MB: pin.SE3):
     oA, aA, hA = _core(sA, MA)
     oB, aB, hB = _core(sB, MB)
     w0 = oA - oB
-    b, d, e = float(aA @ aB), float(aA @ w0), float(aB @ w0)
+    b, d, e = _dot3(aA, aB), _dot3(aA, w0), _dot3(aB, w0)
     den = 1.0 - b * b
     if hA > 0.0 and hB > 0.0 and den > 1e-12:
         s = float(np.clip((b * e - d) / den, -hA, hA))

@@ -121,7 +121,7 @@ class ReferenceKinematics:
                 s_P, s_N = np.zeros(nv), np.zeros(nv)
                 if rows:
                     Mrows = np.array(rows)
-                    if len(rows) == 2 and abs(np.linalg.det(Mrows)) <= 1e-9:  # parallel: P's slide alone
+                    if len(rows) == 2 and 1.0 - (aP @ aN) ** 2 <= 1e-12:  # parallel (the detector's test)
                         s_P = rhs[0]
                     else:
                         sol = np.linalg.solve(Mrows, np.array(rhs))

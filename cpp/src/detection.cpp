@@ -431,7 +431,49 @@ class Detector {
       if (!level) phi[i] = patch->penetration_depth;
       else phi[i] = on_A ? pn - *level : -*level - pn;
     }
+    if (P.rows() > 1 && is_rod(sA) && is_rod(sB)) {
+      // coal's patch of two rods off a centre line can hold a point far from the carrier (_detect_reference): only
+      // the points within the margin of the carrier itself
+      const Shape& carrier_shape = on_A ? sB : sA;
+      const pinocchio::SE3& M_C = on_A ? M_B : M_A;
+      std::vector<Eigen::Index> keep;
+      Eigen::Index best = 0;
+      double best_d = 0.0;
+      for (Eigen::Index i = 0; i < P.rows(); ++i) {
+        const double d = rod_distance(carrier_shape, M_C, Vec3(P(i, 0), P(i, 1), P(i, 2)));
+        if (d <= margin_) keep.push_back(i);
+        if (i == 0 || d < best_d) best = i, best_d = d;
+      }
+      if (keep.empty()) keep.push_back(best);
+      if (static_cast<Eigen::Index>(keep.size()) < P.rows()) {
+        Points Pk(static_cast<Eigen::Index>(keep.size()), 3);
+        std::vector<double> phik;
+        for (size_t e = 0; e < keep.size(); ++e) {
+          Pk.row(static_cast<Eigen::Index>(e)) = P.row(keep[e]);
+          phik.push_back(phi[keep[e]]);
+        }
+        P = Pk;
+        phi = phik;
+      }
+    }
     out.add(P, n, phi, p.jA, p.jB, carrier, vertex_body, radius, static_cast<int64_t>(k), nullptr);
+  }
+
+  static bool is_rod(const Shape& s) { return s.kind == Kind::Capsule || s.kind == Kind::Cylinder; }
+  // contact/detection.py _rod_distance: the signed distance of x to a capsule or cylinder (negative inside)
+  static double rod_distance(const Shape& s, const pinocchio::SE3& M, const Vec3& x) {
+    const Vec3 a = M.rotation().col(2);
+    const Vec3 d = x - M.translation();
+    const double axial = a[0] * d[0] + a[1] * d[1] + a[2] * d[2];
+    const double h = s.half_length(), r = s.radius();
+    if (s.kind == Kind::Capsule) {
+      const Vec3 w = d - clip(axial, -h, h) * a;
+      return std::sqrt(w[0] * w[0] + w[1] * w[1] + w[2] * w[2]) - r;
+    }
+    const Vec3 w = d - axial * a;
+    const double radial = std::sqrt(w[0] * w[0] + w[1] * w[1] + w[2] * w[2]) - r, out = std::abs(axial) - h;
+    if (radial <= 0.0 || out <= 0.0) return std::max(radial, out);
+    return std::hypot(radial, out);
   }
 
   // contact/detection.py _cylinder_feature: the cylinder's feature nearest a sphere's centre c (side, rim, face),
@@ -443,7 +485,7 @@ class Detector {
     const Vec3 d = c - M.translation();
     axial = a[0] * d[0] + a[1] * d[1] + a[2] * d[2];
     w = d - axial * a;
-    rho = w.norm();
+    rho = std::sqrt(w[0] * w[0] + w[1] * w[1] + w[2] * w[2]);  // summed in order, as the Python twin
     if (std::abs(axial) < cyl.half_length()) return Feature::Side;
     return rho > cyl.radius() ? Feature::Rim : Feature::Face;
   }
@@ -487,12 +529,6 @@ class Detector {
     }
     const auto line = [](const Shape& s) { return s.round() || s.kind == Kind::Cylinder; };
     if (!line(sA) || !line(sB)) return false;
-    const auto rod = [](const Shape& s) { return s.kind == Kind::Capsule || s.kind == Kind::Cylinder; };
-    if (rod(sA) && rod(sB) && (sA.kind == Kind::Cylinder || sB.kind == Kind::Cylinder)) {
-      const Vec3 aA = MA.rotation().col(2), aB = MB.rotation().col(2);
-      const double b = aA[0] * aB[0] + aA[1] * aB[1] + aA[2] * aB[2];
-      if (1.0 - b * b <= 1e-12) return false;  // parallel axes, a line contact: coal's patch
-    }
     round_cores(sA, MA, sB, MB, xA, xB, slide);
     // a cylinder's point at an end of its segment: its rim or cap face, not its side
     const bool endA = slide[0] == 0.0 && slide[1] == 0.0 && slide[2] == 0.0;

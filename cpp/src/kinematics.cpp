@@ -158,8 +158,9 @@ ContactGeometry contact_geometry(const Eigen::Ref<const Eigen::MatrixXd>& Jw, co
 }
 
 namespace {
-// contact/_kernels.py centre_line: column k of the centre line's motion of two round shapes' core points x_P and
-// x_N = x_P - gap n (slide: their sliding unit axes a_P, a_N, zeros when fixed). With r = gap n,
+// contact/_kernels.py centre_line: column k of the centre line's motion of two shapes' core points x_P and
+// x_N = x_P - gap n (slide: their sliding unit axes a_P, a_N, zeros when fixed; a cylinder rim's point: its tangent
+// times sqrt(R / rho), which the one-slide formulas are bilinear in; the two-slide system takes unit axes). With r = gap n,
 // w = v_P(x_P) - v_N(x_N) and dr = w + s_P a_P - s_N a_N, a sliding point keeps r . a = 0 (both: a 2 x 2 system;
 // parallel axes: P's alone). Out: dn = (I - n n^T) dr / gap and s_P a_P (the point body's core moves by v_P + s_P a_P).
 template <class Row>
@@ -189,7 +190,7 @@ void centre_line(const RowMat& JP, const RowMat& JN, Eigen::Index k, double x0, 
   }
   if (slp && sln) {
     const double cc = ap0 * an0 + ap1 * an1 + ap2 * an2;
-    if (std::abs(cc * cc - 1.0) > 1e-9) {
+    if (1.0 - cc * cc > 1e-12) {  // the detector's test of crossing axes (round_cores)
       sn = (bn - cc * bp) / (cc * cc - 1.0);
       sp = bp + cc * sn;
     } else {  // parallel axes: sliding along them moves no normal
