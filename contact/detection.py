@@ -160,14 +160,22 @@ class CollisionScene:
     ``patch_depth``: height above a ground patch's lowest vertex within which vertices join it
     (default :data:`PATCH_DEPTH`; never more than ``margin``). A compliant model, whose force reaches
     every vertex closer than its width however deep the lowest one is, asks for the whole margin.
+    ``speculative``: each pair's margin grows with its objects' speeds, ``max(margin, dt (s_A + s_B))``
+    with ``s`` an upper bound on the speed of an object's points (``|v| + |w| reach`` at its joint's
+    velocity, ``reach`` the radius about the joint's origin that holds the object), when :meth:`detect`
+    is given the step's velocity and ``dt``: a pair that can close its gap within the step is in the
+    contact problem before it does, however fast (with the margin alone, points faster than
+    ``margin / dt`` cross it in one step and start the next one inside).
     """
 
     def __init__(self, model: pin.Model, geometry: pin.GeometryModel | None, *, ground: float | None = None,
                  up=(0.0, 0.0, 1.0), margin: float = 1e-3, planar: bool = False,
                  exclude: list[tuple[str, str]] | None = None, self_collision: bool = True,
-                 pairs: list[tuple[str, str]] | None = None, patch_depth: float = PATCH_DEPTH):
+                 pairs: list[tuple[str, str]] | None = None, patch_depth: float = PATCH_DEPTH,
+                 speculative: bool = False):
         self.geometry = pin.GeometryModel() if geometry is None else geometry.copy()
         self.margin = float(margin)
+        self.speculative = bool(speculative)
         self.planar = planar
         gm = self.geometry
         objs = gm.geometryObjects
@@ -248,6 +256,10 @@ class CollisionScene:
             self._detector = core.module.Detector(
                 gm, rows, self._vertices, self.margin, self._patch_depth, bool(planar), SNAP_TOLERANCE,
                 FLAT_TOLERANCE, CURVED_SLOPE, MAX_PATCH_POINTS, _DIRECTIONS_4, _DIRECTIONS_3)
+        #: each object's reach about its joint's origin (speculative margins; 0 on the world), else None
+        self._reach = [_reach(o) for o in objs] if self.speculative else None
+        if self._detector is not None and self._reach is not None:
+            self._detector.set_reach(self._reach)
         # what create_data copies: the collision requests configured once (never used itself: its results stay empty)
         self._data_template = pin.GeometryData(gm)
         for req in self._data_template.collisionRequests:
@@ -263,21 +275,42 @@ class CollisionScene:
         making the data (go1: 38 pairs, 24 us of 51; the copy takes 28 us), and each workspace needs one."""
         return self._data_template.copy()
 
-    def detect(self, model: pin.Model, data: pin.Data, gdata: pin.GeometryData, q: np.ndarray) -> Contacts:
-        """Contacts at ``q`` (runs forward kinematics and the narrow phase).
+    def detect(self, model: pin.Model, data: pin.Data, gdata: pin.GeometryData, q: np.ndarray, v=None,
+               dt: float = 0.0) -> Contacts:
+        """Contacts at ``q`` (runs forward kinematics and the narrow phase). ``v``, ``dt``: the step's
+        velocity and time step, which set a speculative scene's margins (ignored otherwise).
 
         Runs the compiled detector (``cpp/src/detection.cpp``) when the core is available, else
         :meth:`_detect_reference`; both give the same contacts (tests/test_core_detection.py).
         """
         if self._detector is not None:
-            arrays = self._detector.detect(model, data, gdata, q)
+            arrays = self._detector.detect(model, data, gdata, q, v, dt)
             if arrays is not None:  # None: a case the compiled detector hands back
                 return Contacts(*arrays)
-        return self._detect_reference(model, data, gdata, q)
+        return self._detect_reference(model, data, gdata, q, v, dt)
+
+    def _set_margins(self, model, data, gdata, q, v, dt) -> None:
+        """Every pair's security margin in ``gdata``: ``max(margin, dt (s_A + s_B))``, ``s`` an upper bound on
+        the speed of an object's points at the velocity ``v`` (``|v_j| + |w_j| reach``); the margin itself
+        without ``v`` (the requests keep what the last call set)."""
+        speed = np.zeros(len(self._reach))
+        if v is not None and dt > 0.0:
+            v = np.asarray(v, dtype=float)
+            if v.shape != (model.nv,):
+                raise ValueError(f"v has shape {v.shape}, expected ({model.nv},)")
+            pin.forwardKinematics(model, data, q, v)
+            for i, o in enumerate(self.geometry.geometryObjects):
+                j = o.parentJoint
+                if j > 0:
+                    speed[i] = np.linalg.norm(data.v[j].linear) + np.linalg.norm(data.v[j].angular) * self._reach[i]
+        for k, (first, second) in enumerate(self._pairs):
+            gdata.collisionRequests[k].security_margin = max(self.margin, dt * (speed[first] + speed[second]))
 
     def _detect_reference(self, model: pin.Model, data: pin.Data, gdata: pin.GeometryData,
-                          q: np.ndarray) -> Contacts:
+                          q: np.ndarray, v=None, dt: float = 0.0) -> Contacts:
         """The Python implementation of :meth:`detect` (the reference of the compiled one)."""
+        if self._reach is not None:
+            self._set_margins(model, data, gdata, q, v, dt)
         if not self._pairs:
             pin.forwardKinematics(model, data, q)
             return Contacts.empty()
@@ -361,7 +394,8 @@ class CollisionScene:
                 # the carrier (crossing cylinders just past one's end: one on the other's far rim, 6.5 cm away, with
                 # its plane distance 1 mm): only the points within the margin of the carrier itself
                 true = [_rod_distance(sB if on_A else sA, gdata.oMg[iB if on_A else iA], x) for x in P]
-                keep = [i for i, t in enumerate(true) if t <= self.margin] or [int(np.argmin(true))]
+                margin = gdata.collisionRequests[k].security_margin
+                keep = [i for i, t in enumerate(true) if t <= margin] or [int(np.argmin(true))]
                 P, phi = P[keep], phi[keep]
             parts.append((P, n, phi, jA, jB, carrier, vertex_body, radius, k, None))
         m = sum(len(p[0]) for p in parts)
@@ -419,7 +453,7 @@ class CollisionScene:
             u, axis = n, None
         P = ends + sign * r * u
         phi = self._flat_distance(P, n, sign, flat, M_flat)
-        keep = phi <= self.margin
+        keep = phi <= gdata.collisionRequests[k].security_margin  # the pair's (speculative) margin
         P, phi = P[keep], phi[keep]
         if self.planar and len(P):
             P = _merge_planar(P)  # an end behind the other in z gives the same planar rows
@@ -510,7 +544,7 @@ class CollisionScene:
         M_B, M_A = pin.SE3(gdata.oMg[iB]), pin.SE3(gdata.oMg[iA])
         for tol in (1e-10, 1e-12):
             req = coal.CollisionRequest()
-            _configure(req, self.margin, tol)
+            _configure(req, gdata.collisionRequests[k].security_margin, tol)  # the pair's (speculative) margin
             res = coal.CollisionResult()
             coal.collide(sB, M_B, sA, M_A, req, res)
             if not res.isCollision():
@@ -566,6 +600,21 @@ def _rod_distance(rod, M: pin.SE3, x: np.ndarray) -> float:
     if radial <= 0.0 or out <= 0.0:
         return max(radial, out)
     return math.hypot(radial, out)
+
+
+def _reach(obj: pin.GeometryObject) -> float:
+    """The radius about its joint's origin that holds ``obj`` (speculative margins): its placement's offset plus
+    its shape's local bounding sphere; 0 for the world's objects and unbounded shapes (a half-space or plane on a
+    body moves as its joint's origin does, for this bound)."""
+    if obj.parentJoint == 0:
+        return 0.0
+    g = obj.geometry
+    g.computeLocalAABB()
+    centre = obj.placement.act(np.asarray(g.aabb_center, dtype=float))
+    radius = float(g.aabb_radius)
+    if not (np.all(np.isfinite(centre)) and math.isfinite(radius)) or isinstance(g, _FLAT):
+        return 0.0
+    return float(np.linalg.norm(centre)) + radius
 
 
 def _dot3(x, y) -> float:

@@ -485,7 +485,8 @@ class ContactModel:
                  planar: bool, erp: float, joint_limits: bool, exclude=None, contact: str = "lcp",
                  self_collision: bool = True, pairs=None, smoothing: float = 0.0,
                  smoothing_distance: float = 0.05, recovery: str = "position", restitution=0.0,
-                 restitution_threshold: float = RESTITUTION_THRESHOLD, penalty=None, dt: float | None = None):
+                 restitution_threshold: float = RESTITUTION_THRESHOLD, penalty=None, dt: float | None = None,
+                 speculative: bool = False):
         if recovery not in ("position", "velocity"):
             raise ValueError(f"recovery must be 'position' (bounded, the default) or 'velocity' (the former "
                              f"push-out), got {recovery!r}")
@@ -512,8 +513,11 @@ class ContactModel:
         if self.kappa > 0:  # relaxed forces reach out to the smoothing distance, and fade there
             margin = self.smoothing_distance
         margin = max(margin, getattr(self.adapter, "reach", 0.0))  # a compliant model's force reaches its width
+        if not isinstance(speculative, (bool, np.bool_)):
+            raise TypeError(f"speculative must be True or False, got {speculative!r}")
         self.scene = CollisionScene(model, geometry, ground=ground, up=up, margin=margin, planar=planar,
                                     exclude=exclude, self_collision=self_collision, pairs=pairs,
+                                    speculative=bool(speculative),
                                     **({"patch_depth": margin} if self.compliant else {}))
         #: the restitution as given, by pair (its parameters: :mod:`dynamics.parameters`)
         self.restitution_pairs = pair_restitution(self.scene, restitution, restitution_threshold)
@@ -649,7 +653,7 @@ class ContactModel:
         a limit whose row is not in the problem. So after each solve the limits that ``v+`` crosses are
         added and the problem solved again (at most once per limit); with its row the joint lands on the
         limit (``phi + dt s v+ >= 0``). Where ``v+`` crosses no inactive limit, nothing changes."""
-        contacts = self.scene.detect(model, data, gdata, q)
+        contacts = self.scene.detect(model, data, gdata, q, v_free, dt)  # v_free, dt: speculative margins
         active = self._near_limits(q)
         while True:
             v_next, state = self._solve_rows(model, data, q, v_free, dt, previous, contacts,

@@ -376,6 +376,13 @@ class Simulator:
         The system moves in the xy plane: one friction direction per contact.
     margin:
         Contacts closer than this (m) enter the step as speculative contacts.
+    speculative:
+        Each collision pair's margin grows with its bodies' speeds: ``max(margin, dt (s_A + s_B))``,
+        ``s`` a bound on the speed of a body's points at the step's free velocity, so a pair that
+        can close its gap within the step is in the contact problem before it does (a gripper
+        striking the ground at 17 m/s with dt = 2 ms). Without it (default), points faster than
+        ``margin / dt`` (5 m/s at the defaults) cross the margin in one step and start the next
+        inside, where the penetration correction takes them out over several steps.
     erp:
         Fraction of a penetration deeper than ``slop`` corrected per step.
     recovery:
@@ -483,6 +490,7 @@ class Simulator:
         contact: str = "lcp",
         planar: bool = False,
         margin: float = 5e-3,
+        speculative: bool = False,
         erp: float = 0.2,
         joint_limits: bool = True,
         exclude_pairs: Sequence[tuple[str, str]] | None = None,
@@ -510,7 +518,8 @@ class Simulator:
         _check_options(model, geometry, dt=dt, ground=ground, friction=friction, margin=margin, planar=planar)
         validate_model(model)
         self._options = dict(dt=dt, actuated=actuated, torque_limits=torque_limits, name=name, ground=ground,
-                             friction=friction, contact=contact, planar=planar, margin=margin, erp=erp,
+                             friction=friction, contact=contact, planar=planar, margin=margin,
+                             speculative=speculative, erp=erp,
                              joint_limits=joint_limits, exclude_pairs=exclude_pairs, self_collision=self_collision,
                              collision_pairs=collision_pairs, smoothing=smoothing,
                              smoothing_distance=smoothing_distance, recovery=recovery,
@@ -565,7 +574,7 @@ class Simulator:
                           contact=contact, self_collision=self_collision, pairs=collision_pairs,
                           smoothing=smoothing, smoothing_distance=smoothing_distance, recovery=recovery,
                           restitution=restitution, restitution_threshold=restitution_threshold,
-                          penalty=penalty, dt=self.dt)
+                          penalty=penalty, dt=self.dt, speculative=speculative)
         self.contact_model = cm if cm.enabled else None
         from .integrators import ImplicitStep, check_integrator
 

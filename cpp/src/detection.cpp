@@ -319,10 +319,43 @@ class Detector {
     for (auto& v : vertices) vertices_.push_back(v ? *v : Points(0, 3));
   }
 
+  // Speculative margins (CollisionScene(speculative=True)): each object's reach, the radius about its joint's
+  // origin that holds it (0 for the world's objects); empty: one margin for every pair
+  void set_reach(const std::vector<double>& reach) {
+    if (!reach.empty() && reach.size() != gm_.geometryObjects.size())
+      throw nb::value_error("Detector.set_reach: one reach per geometry object (or none)");
+    reach_ = reach;
+  }
+
+  // contact/detection.py CollisionScene._set_margins: every pair's security margin, max(margin, dt (s_A + s_B))
+  // with s an upper bound on the speed of the object's points at v (|v_joint| + |w_joint| reach), or the margin
+  // without v; only with reach (speculative margins)
+  void set_margins(const pinocchio::Model& M, pinocchio::Data& D, pinocchio::GeometryData& gd, const Eigen::VectorXd& q,
+                   const std::optional<Eigen::VectorXd>& v, double dt) const {
+    if (reach_.empty()) return;
+    const size_t nobj = gm_.geometryObjects.size();
+    std::vector<double> speed(nobj, 0.0);
+    if (v && dt > 0.0) {
+      if (v->size() != M.nv)
+        throw nb::value_error(("v has size " + std::to_string(v->size()) + ", the model has nv = " +
+                               std::to_string(M.nv)).c_str());
+      pinocchio::forwardKinematics(M, D, q, *v);
+      for (size_t i = 0; i < nobj; ++i) {
+        const auto j = gm_.geometryObjects[i].parentJoint;
+        if (j > 0) speed[i] = D.v[j].linear().norm() + D.v[j].angular().norm() * reach_[i];
+      }
+    }
+    for (size_t k = 0; k < gm_.collisionPairs.size(); ++k) {
+      const double s = speed[gm_.collisionPairs[k].first] + speed[gm_.collisionPairs[k].second];
+      gd.collisionRequests[k].security_margin = std::max(margin_, dt * s);
+    }
+  }
+
   // Contacts at q as arrays (points, normals, phi, body_a, body_b, normal_body, point_body, radius, pair, axis, gap,
   // slide),
   // or None for a case this port does not handle (the caller then runs the Python reference).
-  nb::object detect(nb::handle model, nb::handle data, nb::handle gdata, const Eigen::VectorXd& q) {
+  nb::object detect(nb::handle model, nb::handle data, nb::handle gdata, const Eigen::VectorXd& q,
+                    const std::optional<Eigen::VectorXd>& v = std::nullopt, double dt = 0.0) {
     auto& M = model_of(model);
     auto& D = data_of(data);
     auto& gd = geometry_data_of(gdata);
@@ -331,6 +364,7 @@ class Detector {
                              std::to_string(M.nq)).c_str());
     if (gd.collisionResults.size() != gm_.collisionPairs.size() || gd.oMg.size() != gm_.geometryObjects.size())
       throw nb::value_error("gdata does not belong to this scene's geometry (make it with scene.create_data())");
+    set_margins(M, D, gd, q, v, dt);
     Output out;
     if (!pinocchio::computeCollisions(M, D, gm_, gd, q, false)) return out.arrays();
     std::vector<size_t> hit;
@@ -441,7 +475,7 @@ class Detector {
       double best_d = 0.0;
       for (Eigen::Index i = 0; i < P.rows(); ++i) {
         const double d = rod_distance(carrier_shape, M_C, Vec3(P(i, 0), P(i, 1), P(i, 2)));
-        if (d <= margin_) keep.push_back(i);
+        if (d <= gd.collisionRequests[k].security_margin) keep.push_back(i);
         if (i == 0 || d < best_d) best = i, best_d = d;
       }
       if (keep.empty()) keep.push_back(best);
@@ -635,7 +669,7 @@ class Detector {
     for (double tol : {1e-10, 1e-12}) {
       coal::CollisionRequest req;
       req.enable_contact = true;
-      req.security_margin = margin_;
+      req.security_margin = gd.collisionRequests[k].security_margin;  // the pair's (speculative) margin
       req.gjk_tolerance = tol;
       coal::CollisionResult res;
       coal::collide(gB, tB, gA, tA, req, res);
@@ -700,7 +734,7 @@ class Detector {
     Points kept(2, 3);
     std::vector<double> phik;
     for (int e = 0; e < 2; ++e)
-      if (phi[e] <= margin_) {
+      if (phi[e] <= gd.collisionRequests[k].security_margin) {
         kept.row(static_cast<Eigen::Index>(phik.size())) = P.row(e);
         phik.push_back(phi[e]);
       }
@@ -848,6 +882,7 @@ class Detector {
   std::vector<PairInfo> pairs_;
   std::vector<Points> vertices_;
   double margin_, patch_depth_;
+  std::vector<double> reach_;  // per geometry object (speculative margins), or empty
   bool planar_;
   double snap_tolerance_, flat_tolerance_, curved_slope_;
   int64_t max_patch_points_;
@@ -859,8 +894,8 @@ class Detector {
 
 // For the fused step (step.cpp): Detector::detect of a Python Detector object.
 nb::object detect_with(nb::handle detector, nb::handle model, nb::handle data, nb::handle gdata,
-                       const Eigen::VectorXd& q) {
-  return nb::inst_ptr<Detector>(detector)->detect(model, data, gdata, q);
+                       const Eigen::VectorXd& q, const Eigen::VectorXd& v, double dt) {
+  return nb::inst_ptr<Detector>(detector)->detect(model, data, gdata, q, v, dt);
 }
 
 void bind_detection(nb::module_& m) {
@@ -875,9 +910,13 @@ void bind_detection(nb::module_& m) {
       .def_rw("test_reject", &Detector::reject_,
               "tests only: 1 treats coal's first patch of every pair as invalid (the retry with tighter "
               "GJK tolerances runs), 2 every patch (the retry fails with its error); 0 (default) neither")
+      .def("set_reach", &Detector::set_reach, nb::arg("reach"),
+           "speculative margins: each geometry object's reach about its joint's origin (empty: none)")
       .def("detect", &Detector::detect, nb::arg("model"), nb::arg("data"), nb::arg("gdata"), nb::arg("q"),
+           nb::arg("v") = nb::none(), nb::arg("dt") = 0.0,
            "Contacts at q as arrays (points, normals, phi, body_a, body_b, normal_body, point_body, radius, pair, "
-           "axis, gap, slide), or None where the Python reference must run instead");
+           "axis, gap, slide), or None where the Python reference must run instead; with speculative margins "
+           "(set_reach) each pair's margin covers dt times its objects' speeds at the velocity v");
 }
 
 }  // namespace contactraj

@@ -29,7 +29,7 @@
 namespace contactraj {
 
 nb::object detect_with(nb::handle detector, nb::handle model, nb::handle data, nb::handle gdata,
-                       const Eigen::VectorXd& q);
+                       const Eigen::VectorXd& q, const Eigen::VectorXd& v, double dt);
 
 namespace {
 
@@ -179,7 +179,7 @@ class FusedLCP {
     nb::object arrays;
     if (detector_.is_valid() && !detector_.is_none()) {
       PROF_SCOPE("solve.detect");
-      arrays = detect_with(detector_, model, data, gdata, q);
+      arrays = detect_with(detector_, model, data, gdata, q, v_free, dt);  // v_free: speculative margins
       if (arrays.is_none()) return false;
       nc = static_cast<int64_t>(nb::len(nb::object(arrays[2])));
     }
