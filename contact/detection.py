@@ -161,11 +161,11 @@ class CollisionScene:
     (default :data:`PATCH_DEPTH`; never more than ``margin``). A compliant model, whose force reaches
     every vertex closer than its width however deep the lowest one is, asks for the whole margin.
     ``speculative``: each pair's margin grows with its objects' speeds, ``max(margin, dt (s_A + s_B))``
-    with ``s`` an upper bound on the speed of an object's points (``|v| + |w| reach`` at its joint's
-    velocity, ``reach`` the radius about the joint's origin that holds the object), when :meth:`detect`
-    is given the step's velocity and ``dt``: a pair that can close its gap within the step is in the
-    contact problem before it does, however fast (with the margin alone, points faster than
-    ``margin / dt`` cross it in one step and start the next one inside).
+    with ``s`` an upper bound on the speed of an object's points along the step's path (:meth:`_margins`),
+    when :meth:`detect` is given the step's velocity and ``dt``; the contact step solves again while its
+    impulses grow some margin (:meth:`margins_grow`). With the margin alone, points faster than
+    ``margin / dt`` cross it in one step and start the next one inside. Unbounded shapes (half-spaces,
+    planes) on moving bodies are refused.
     """
 
     def __init__(self, model: pin.Model, geometry: pin.GeometryModel | None, *, ground: float | None = None,
@@ -175,6 +175,8 @@ class CollisionScene:
                  speculative: bool = False):
         self.geometry = pin.GeometryModel() if geometry is None else geometry.copy()
         self.margin = float(margin)
+        if not isinstance(speculative, (bool, np.bool_)):
+            raise TypeError(f"speculative must be True or False, got {speculative!r}")
         self.speculative = bool(speculative)
         self.planar = planar
         gm = self.geometry
@@ -257,6 +259,11 @@ class CollisionScene:
                 gm, rows, self._vertices, self.margin, self._patch_depth, bool(planar), SNAP_TOLERANCE,
                 FLAT_TOLERANCE, CURVED_SLOPE, MAX_PATCH_POINTS, _DIRECTIONS_4, _DIRECTIONS_3)
         #: each object's reach about its joint's origin (speculative margins; 0 on the world), else None
+        for o in objs if self.speculative else ():
+            if o.parentJoint != 0 and isinstance(o.geometry, _FLAT):
+                raise ValueError(f"speculative margins need bounded shapes on moving bodies: {o.name!r} is a "
+                                 f"{type(o.geometry).__name__} on joint {model.names[o.parentJoint]!r} (no bound on "
+                                 "how fast its far points move)")
         self._reach = [_reach(o) for o in objs] if self.speculative else None
         if self._detector is not None and self._reach is not None:
             self._detector.set_reach(self._reach)
@@ -289,22 +296,59 @@ class CollisionScene:
                 return Contacts(*arrays)
         return self._detect_reference(model, data, gdata, q, v, dt)
 
+    def _margins(self, model, data, q, v, dt) -> np.ndarray:
+        """Every pair's speculative margin (npairs,): ``max(margin, d_A + d_B)``, ``d`` a bound on how far an
+        object's points move along the step's path ``q + t v`` (t in [0, dt]): ``dt s0 + 1.5 dt^2 W S`` with ``s0 =
+        |v| + |w| reach`` its body's twist at ``q``, ``W`` the sum of the angular rates of the joints that carry
+        it, and ``S`` the sum over those joints of ``|v_J| + |w_J| D`` (``D`` bounding the distance from the
+        joint's origin to the object's points over the step: the chain's link offsets, a translating joint's
+        travel, the object's reach), which bounds its points' speed anywhere on the path, so that ``3 W S`` bounds
+        their acceleration (a chain's links move on curves: their twist at ``q`` alone does not bound them). The
+        margin itself without ``v``."""
+        if v is None or dt == 0.0:
+            return np.full(len(self._pairs), self.margin)
+        v = np.asarray(v, dtype=float)
+        if v.shape != (model.nv,) or not np.all(np.isfinite(v)):
+            raise ValueError(f"v must be a finite velocity of shape ({model.nv},), got shape {v.shape}")
+        if not (math.isfinite(dt) and dt > 0.0):
+            raise ValueError(f"dt must be a finite time step > 0, got {dt!r}")
+        pin.forwardKinematics(model, data, q, v)
+        nj = model.njoints
+        lin, ang, link = np.zeros(nj), np.zeros(nj), np.zeros(nj)
+        for m in range(1, nj):  # each joint's own motion (v_J: its twist less its parent's) and link length
+            vJ = data.v[m] - data.liMi[m].actInv(data.v[model.parents[m]])
+            lin[m], ang[m] = np.linalg.norm(vJ.linear), np.linalg.norm(vJ.angular)
+            link[m] = np.linalg.norm(data.liMi[m].translation) + dt * lin[m]
+        travel = np.zeros(len(self._reach))
+        for i, o in enumerate(self.geometry.geometryObjects):
+            j = o.parentJoint
+            if j == 0:
+                continue
+            m, D, S, W = j, self._reach[i], 0.0, 0.0
+            while m > 0:  # up the chain: D grows by each link's length as the joint gets farther
+                S += lin[m] + ang[m] * D
+                W += ang[m]
+                D += link[m]
+                m = model.parents[m]
+            s0 = np.linalg.norm(data.v[j].linear) + np.linalg.norm(data.v[j].angular) * self._reach[i]
+            travel[i] = dt * s0 + 1.5 * dt * dt * W * S
+        return np.array([max(self.margin, travel[a] + travel[b]) for a, b in self._pairs])
+
     def _set_margins(self, model, data, gdata, q, v, dt) -> None:
-        """Every pair's security margin in ``gdata``: ``max(margin, dt (s_A + s_B))``, ``s`` an upper bound on
-        the speed of an object's points at the velocity ``v`` (``|v_j| + |w_j| reach``); the margin itself
-        without ``v`` (the requests keep what the last call set)."""
-        speed = np.zeros(len(self._reach))
-        if v is not None and dt > 0.0:
-            v = np.asarray(v, dtype=float)
-            if v.shape != (model.nv,):
-                raise ValueError(f"v has shape {v.shape}, expected ({model.nv},)")
-            pin.forwardKinematics(model, data, q, v)
-            for i, o in enumerate(self.geometry.geometryObjects):
-                j = o.parentJoint
-                if j > 0:
-                    speed[i] = np.linalg.norm(data.v[j].linear) + np.linalg.norm(data.v[j].angular) * self._reach[i]
-        for k, (first, second) in enumerate(self._pairs):
-            gdata.collisionRequests[k].security_margin = max(self.margin, dt * (speed[first] + speed[second]))
+        """The pairs' speculative margins (:meth:`_margins`) into ``gdata``'s collision requests."""
+        for req, m in zip(gdata.collisionRequests, self._margins(model, data, q, v, dt)):
+            req.security_margin = m
+
+    def margins_grow(self, model, data, gdata, q, v, dt) -> bool:
+        """Whether some pair's speculative margin at the velocity bound ``v`` exceeds the one ``gdata`` holds
+        (the last detection's): the contact solve's impulses changed the velocities, and a pair the step may now
+        close was not in its problem (False for a scene without speculative margins)."""
+        if self._reach is None:
+            return False
+        if self._detector is not None:
+            return bool(self._detector.margins_grow(model, data, gdata, q, v, dt))
+        held = np.array([r.security_margin for r in gdata.collisionRequests])
+        return bool(np.any(self._margins(model, data, q, v, dt) > held))
 
     def _detect_reference(self, model: pin.Model, data: pin.Data, gdata: pin.GeometryData,
                           q: np.ndarray, v=None, dt: float = 0.0) -> Contacts:
@@ -604,16 +648,13 @@ def _rod_distance(rod, M: pin.SE3, x: np.ndarray) -> float:
 
 def _reach(obj: pin.GeometryObject) -> float:
     """The radius about its joint's origin that holds ``obj`` (speculative margins): its placement's offset plus
-    its shape's local bounding sphere; 0 for the world's objects and unbounded shapes (a half-space or plane on a
-    body moves as its joint's origin does, for this bound)."""
+    its shape's local bounding sphere; 0 for the world's objects (unbounded shapes on moving bodies are refused)."""
     if obj.parentJoint == 0:
         return 0.0
     g = obj.geometry
     g.computeLocalAABB()
     centre = obj.placement.act(np.asarray(g.aabb_center, dtype=float))
     radius = float(g.aabb_radius)
-    if not (np.all(np.isfinite(centre)) and math.isfinite(radius)) or isinstance(g, _FLAT):
-        return 0.0
     return float(np.linalg.norm(centre)) + radius
 
 

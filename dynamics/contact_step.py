@@ -117,6 +117,8 @@ from contact.relaxed import CentralPathError
 
 #: Penetration depth (m) below which no extra push-out is applied (see ``bias``).
 SLOP = 1e-4
+#: speculative margins: solves again with the margins the solve's own velocities need, at most this many times
+SPECULATIVE_ROUNDS = 2
 #: Default ``restitution_threshold`` (m/s): slower impacts are inelastic (module docstring, "Restitution").
 #: Above the approach speeds that resting contact produces (gravity adds ``g dt`` = 0.01 m/s per 1 ms
 #: step; the penetration bias separates at ``slop / dt`` = 0.1 m/s at most) and below what a bounce is
@@ -653,16 +655,27 @@ class ContactModel:
         a limit whose row is not in the problem. So after each solve the limits that ``v+`` crosses are
         added and the problem solved again (at most once per limit); with its row the joint lands on the
         limit (``phi + dt s v+ >= 0``). Where ``v+`` crosses no inactive limit, nothing changes."""
-        contacts = self.scene.detect(model, data, gdata, q, v_free, dt)  # v_free, dt: speculative margins
+        bound = v_free  # the velocity the speculative margins cover (a scene's own choice: ignored without them)
+        contacts = self.scene.detect(model, data, gdata, q, bound, dt)
         active = self._near_limits(q)
-        while True:
-            v_next, state = self._solve_rows(model, data, q, v_free, dt, previous, contacts,
-                                             [self.limits[k] for k in sorted(active)], v)
-            # (a compliant model's limits are springs: they may be crossed, by design)
-            crossed = [] if self.compliant else self._crossed_limits(q, v_next, dt, active)
-            if not crossed:
+        for round_ in range(SPECULATIVE_ROUNDS + 1):
+            while True:
+                v_next, state = self._solve_rows(model, data, q, v_free, dt, previous, contacts,
+                                                 [self.limits[k] for k in sorted(active)], v)
+                # (a compliant model's limits are springs: they may be crossed, by design)
+                crossed = [] if self.compliant else self._crossed_limits(q, v_next, dt, active)
+                if not crossed:
+                    break
+                active.update(crossed)
+            # the impulses changed the velocities: margins at the larger of both, and the solve again when some
+            # pair's grew (a ball struck hard enough to reach the ground in this step)
+            bound = np.maximum(np.abs(bound), np.abs(v_next))
+            if round_ == SPECULATIVE_ROUNDS or not self.scene.margins_grow(model, data, gdata, q, bound, dt):
                 return v_next, state
-            active.update(crossed)
+            grown = self.scene.detect(model, data, gdata, q, bound, dt)
+            if len(grown) == len(contacts) and np.array_equal(grown.pair, contacts.pair):
+                return v_next, state  # no contact joined: the same problem
+            contacts = grown
 
     def _solve_rows(self, model, data, q, v_free, dt, previous, contacts, limit_rows, v=None):
         """One contact solve with the detected ``contacts`` and the joint-limit rows ``limit_rows``."""

@@ -317,7 +317,7 @@ class SimData:
         cm = sim.contact_model
         self.geom = cm.scene.create_data() if cm is not None else None
         #: what Simulator._workspace checks of a workspace (velocities, joints, contact or none), once
-        self.layout = (sim.nv, sim.model.njoints, cm is None)
+        self.layout = (sim.nv, sim.model.njoints, cm is None, cm is not None and cm.scene.speculative)
         self.contact = None  # ContactState of the last step
         # steps with contact, steps with a warm-start guess, guesses that held, complementarity-aware
         # reclassifications, Jacobians that reused a kept contact solve instead of solving again
@@ -377,12 +377,20 @@ class Simulator:
     margin:
         Contacts closer than this (m) enter the step as speculative contacts.
     speculative:
-        Each collision pair's margin grows with its bodies' speeds: ``max(margin, dt (s_A + s_B))``,
-        ``s`` a bound on the speed of a body's points at the step's free velocity, so a pair that
-        can close its gap within the step is in the contact problem before it does (a gripper
-        striking the ground at 17 m/s with dt = 2 ms). Without it (default), points faster than
-        ``margin / dt`` (5 m/s at the defaults) cross the margin in one step and start the next
-        inside, where the penetration correction takes them out over several steps.
+        Each collision pair's margin grows with its bodies' motion: ``max(margin, d_A + d_B)``, ``d``
+        a bound on how far a body's points move along the step's path at the free velocity (its
+        twist at ``q``, and a second-order term for a chain's links, whose paths curve:
+        :meth:`contact.detection.CollisionScene._margins`), then at the larger of it and ``v+``
+        while the contact impulses grow some margin and bring a new contact (a struck ball; at most
+        two more solves), so a pair that can close its gap within the step is in the contact
+        problem before it does (a gripper striking the ground at 17 m/s with dt = 2 ms). Without it (default), points faster than ``margin / dt`` (5 m/s at the
+        defaults) cross the margin in one step and start the next inside, where the penetration
+        correction takes them out over several steps. The step's constraints stay linear in ``v+``: a
+        link turning 0.2 rad in one step can still end a few mm inside. Speculative contacts can act early on a
+        pair that would have missed: a ball falling past a sphere within ``dt`` of its speed is
+        deflected by the sphere's oblique normal (ghost contacts). Hard (and relaxed) contact with
+        ``integrator="euler"`` only; a relaxed model's force still fades at
+        ``smoothing_distance``; a half-space or plane on a moving body is refused.
     erp:
         Fraction of a penetration deeper than ``slop`` corrected per step.
     recovery:
@@ -513,6 +521,10 @@ class Simulator:
     ):
         if not isinstance(model, pin.Model):
             raise TypeError(f"Simulator needs a pinocchio.Model, got {type(model).__name__}")
+        if isinstance(speculative, (bool, np.bool_)) and speculative and (contact == "penalty" or integrator != "euler"):
+            raise ValueError(f"speculative=True applies to hard (and relaxed) contact stepped by the euler integrator, "
+                             f"not contact={contact!r} with integrator={integrator!r}: a compliant contact's force "
+                             "is its penetration's, and the implicit integrators detect without the step's velocity")
         if model.nv == 0:
             raise ValueError("the model has no degrees of freedom")
         _check_options(model, geometry, dt=dt, ground=ground, friction=friction, margin=margin, planar=planar)
@@ -797,6 +809,10 @@ class Simulator:
         if (not isinstance(data, SimData) or len(data.tau) != self.nv or len(data.pin.oMi) != self.model.njoints
                 or (data.geom is None) != (self.contact_model is None)):
             raise ValueError(f"data= is not a workspace of this simulator ({self.name}): make it with "
+                             "sim.create_data() on the simulator you step")
+        if data.layout[3] != self._data.layout[3]:  # its collision requests hold the other's margins
+            raise ValueError(f"data= is a workspace of a simulator with{'' if data.layout[3] else 'out'} speculative "
+                             f"margins, {self.name} has{'' if self._data.layout[3] else ' none'}: make it with "
                              "sim.create_data() on the simulator you step")
         return data
 

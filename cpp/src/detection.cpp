@@ -327,28 +327,64 @@ class Detector {
     reach_ = reach;
   }
 
-  // contact/detection.py CollisionScene._set_margins: every pair's security margin, max(margin, dt (s_A + s_B))
-  // with s an upper bound on the speed of the object's points at v (|v_joint| + |w_joint| reach), or the margin
-  // without v; only with reach (speculative margins)
+  // contact/detection.py CollisionScene._margins: every pair's speculative margin, max(margin, d_A + d_B) with d a
+  // bound on how far an object's points move along the step's path q + t v: dt s0 + 1.5 dt^2 W S (s0: its body's
+  // twist at q with its reach; W: the angular rates of the joints carrying it; S: the sum over them of
+  // |v_J| + |w_J| D, D bounding the distance from the joint's origin to the object's points over the step); the
+  // margin itself without v
+  std::vector<double> margins(const pinocchio::Model& M, pinocchio::Data& D, const Eigen::VectorXd& q,
+                              const std::optional<Eigen::VectorXd>& v, double dt) const {
+    const size_t npairs = gm_.collisionPairs.size();
+    std::vector<double> out(npairs, margin_);
+    if (!v || dt == 0.0) return out;
+    if (v->size() != M.nv || !v->allFinite())
+      throw nb::value_error(("v must be a finite velocity of shape (" + std::to_string(M.nv) + ",), got size " +
+                             std::to_string(v->size())).c_str());
+    if (!(std::isfinite(dt) && dt > 0.0)) throw nb::value_error("dt must be a finite time step > 0");
+    pinocchio::forwardKinematics(M, D, q, *v);
+    const int nj = M.njoints;
+    std::vector<double> lin(nj, 0.0), ang(nj, 0.0), link(nj, 0.0);
+    for (int m = 1; m < nj; ++m) {
+      const pinocchio::Motion vJ = D.v[m] - D.liMi[m].actInv(D.v[M.parents[m]]);
+      lin[m] = vJ.linear().norm(), ang[m] = vJ.angular().norm();
+      link[m] = D.liMi[m].translation().norm() + dt * lin[m];
+    }
+    const size_t nobj = gm_.geometryObjects.size();
+    std::vector<double> travel(nobj, 0.0);
+    for (size_t i = 0; i < nobj; ++i) {
+      const auto j = gm_.geometryObjects[i].parentJoint;
+      if (j == 0) continue;
+      double dist = reach_[i], S = 0.0, W = 0.0;
+      for (auto m = j; m > 0; m = M.parents[m]) {
+        S += lin[m] + ang[m] * dist;
+        W += ang[m];
+        dist += link[m];
+      }
+      const double s0 = D.v[j].linear().norm() + D.v[j].angular().norm() * reach_[i];
+      travel[i] = dt * s0 + 1.5 * dt * dt * W * S;
+    }
+    for (size_t k = 0; k < npairs; ++k)
+      out[k] = std::max(margin_, travel[gm_.collisionPairs[k].first] + travel[gm_.collisionPairs[k].second]);
+    return out;
+  }
+
+  // the margins into gd's collision requests (speculative scenes only)
   void set_margins(const pinocchio::Model& M, pinocchio::Data& D, pinocchio::GeometryData& gd, const Eigen::VectorXd& q,
                    const std::optional<Eigen::VectorXd>& v, double dt) const {
     if (reach_.empty()) return;
-    const size_t nobj = gm_.geometryObjects.size();
-    std::vector<double> speed(nobj, 0.0);
-    if (v && dt > 0.0) {
-      if (v->size() != M.nv)
-        throw nb::value_error(("v has size " + std::to_string(v->size()) + ", the model has nv = " +
-                               std::to_string(M.nv)).c_str());
-      pinocchio::forwardKinematics(M, D, q, *v);
-      for (size_t i = 0; i < nobj; ++i) {
-        const auto j = gm_.geometryObjects[i].parentJoint;
-        if (j > 0) speed[i] = D.v[j].linear().norm() + D.v[j].angular().norm() * reach_[i];
-      }
-    }
-    for (size_t k = 0; k < gm_.collisionPairs.size(); ++k) {
-      const double s = speed[gm_.collisionPairs[k].first] + speed[gm_.collisionPairs[k].second];
-      gd.collisionRequests[k].security_margin = std::max(margin_, dt * s);
-    }
+    const std::vector<double> m = margins(M, D, q, v, dt);
+    for (size_t k = 0; k < m.size(); ++k) gd.collisionRequests[k].security_margin = m[k];
+  }
+
+  // CollisionScene.margins_grow: whether some pair's margin at the velocity bound v exceeds the one gd holds
+  bool margins_grow(nb::handle model, nb::handle data, nb::handle gdata, const Eigen::VectorXd& q,
+                    const Eigen::VectorXd& v, double dt) const {
+    if (reach_.empty()) return false;
+    auto& gd = geometry_data_of(gdata);
+    const std::vector<double> m = margins(model_of(model), data_of(data), q, v, dt);
+    for (size_t k = 0; k < m.size(); ++k)
+      if (m[k] > gd.collisionRequests[k].security_margin) return true;
+    return false;
   }
 
   // Contacts at q as arrays (points, normals, phi, body_a, body_b, normal_body, point_body, radius, pair, axis, gap,
@@ -898,6 +934,11 @@ nb::object detect_with(nb::handle detector, nb::handle model, nb::handle data, n
   return nb::inst_ptr<Detector>(detector)->detect(model, data, gdata, q, v, dt);
 }
 
+bool margins_grow_with(nb::handle detector, nb::handle model, nb::handle data, nb::handle gdata,
+                       const Eigen::VectorXd& q, const Eigen::VectorXd& v, double dt) {
+  return nb::inst_ptr<Detector>(detector)->margins_grow(model, data, gdata, q, v, dt);
+}
+
 void bind_detection(nb::module_& m) {
   if (_import_array() < 0) throw nb::python_error();
   nb::class_<Detector>(m, "Detector",
@@ -912,6 +953,9 @@ void bind_detection(nb::module_& m) {
               "GJK tolerances runs), 2 every patch (the retry fails with its error); 0 (default) neither")
       .def("set_reach", &Detector::set_reach, nb::arg("reach"),
            "speculative margins: each geometry object's reach about its joint's origin (empty: none)")
+      .def("margins_grow", &Detector::margins_grow, nb::arg("model"), nb::arg("data"), nb::arg("gdata"),
+           nb::arg("q"), nb::arg("v"), nb::arg("dt"),
+           "whether some pair's speculative margin at the velocity bound v exceeds the one gdata holds")
       .def("detect", &Detector::detect, nb::arg("model"), nb::arg("data"), nb::arg("gdata"), nb::arg("q"),
            nb::arg("v") = nb::none(), nb::arg("dt") = 0.0,
            "Contacts at q as arrays (points, normals, phi, body_a, body_b, normal_body, point_body, radius, pair, "

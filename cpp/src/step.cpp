@@ -30,6 +30,10 @@ namespace contactraj {
 
 nb::object detect_with(nb::handle detector, nb::handle model, nb::handle data, nb::handle gdata,
                        const Eigen::VectorXd& q, const Eigen::VectorXd& v, double dt);
+bool margins_grow_with(nb::handle detector, nb::handle model, nb::handle data, nb::handle gdata,
+                       const Eigen::VectorXd& q, const Eigen::VectorXd& v, double dt);
+// dynamics/contact_step.py SPECULATIVE_ROUNDS: solves again with the margins the solve's velocities need
+constexpr int kSpeculativeRounds = 2;
 
 namespace {
 
@@ -177,30 +181,52 @@ class FusedLCP {
     }
     int64_t nc = 0;
     nb::object arrays;
-    if (detector_.is_valid() && !detector_.is_none()) {
+    const bool detects = detector_.is_valid() && !detector_.is_none();
+    Eigen::VectorXd bound = v_free;  // the velocity the speculative margins cover (ContactModel._reference_solve)
+    if (detects) {
       PROF_SCOPE("solve.detect");
-      arrays = detect_with(detector_, model, data, gdata, q, v_free, dt);  // v_free: speculative margins
+      arrays = detect_with(detector_, model, data, gdata, q, bound, dt);
       if (arrays.is_none()) return false;
       nc = static_cast<int64_t>(nb::len(nb::object(arrays[2])));
     }
     // ContactModel._reference_solve: the limits near q, then (outer check) those v+ carries across, re-solved
     std::vector<char> active(limits_.size(), 0);
     for (size_t k = 0; k < limits_.size(); ++k) active[k] = limits_[k].s * (q[limits_[k].iq] - limits_[k].ref) < margin_;
-    for (;;) {
-      handback_ = false;
-      solve_rows(model, data, q, v_free, dt, prev, other, other_key, other_modes, other_signs, nc, arrays, active,
-                 v_next, state);
-      if (handback_) return false;  // the relaxed solve found no central point: Python falls back to hard contact
-      bool added = false;
-      for (size_t k = 0; k < limits_.size(); ++k) {
-        const Limit& l = limits_[k];
-        if (!active[k] && l.s * (q[l.iq] + dt * v_next[l.iv] - l.ref) < 0.0) {
-          active[k] = 1;
-          added = true;
+    for (int round = 0;; ++round) {
+      for (;;) {
+        handback_ = false;
+        solve_rows(model, data, q, v_free, dt, prev, other, other_key, other_modes, other_signs, nc, arrays, active,
+                   v_next, state);
+        if (handback_) return false;  // the relaxed solve found no central point: Python falls back to hard contact
+        bool added = false;
+        for (size_t k = 0; k < limits_.size(); ++k) {
+          const Limit& l = limits_[k];
+          if (!active[k] && l.s * (q[l.iq] + dt * v_next[l.iv] - l.ref) < 0.0) {
+            active[k] = 1;
+            added = true;
+          }
         }
+        if (!added) break;
       }
-      if (!added) return true;
+      // speculative margins: the impulses changed the velocities; the larger of both, and solve again when some
+      // pair's margin grew (at most kSpeculativeRounds times)
+      if (!detects || round == kSpeculativeRounds) return true;
+      bound = bound.cwiseAbs().cwiseMax(v_next.cwiseAbs());
+      if (!margins_grow_with(detector_, model, data, gdata, q, bound, dt)) return true;
+      nb::object grown = detect_with(detector_, model, data, gdata, q, bound, dt);
+      if (grown.is_none()) return false;
+      const int64_t ng = static_cast<int64_t>(nb::len(nb::object(grown[2])));
+      if (ng == nc && (nc == 0 || same_pairs(arrays, grown, nc))) return true;  // no contact joined: the same problem
+      arrays = grown;
+      nc = ng;
     }
+  }
+
+  // whether two detections' nc contacts are of the same pairs, in order (Contacts.pair: the 9th array)
+  static bool same_pairs(const nb::object& a, const nb::object& b, int64_t nc) {
+    const int64_t* pa = arr_data<int64_t>(a[8]);
+    const int64_t* pb = arr_data<int64_t>(b[8]);
+    return std::equal(pa, pa + nc, pb);
   }
 
   // ContactModel._solve_rows: one solve with the detected contacts (arrays, nc) and the active limits.
