@@ -3,18 +3,20 @@
 ``pip install -e .`` builds it with scikit-build-core against the headers inside the ``pin`` and
 ``coal`` wheels (see ``CMakeLists.txt``). The Python implementation is the reference: every
 function of the core is tested against it, and wherever the core is missing (its build failed,
-it was built against another Pinocchio, ``CONTACTRAJ_NO_CORE=1`` is set at install or at run
-time) the toolkit runs the reference path, after one warning that says why.
+it was built against another Pinocchio or from other sources than ``cpp/src`` holds -- an edited
+tree not rebuilt --, ``CONTACTRAJ_NO_CORE=1`` is set at install or at run time) the toolkit runs
+the reference path, after one warning that says why.
 
 ``core.module`` is the extension module or None; ``core.reason`` says why it is None.
 
 Development: ``cmake -S cpp -B /tmp/core && cmake --build /tmp/core`` builds the core alone in a few
 seconds; ``CONTACTRAJ_CORE_PATH=/tmp/core/contactraj_core....so`` makes this module load that file
-instead of the installed one (a worktree's own build).
+instead of the installed one (a worktree's own build; its sources are not compared then).
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import os
@@ -49,7 +51,29 @@ def _load():
         reason = (f"it was built against Pinocchio {mod.pinocchio_version} and Pinocchio {pinocchio.__version__} "
                   "is installed; reinstall contactraj (pip install -e .) to rebuild it")
         return
-    module = mod
+    held = source_hash()
+    if not path and held is not None and getattr(mod, "source_hash", None) != held:
+        # an edited tree that was not rebuilt: its Python would call the old module with new arguments
+        reason = (f"it was built from other sources than {SOURCES} holds (edited since the last build); "
+                  "reinstall contactraj (pip install -e .) to rebuild it")
+        return
+    module, reason = mod, ""
+
+
+#: the core's sources, next to the package in a source tree or an editable install (absent from a wheel)
+SOURCES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "cpp", "src")
+
+
+def source_hash(directory: str = SOURCES) -> str | None:
+    """The SHA-256 that cpp/source_hash.cmake builds into the module (``source_hash``): over ``"<name>:<sha256>\n"``
+    of the directory's ``*.cpp`` and ``*.hpp`` files sorted by name; None where the directory does not exist."""
+    if not os.path.isdir(directory):
+        return None
+    acc = ""
+    for name in sorted(f for f in os.listdir(directory) if f.endswith((".cpp", ".hpp"))):
+        with open(os.path.join(directory, name), "rb") as fh:
+            acc += f"{name}:{hashlib.sha256(fh.read()).hexdigest()}\n"
+    return hashlib.sha256(acc.encode()).hexdigest()
 
 
 _load()

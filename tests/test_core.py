@@ -52,3 +52,21 @@ def test_without_the_core_the_reason_is_given():
     assert out.stdout.splitlines()[0] == "False"
     assert "/nonexistent/contactraj_core.so" in out.stdout
     assert "compiled step core is not used" in out.stderr
+
+
+def test_a_module_built_from_other_sources_is_refused(monkeypatch):
+    """The module carries the hash of the sources it was built from (cpp/source_hash.cmake); a tree edited since
+    the last build would call it with arguments it does not know (a raw 'incompatible function arguments' from deep
+    inside a step, found by a review): the reference path runs instead, and the reason says to reinstall."""
+    if core.source_hash() is None:
+        pytest.skip("no cpp/src next to the package (not a source tree)")
+    monkeypatch.delenv("CONTACTRAJ_CORE_PATH", raising=False)
+    monkeypatch.delenv("CONTACTRAJ_NO_CORE", raising=False)
+    assert core.module is not None and core.module.source_hash == core.source_hash()  # this build: the tree's
+    monkeypatch.setattr(core, "source_hash", lambda directory=core.SOURCES: "0" * 64)
+    monkeypatch.setattr(core, "module", None)
+    core._load()
+    assert core.module is None and "built from other sources" in core.reason and "pip install -e ." in core.reason
+    monkeypatch.undo()
+    core._load()
+    assert core.module is not None and core.reason == ""
