@@ -41,7 +41,7 @@ Conventions of a contact (all in the world frame):
   from a body-fixed centre (``p = centre + radius * n``). Both matter for how the
   contact moves with ``q`` (the collision-geometry terms of the Jacobians).
 - between two round shapes (spheres, capsules), a ball on a cylinder's side or rim, and a
-  capsule or cylinder on a cylinder's side, the normal is the line of their cores' closest
+  capsule or cylinder on a cylinder's side or rim, the normal is the line of their cores' closest
   points (a sphere's centre; the nearest point of a capsule's or a cylinder side's segment, or of a rim's circle, which
   slides along it), which turns as either moves, not with one body: ``gap`` is then the
   signed distance of the normal body's core point behind the point body's,
@@ -693,8 +693,9 @@ def _line_cores(sA, MA: pin.SE3, sB, MB: pin.SE3):
     tangent ``t = a x u`` as ``c`` moves, at ``ds = (R / rho)`` times the relative tangential velocity (keeping
     ``(c - x_r) . t = 0`` on a circle of curvature 1 / R): the kernels' slide of a straight core
     (``contact._kernels.centre_line``: ``ds = w . a + r . (w_N x a)``, bilinear in ``a``) gives this with the
-    slide ``sqrt(R / rho) t``. A capsule or cylinder meeting a cylinder's rim or cap face: None (coal's normal,
-    carried by one body)."""
+    slide ``sqrt(R / rho) t``. A capsule, or a cylinder by its side, across a cylinder's rim: the segment's and
+    the rim circle's closest points (:func:`_rod_rim`). A rod over a cylinder's cap face, or two cylinders' ends:
+    None (coal's normal, carried by one body)."""
     for first, s1, M1, s2, M2 in ((True, sA, MA, sB, MB), (False, sB, MB, sA, MA)):
         if isinstance(s1, coal.Sphere) and isinstance(s2, coal.Cylinder):
             c = np.asarray(M1.translation)
@@ -716,10 +717,96 @@ def _line_cores(sA, MA: pin.SE3, sB, MB: pin.SE3):
     if not (isinstance(sA, _LINE) and isinstance(sB, _LINE)):
         return None
     xA, xB, slide = _round_cores(sA, MA, sB, MB)
-    # a cylinder's point at an end of its segment: its rim or cap face, not its side
-    if isinstance(sA, coal.Cylinder) and not slide[:3].any() or isinstance(sB, coal.Cylinder) and not slide[3:].any():
+    endA = isinstance(sA, coal.Cylinder) and not slide[:3].any()
+    endB = isinstance(sB, coal.Cylinder) and not slide[3:].any()
+    if endA and endB:
         return None
+    if endA or endB:  # a cylinder's point at an end of its segment: its rim (or its cap face: coal's)
+        rod, M_rod, cyl, M_cyl, x_end = (sB, MB, sA, MA, xA) if endA else (sA, MA, sB, MB, xB)
+        rim = _rod_rim(rod, M_rod, cyl, M_cyl, x_end)
+        if rim is None:
+            return None
+        x_rod, x_rim, sl_rod, sl_rim = rim
+        if endB:
+            return x_rod, x_rim, np.concatenate((sl_rod, sl_rim)), float(rod.radius), 0.0
+        return x_rim, x_rod, np.concatenate((sl_rim, sl_rod)), 0.0, float(rod.radius)
     return xA, xB, slide, float(sA.radius), float(sB.radius)
+
+
+#: samples of a rod's segment before the Newton iterations of its closest point to a rim circle (_rod_rim)
+RIM_SAMPLES = 32
+
+
+def _rod_rim(rod, M_rod: pin.SE3, cyl, M_cyl: pin.SE3, x_end: np.ndarray):
+    """A rod (capsule, or a cylinder by its side) against the rim of the cylinder ``cyl`` at its end ``x_end``:
+    ``(x_rod, x_rim, slide_rod, slide_rim)``, the closest points of the rod's segment and the rim circle and their
+    slides (the segment's axis where its point is inside it; the rim's tangent times ``sqrt(R / rho)``, as for a
+    ball: the kernels' two-slide system holds with it, since it scales the rim's row by ``sqrt(R / rho)`` and its
+    unknown by the inverse), or None where the contact is not on the rim: the rod's point within the radius or
+    behind the end plane, a cap face closer than the rim, or a rod-cylinder's point at its own end.
+
+    The segment's point minimizes the squared distance to the circle, ``z^2 + (rho - R)^2`` (``z`` along the
+    outward axis from the end, ``rho`` from the axis): the best of :data:`RIM_SAMPLES` + 1 samples, then Newton's
+    method on the derivative within the samples' neighbourhood (the compiled detector runs the same steps)."""
+    p0, b, h2 = np.asarray(M_rod.translation), np.asarray(M_rod.rotation)[:, 2], float(rod.halfLength)
+    a = np.asarray(M_cyl.rotation)[:, 2]
+    o = np.asarray(M_cyl.translation)
+    a = a if _dot3(a, x_end - o) > 0.0 else -a  # outward at this end
+    R = float(cyl.radius)
+    ab = _dot3(a, b)
+
+    def at(s):  # (z, w, rho) of the segment's point at s
+        d = (p0 + s * b) - x_end
+        z = _dot3(a, d)
+        w = d - z * a
+        return z, w, math.sqrt(_dot3(w, w))
+
+    best, gbest = -h2, math.inf
+    for i in range(RIM_SAMPLES + 1):
+        s = -h2 + 2.0 * h2 * i / RIM_SAMPLES
+        z, _, rho = at(s)
+        g = z * z + (rho - R) * (rho - R)
+        if g < gbest:
+            best, gbest = s, g
+    lo, hi = max(-h2, best - 2.0 * h2 / RIM_SAMPLES), min(h2, best + 2.0 * h2 / RIM_SAMPLES)
+    s = best
+    for _ in range(40):
+        z, w, rho = at(s)
+        if rho == 0.0:
+            return None
+        drho = _dot3(w, b) / rho
+        g1 = 2.0 * (z * ab + (rho - R) * drho)
+        g2 = 2.0 * (ab * ab + drho * drho + (rho - R) * ((1.0 - ab * ab) - drho * drho) / rho)
+        step = -g1 / g2 if g2 > 0.0 else (-0.25 if g1 > 0.0 else 0.25) * (hi - lo)
+        nxt = min(max(s + step, lo), hi)
+        if abs(nxt - s) <= 1e-15 * (1.0 + abs(s)):
+            s = nxt
+            break
+        s = nxt
+    z, w, rho = at(s)
+    if not (z > 0.0 and rho > R):
+        return None  # within the radius (the cap face) or behind the end plane
+    inside = abs(s) < h2 * (1.0 - 1e-9)
+    if isinstance(rod, coal.Cylinder) and not inside:
+        return None  # the rod-cylinder's own end: not its side
+    # the cap face, where the segment passes over the disk (rho <= R), at z: closer than the rim there?
+    w0 = (p0 - x_end) - _dot3(a, p0 - x_end) * a
+    bp = b - ab * a
+    A2, B2, C2 = _dot3(bp, bp), 2.0 * _dot3(w0, bp), _dot3(w0, w0) - R * R
+    rim_distance = math.sqrt(z * z + (rho - R) * (rho - R))
+    if A2 > 0.0:
+        disc = B2 * B2 - 4.0 * A2 * C2
+        if disc > 0.0:
+            s1, s2 = (-B2 - math.sqrt(disc)) / (2.0 * A2), (-B2 + math.sqrt(disc)) / (2.0 * A2)
+            s1, s2 = max(s1, -h2), min(s2, h2)
+            if s1 <= s2 and min(at(s1)[0], at(s2)[0]) < rim_distance:
+                return None
+    elif C2 <= 0.0:
+        return None  # the whole segment over the disk
+    u = w / rho
+    x_rim = x_end + R * u
+    sl_rim = math.sqrt(R / rho) * np.cross(a, u)
+    return p0 + s * b, x_rim, (b.copy() if inside else np.zeros(3)), sl_rim
 
 
 def _core(shape, M: pin.SE3):

@@ -339,6 +339,43 @@ def test_a_ball_at_a_cylinder_rim(cylinder_first):
     assert lines == rims  # the rim's centre line; the cap face's normal carried by the cylinder (gap 0)
 
 
+@pytest.mark.parametrize("rod", ["capsule", "cylinder"])
+def test_a_rod_at_a_cylinder_rim(rod):
+    """A capsule or a cylinder crossing beyond a cylinder's end at random angles, outside its radius (the rim: the
+    segment-circle closest points, _rod_rim) or over its cap face: both detectors agree, and the rim gives lines."""
+    rng = np.random.default_rng(8)
+    R, h, r2, h2 = 0.04, 0.1, 0.03, 0.15
+    b = ModelBuilder("rim-rod")
+    for i, (shape, dims) in enumerate((("cylinder", (R, 2 * h)), (rod, (r2, 2 * h2)))):
+        j = b.add_joint("free", name=f"j{i}")
+        b.add_body(j, mass=1.0, **{shape: dims})
+    model, geom = b.build()
+    scene = CollisionScene(model, geom, ground=-5.0, margin=5e-3)
+    free = _one_free()
+    qs = []
+    for _ in range(60):
+        qc = pin.integrate(free, np.r_[0, 0, 0, 0, 0, 0, 1.0], rng.normal(0, 1, 6) * [0, 0, 0, 1, 1, 1])
+        Mc = pin.XYZQUATToSE3(qc)
+        a, e = Mc.rotation[:, 2], rng.choice([-1.0, 1.0])
+        phase = rng.uniform(0, 7)
+        u = Mc.rotation[:, 0] * np.cos(phase) + Mc.rotation[:, 1] * np.sin(phase)
+        tilt = rng.uniform(-0.4, 1.4)  # below 0: the rod's point over the cap face
+        n = np.cos(tilt) * u + np.sin(tilt) * e * a
+        t = np.cross(a, u)
+        axis = np.cos(rng.uniform(0, 1.2)) * t + np.sin(rng.uniform(0, 1.2)) * np.cross(n, t)
+        axis /= np.linalg.norm(axis)
+        rim = Mc.translation + e * h * a + R * u
+        centre = rim + (r2 + rng.uniform(-1e-3, 4e-3)) * n + rng.uniform(-0.5, 0.5) * h2 * axis
+        x2 = np.cross(axis, [1.0, 0.0, 0.0]) if abs(axis[0]) < 0.9 else np.cross(axis, [0.0, 1.0, 0.0])
+        x2 /= np.linalg.norm(x2)
+        rot = np.column_stack((x2, np.cross(axis, x2), axis))
+        qs.append(np.r_[qc, centre, pin.Quaternion(rot).coeffs()])
+    seen, _ = compare(scene, model, qs)
+    data, gd = model.createData(), scene.create_data()
+    lines = sum(int(np.any(scene.detect(model, data, gd, q).gap != 0.0)) for q in qs)
+    assert seen > 40 and lines > 20, (seen, lines)
+
+
 def test_round_shapes_against_each_other():
     """Spheres, capsules and cylinders on two free bodies, near and touching, at random poses: the centre line
     (normal, gap, slides: contact/detection.py _line_cores and its compiled twin; a ball on a cylinder's side, cap

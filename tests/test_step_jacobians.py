@@ -435,3 +435,45 @@ def test_a_rod_crossing_just_past_a_cylinder_end_touches_it_once(other):
         x = np.r_[q_at(ds), np.zeros(6), 0, -0.5, 0, 0, 0, 0]  # the rod moves towards the cylinder (its local -y)
         w.append(sim.step(x, np.zeros(0))[-3:])
     assert np.abs(w[0] - w[1]).max() < 1e-3, w
+
+
+@pytest.mark.parametrize("contact", ["lcp", "ncp"])
+@pytest.mark.parametrize("rod", ["capsule", "cylinder"])
+def test_a_rod_across_a_cylinder_rim(rod, contact):
+    """A capsule, or a cylinder by its side, across the rim of a free cylinder's end, 0.5 mm from it along the rim's
+    normal n = (cos 0.6 u + sin 0.6 a), approaching and spinning: the normal is the line between the segment's and
+    the rim circle's closest points (the segment's point sliding along its axis, the rim's along its tangent scaled
+    by sqrt(R / rho): the kernels' two-slide system holds with it). Fx and the placement columns of Fp against
+    central differences. Before (2026-11-27), coal's normal, carried by one body: Fx up to O(1) off on 11 of 40
+    random such poses (found by a review)."""
+    import pinocchio as pin
+
+    from dynamics import ModelBuilder, Simulator
+
+    R, h, r2, h2 = 0.04, 0.1, 0.03, 0.15
+    b = ModelBuilder("rim-rod")
+    j = b.add_joint("free", name="swing")  # the cylinder (named as _assert_...'s placements expect)
+    b.add_body(j, mass=1.0, cylinder=(R, 2 * h))
+    j = b.add_joint("free", name="free")
+    b.add_body(j, mass=0.5, **{rod: (r2, 2 * h2)})
+    model, geom = b.build()
+    sim = Simulator(model, geometry=geom, dt=1e-3, ground=-5.0, friction=0.3, contact=contact)
+    n = np.array([np.cos(0.6), 0.0, np.sin(0.6)])  # out of the rim point (R, 0, h)
+    t = np.array([0.0, 1.0, 0.0])  # the rim's tangent there
+    axis = np.cos(0.3) * t + np.sin(0.3) * np.cross(n, t)  # the rod's axis, normal to n
+    centre = np.array([R, 0.0, h]) + (r2 + 5e-4) * n
+    rot = np.column_stack((np.cross(n, axis), n, axis))
+    x = np.zeros(sim.nx)
+    x[:7] = [0, 0, 0, 0, 0, 0, 1]
+    x[7:10], x[10:14] = centre, pin.Quaternion(rot).coeffs()
+    x[14:20] = [0.1, 0.0, 0.0, 0.5, -0.3, 0.2]
+    x[20:23] = rot.T @ (-0.8 * n + 0.2 * axis)  # approaching, sliding along the rod
+    x[23:26] = [1.0, -0.5, 2.0]
+    sim.step(x, np.zeros(0))
+    assert len(sim.contacts) == 1 and sim.contacts.impulses[0, 0] > 0
+    c = sim._workspace(None).contact.geo.contacts
+    assert c.gap[0] != 0.0 and np.isclose(c.phi[0], 5e-4, rtol=0, atol=1e-9)
+    rho = R + (r2 + 5e-4) * np.cos(0.6)
+    slides = sorted([np.linalg.norm(c.slide[0, :3]), np.linalg.norm(c.slide[0, 3:])])
+    assert np.allclose(slides, [np.sqrt(R / rho), 1.0], rtol=1e-9)  # the rim's scaled tangent, the rod's axis
+    _assert_fx_and_placement_columns_match_differences(sim, x, np.zeros(0))

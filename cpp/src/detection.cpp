@@ -600,11 +600,105 @@ class Detector {
     const auto line = [](const Shape& s) { return s.round() || s.kind == Kind::Cylinder; };
     if (!line(sA) || !line(sB)) return false;
     round_cores(sA, MA, sB, MB, xA, xB, slide);
-    // a cylinder's point at an end of its segment: its rim or cap face, not its side
-    const bool endA = slide[0] == 0.0 && slide[1] == 0.0 && slide[2] == 0.0;
-    const bool endB = slide[3] == 0.0 && slide[4] == 0.0 && slide[5] == 0.0;
-    if ((sA.kind == Kind::Cylinder && endA) || (sB.kind == Kind::Cylinder && endB)) return false;
+    const bool endA = sA.kind == Kind::Cylinder && slide[0] == 0.0 && slide[1] == 0.0 && slide[2] == 0.0;
+    const bool endB = sB.kind == Kind::Cylinder && slide[3] == 0.0 && slide[4] == 0.0 && slide[5] == 0.0;
+    if (endA && endB) return false;
+    if (endA || endB) {  // a cylinder's point at an end of its segment: its rim (or its cap face: coal's)
+      const Shape& rod = endA ? sB : sA;
+      const Shape& cyl = endA ? sA : sB;
+      Vec3 x_rod, x_rim, sl_rod, sl_rim;
+      if (!rod_rim(rod, endA ? MB : MA, cyl, endA ? MA : MB, endA ? xA : xB, x_rod, x_rim, sl_rod, sl_rim))
+        return false;
+      for (int e = 0; e < 3; ++e) {
+        slide[e] = endB ? sl_rod[e] : sl_rim[e];
+        slide[3 + e] = endB ? sl_rim[e] : sl_rod[e];
+      }
+      xA = endB ? x_rod : x_rim;
+      xB = endB ? x_rim : x_rod;
+      rA = endB ? rod.radius() : 0.0;
+      rB = endB ? 0.0 : rod.radius();
+      return true;
+    }
     rA = sA.radius(), rB = sB.radius();
+    return true;
+  }
+
+  // contact/detection.py _rod_rim: a rod (capsule, or a cylinder by its side) against a cylinder's rim at its end
+  // x_end: the closest points of the rod's segment and the rim circle and their slides, or false where the contact
+  // is not on the rim; the same samples, Newton steps and tests in the same order
+  static bool rod_rim(const Shape& rod, const pinocchio::SE3& M_rod, const Shape& cyl, const pinocchio::SE3& M_cyl,
+                      const Vec3& x_end, Vec3& x_rod, Vec3& x_rim, Vec3& sl_rod, Vec3& sl_rim) {
+    constexpr int kRimSamples = 32;  // RIM_SAMPLES
+    const Vec3 p0 = M_rod.translation(), b = M_rod.rotation().col(2);
+    const double h2 = rod.half_length();
+    Vec3 a = M_cyl.rotation().col(2);
+    const Vec3 o = M_cyl.translation();
+    const Vec3 eo = x_end - o;
+    if (!(a[0] * eo[0] + a[1] * eo[1] + a[2] * eo[2] > 0.0)) a = -a;  // outward at this end
+    const double R = cyl.radius();
+    const double ab = a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
+    const auto dot = [](const Vec3& x, const Vec3& y) { return x[0] * y[0] + x[1] * y[1] + x[2] * y[2]; };
+    const auto at = [&](double s, double& z, Vec3& w, double& rho) {
+      const Vec3 d = (p0 + s * b) - x_end;
+      z = dot(a, d);
+      w = d - z * a;
+      rho = std::sqrt(dot(w, w));
+    };
+    double best = -h2, gbest = std::numeric_limits<double>::infinity(), z, rho;
+    Vec3 w;
+    for (int i = 0; i <= kRimSamples; ++i) {
+      const double s = -h2 + 2.0 * h2 * i / kRimSamples;
+      at(s, z, w, rho);
+      const double g = z * z + (rho - R) * (rho - R);
+      if (g < gbest) best = s, gbest = g;
+    }
+    const double lo = std::max(-h2, best - 2.0 * h2 / kRimSamples), hi = std::min(h2, best + 2.0 * h2 / kRimSamples);
+    double s = best;
+    for (int it = 0; it < 40; ++it) {
+      at(s, z, w, rho);
+      if (rho == 0.0) return false;
+      const double drho = dot(w, b) / rho;
+      const double g1 = 2.0 * (z * ab + (rho - R) * drho);
+      const double g2 = 2.0 * (ab * ab + drho * drho + (rho - R) * ((1.0 - ab * ab) - drho * drho) / rho);
+      const double step = g2 > 0.0 ? -g1 / g2 : (g1 > 0.0 ? -0.25 : 0.25) * (hi - lo);
+      const double nxt = std::min(std::max(s + step, lo), hi);
+      if (std::abs(nxt - s) <= 1e-15 * (1.0 + std::abs(s))) {
+        s = nxt;
+        break;
+      }
+      s = nxt;
+    }
+    at(s, z, w, rho);
+    if (!(z > 0.0 && rho > R)) return false;  // within the radius (the cap face) or behind the end plane
+    const bool inside = std::abs(s) < h2 * (1.0 - 1e-9);
+    if (rod.kind == Kind::Cylinder && !inside) return false;  // the rod-cylinder's own end: not its side
+    // the cap face, where the segment passes over the disk (rho <= R): closer than the rim there?
+    const Vec3 pe = p0 - x_end;
+    const Vec3 w0 = pe - dot(a, pe) * a;
+    const Vec3 bp = b - ab * a;
+    const double A2 = dot(bp, bp), B2 = 2.0 * dot(w0, bp), C2 = dot(w0, w0) - R * R;
+    const double rim_distance = std::sqrt(z * z + (rho - R) * (rho - R));
+    if (A2 > 0.0) {
+      const double disc = B2 * B2 - 4.0 * A2 * C2;
+      if (disc > 0.0) {
+        const double s1 = std::max((-B2 - std::sqrt(disc)) / (2.0 * A2), -h2);
+        const double s2 = std::min((-B2 + std::sqrt(disc)) / (2.0 * A2), h2);
+        if (s1 <= s2) {
+          double z1, z2, r1, r2;
+          Vec3 w1, w2;
+          at(s1, z1, w1, r1);
+          at(s2, z2, w2, r2);
+          if (std::min(z1, z2) < rim_distance) return false;
+        }
+      }
+    } else if (C2 <= 0.0) {
+      return false;  // the whole segment over the disk
+    }
+    const Vec3 u = w / rho;
+    x_rim = x_end + R * u;
+    sl_rim = std::sqrt(R / rho) * a.cross(u);
+    x_rod = p0 + s * b;
+    sl_rod = inside ? b : Vec3::Zero();
     return true;
   }
   // contact/detection.py _core and _round_cores: the closest points of two round shapes' cores (a sphere's centre,
