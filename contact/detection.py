@@ -719,17 +719,19 @@ def _line_cores(sA, MA: pin.SE3, sB, MB: pin.SE3):
     xA, xB, slide = _round_cores(sA, MA, sB, MB)
     endA = isinstance(sA, coal.Cylinder) and not slide[:3].any()
     endB = isinstance(sB, coal.Cylinder) and not slide[3:].any()
-    if endA and endB:
-        return None
-    if endA or endB:  # a cylinder's point at an end of its segment: its rim (or its cap face: coal's)
-        rod, M_rod, cyl, M_cyl, x_end = (sB, MB, sA, MA, xA) if endA else (sA, MA, sB, MB, xB)
+    # a cylinder's point at an end of its segment: its rim (or its cap face: coal's); with both at an end, either
+    # cylinder's rim may meet the other's side (whose segment point _rod_rim finds inside it)
+    for rim_on_B in ([True, False] if endA and endB else [endB] if endA or endB else []):
+        rod, M_rod, cyl, M_cyl, x_end = (sA, MA, sB, MB, xB) if rim_on_B else (sB, MB, sA, MA, xA)
         rim = _rod_rim(rod, M_rod, cyl, M_cyl, x_end)
         if rim is None:
-            return None
+            continue
         x_rod, x_rim, sl_rod, sl_rim = rim
-        if endB:
+        if rim_on_B:
             return x_rod, x_rim, np.concatenate((sl_rod, sl_rim)), float(rod.radius), 0.0
         return x_rim, x_rod, np.concatenate((sl_rim, sl_rod)), 0.0, float(rod.radius)
+    if endA or endB:
+        return None
     return xA, xB, slide, float(sA.radius), float(sB.radius)
 
 
@@ -746,8 +748,9 @@ def _rod_rim(rod, M_rod: pin.SE3, cyl, M_cyl: pin.SE3, x_end: np.ndarray):
     behind the end plane, a cap face closer than the rim, or a rod-cylinder's point at its own end.
 
     The segment's point minimizes the squared distance to the circle, ``z^2 + (rho - R)^2`` (``z`` along the
-    outward axis from the end, ``rho`` from the axis): the best of :data:`RIM_SAMPLES` + 1 samples, then Newton's
-    method on the derivative within the samples' neighbourhood (the compiled detector runs the same steps)."""
+    outward axis from the end, ``rho`` from the axis): Newton's method on the derivative from every local minimum
+    of :data:`RIM_SAMPLES` + 1 samples, within its neighbourhood, and the lowest (the compiled detector runs the
+    same steps)."""
     p0, b, h2 = np.asarray(M_rod.translation), np.asarray(M_rod.rotation)[:, 2], float(rod.halfLength)
     a = np.asarray(M_cyl.rotation)[:, 2]
     o = np.asarray(M_cyl.translation)
@@ -761,28 +764,34 @@ def _rod_rim(rod, M_rod: pin.SE3, cyl, M_cyl: pin.SE3, x_end: np.ndarray):
         w = d - z * a
         return z, w, math.sqrt(_dot3(w, w))
 
-    best, gbest = -h2, math.inf
+    samples = []
     for i in range(RIM_SAMPLES + 1):
+        z, _, rho = at(-h2 + 2.0 * h2 * i / RIM_SAMPLES)
+        samples.append(z * z + (rho - R) * (rho - R))
+    best, gbest = None, math.inf
+    for i in range(RIM_SAMPLES + 1):  # every sampled local minimum, refined (a rod across the end: two crossings)
+        if (i > 0 and samples[i - 1] < samples[i]) or (i < RIM_SAMPLES and samples[i + 1] < samples[i]):
+            continue
         s = -h2 + 2.0 * h2 * i / RIM_SAMPLES
+        lo, hi = max(-h2, s - 2.0 * h2 / RIM_SAMPLES), min(h2, s + 2.0 * h2 / RIM_SAMPLES)
+        for _ in range(40):
+            z, w, rho = at(s)
+            if rho == 0.0:
+                return None
+            drho = _dot3(w, b) / rho
+            g1 = 2.0 * (z * ab + (rho - R) * drho)
+            g2 = 2.0 * (ab * ab + drho * drho + (rho - R) * ((1.0 - ab * ab) - drho * drho) / rho)
+            step = -g1 / g2 if g2 > 0.0 else (-0.25 if g1 > 0.0 else 0.25) * (hi - lo)
+            nxt = min(max(s + step, lo), hi)
+            if abs(nxt - s) <= 1e-15 * (1.0 + abs(s)):
+                s = nxt
+                break
+            s = nxt
         z, _, rho = at(s)
         g = z * z + (rho - R) * (rho - R)
         if g < gbest:
             best, gbest = s, g
-    lo, hi = max(-h2, best - 2.0 * h2 / RIM_SAMPLES), min(h2, best + 2.0 * h2 / RIM_SAMPLES)
     s = best
-    for _ in range(40):
-        z, w, rho = at(s)
-        if rho == 0.0:
-            return None
-        drho = _dot3(w, b) / rho
-        g1 = 2.0 * (z * ab + (rho - R) * drho)
-        g2 = 2.0 * (ab * ab + drho * drho + (rho - R) * ((1.0 - ab * ab) - drho * drho) / rho)
-        step = -g1 / g2 if g2 > 0.0 else (-0.25 if g1 > 0.0 else 0.25) * (hi - lo)
-        nxt = min(max(s + step, lo), hi)
-        if abs(nxt - s) <= 1e-15 * (1.0 + abs(s)):
-            s = nxt
-            break
-        s = nxt
     z, w, rho = at(s)
     if not (z > 0.0 and rho > R):
         return None  # within the radius (the cap face) or behind the end plane

@@ -602,23 +602,28 @@ class Detector {
     round_cores(sA, MA, sB, MB, xA, xB, slide);
     const bool endA = sA.kind == Kind::Cylinder && slide[0] == 0.0 && slide[1] == 0.0 && slide[2] == 0.0;
     const bool endB = sB.kind == Kind::Cylinder && slide[3] == 0.0 && slide[4] == 0.0 && slide[5] == 0.0;
-    if (endA && endB) return false;
-    if (endA || endB) {  // a cylinder's point at an end of its segment: its rim (or its cap face: coal's)
-      const Shape& rod = endA ? sB : sA;
-      const Shape& cyl = endA ? sA : sB;
+    // a cylinder's point at an end of its segment: its rim (or its cap face: coal's); with both at an end, either
+    // cylinder's rim may meet the other's side
+    const int ntry = endA && endB ? 2 : (endA || endB ? 1 : 0);
+    for (int i = 0; i < ntry; ++i) {
+      const bool rim_on_B = endA && endB ? i == 0 : endB;
+      const Shape& rod = rim_on_B ? sA : sB;
+      const Shape& cyl = rim_on_B ? sB : sA;
       Vec3 x_rod, x_rim, sl_rod, sl_rim;
-      if (!rod_rim(rod, endA ? MB : MA, cyl, endA ? MA : MB, endA ? xA : xB, x_rod, x_rim, sl_rod, sl_rim))
-        return false;
+      if (!rod_rim(rod, rim_on_B ? MA : MB, cyl, rim_on_B ? MB : MA, rim_on_B ? xB : xA, x_rod, x_rim, sl_rod,
+                   sl_rim))
+        continue;
       for (int e = 0; e < 3; ++e) {
-        slide[e] = endB ? sl_rod[e] : sl_rim[e];
-        slide[3 + e] = endB ? sl_rim[e] : sl_rod[e];
+        slide[e] = rim_on_B ? sl_rod[e] : sl_rim[e];
+        slide[3 + e] = rim_on_B ? sl_rim[e] : sl_rod[e];
       }
-      xA = endB ? x_rod : x_rim;
-      xB = endB ? x_rim : x_rod;
-      rA = endB ? rod.radius() : 0.0;
-      rB = endB ? 0.0 : rod.radius();
+      xA = rim_on_B ? x_rod : x_rim;
+      xB = rim_on_B ? x_rim : x_rod;
+      rA = rim_on_B ? rod.radius() : 0.0;
+      rB = rim_on_B ? 0.0 : rod.radius();
       return true;
     }
+    if (endA || endB) return false;
     rA = sA.radius(), rB = sB.radius();
     return true;
   }
@@ -644,30 +649,37 @@ class Detector {
       w = d - z * a;
       rho = std::sqrt(dot(w, w));
     };
-    double best = -h2, gbest = std::numeric_limits<double>::infinity(), z, rho;
+    double z, rho;
     Vec3 w;
+    double samples[kRimSamples + 1];
     for (int i = 0; i <= kRimSamples; ++i) {
-      const double s = -h2 + 2.0 * h2 * i / kRimSamples;
+      at(-h2 + 2.0 * h2 * i / kRimSamples, z, w, rho);
+      samples[i] = z * z + (rho - R) * (rho - R);
+    }
+    double best = 0.0, gbest = std::numeric_limits<double>::infinity();
+    for (int i = 0; i <= kRimSamples; ++i) {  // every sampled local minimum, refined (a rod across the end)
+      if ((i > 0 && samples[i - 1] < samples[i]) || (i < kRimSamples && samples[i + 1] < samples[i])) continue;
+      double s = -h2 + 2.0 * h2 * i / kRimSamples;
+      const double lo = std::max(-h2, s - 2.0 * h2 / kRimSamples), hi = std::min(h2, s + 2.0 * h2 / kRimSamples);
+      for (int it = 0; it < 40; ++it) {
+        at(s, z, w, rho);
+        if (rho == 0.0) return false;
+        const double drho = dot(w, b) / rho;
+        const double g1 = 2.0 * (z * ab + (rho - R) * drho);
+        const double g2 = 2.0 * (ab * ab + drho * drho + (rho - R) * ((1.0 - ab * ab) - drho * drho) / rho);
+        const double step = g2 > 0.0 ? -g1 / g2 : (g1 > 0.0 ? -0.25 : 0.25) * (hi - lo);
+        const double nxt = std::min(std::max(s + step, lo), hi);
+        if (std::abs(nxt - s) <= 1e-15 * (1.0 + std::abs(s))) {
+          s = nxt;
+          break;
+        }
+        s = nxt;
+      }
       at(s, z, w, rho);
       const double g = z * z + (rho - R) * (rho - R);
       if (g < gbest) best = s, gbest = g;
     }
-    const double lo = std::max(-h2, best - 2.0 * h2 / kRimSamples), hi = std::min(h2, best + 2.0 * h2 / kRimSamples);
-    double s = best;
-    for (int it = 0; it < 40; ++it) {
-      at(s, z, w, rho);
-      if (rho == 0.0) return false;
-      const double drho = dot(w, b) / rho;
-      const double g1 = 2.0 * (z * ab + (rho - R) * drho);
-      const double g2 = 2.0 * (ab * ab + drho * drho + (rho - R) * ((1.0 - ab * ab) - drho * drho) / rho);
-      const double step = g2 > 0.0 ? -g1 / g2 : (g1 > 0.0 ? -0.25 : 0.25) * (hi - lo);
-      const double nxt = std::min(std::max(s + step, lo), hi);
-      if (std::abs(nxt - s) <= 1e-15 * (1.0 + std::abs(s))) {
-        s = nxt;
-        break;
-      }
-      s = nxt;
-    }
+    const double s = best;
     at(s, z, w, rho);
     if (!(z > 0.0 && rho > R)) return false;  // within the radius (the cap face) or behind the end plane
     const bool inside = std::abs(s) < h2 * (1.0 - 1e-9);
