@@ -669,8 +669,10 @@ class ContactModel:
                 active.update(crossed)
             # the impulses changed the velocities: margins at the larger of both, and the solve again when some
             # pair's grew (a ball struck hard enough to reach the ground in this step)
+            if round_ == SPECULATIVE_ROUNDS or not self.scene.speculative:
+                return v_next, state
             bound = np.maximum(np.abs(bound), np.abs(v_next))
-            if round_ == SPECULATIVE_ROUNDS or not self.scene.margins_grow(model, data, gdata, q, bound, dt):
+            if not self.scene.margins_grow(model, data, gdata, q, bound, dt):
                 return v_next, state
             grown = self.scene.detect(model, data, gdata, q, bound, dt)
             if len(grown) == len(contacts) and np.array_equal(grown.pair, contacts.pair):

@@ -368,6 +368,8 @@ class Detector {
     return out;
   }
 
+  bool speculative() const { return !reach_.empty(); }
+
   // the margins into gd's collision requests (speculative scenes only)
   void set_margins(const pinocchio::Model& M, pinocchio::Data& D, pinocchio::GeometryData& gd, const Eigen::VectorXd& q,
                    const std::optional<Eigen::VectorXd>& v, double dt) const {
@@ -1039,6 +1041,8 @@ nb::object detect_with(nb::handle detector, nb::handle model, nb::handle data, n
                        const Eigen::VectorXd& q, const Eigen::VectorXd& v, double dt) {
   return nb::inst_ptr<Detector>(detector)->detect(model, data, gdata, q, v, dt);
 }
+
+bool speculative_with(nb::handle detector) { return nb::inst_ptr<Detector>(detector)->speculative(); }
 
 bool margins_grow_with(nb::handle detector, nb::handle model, nb::handle data, nb::handle gdata,
                        const Eigen::VectorXd& q, const Eigen::VectorXd& v, double dt) {

@@ -32,6 +32,7 @@ nb::object detect_with(nb::handle detector, nb::handle model, nb::handle data, n
                        const Eigen::VectorXd& q, const Eigen::VectorXd& v, double dt);
 bool margins_grow_with(nb::handle detector, nb::handle model, nb::handle data, nb::handle gdata,
                        const Eigen::VectorXd& q, const Eigen::VectorXd& v, double dt);
+bool speculative_with(nb::handle detector);
 // dynamics/contact_step.py SPECULATIVE_ROUNDS: solves again with the margins the solve's velocities need
 constexpr int kSpeculativeRounds = 2;
 
@@ -182,10 +183,12 @@ class FusedLCP {
     int64_t nc = 0;
     nb::object arrays;
     const bool detects = detector_.is_valid() && !detector_.is_none();
-    Eigen::VectorXd bound = v_free;  // the velocity the speculative margins cover (ContactModel._reference_solve)
+    const bool speculative = detects && speculative_with(detector_);
+    Eigen::VectorXd bound;  // the velocity the speculative margins cover (ContactModel._reference_solve)
+    if (speculative) bound = v_free;
     if (detects) {
       PROF_SCOPE("solve.detect");
-      arrays = detect_with(detector_, model, data, gdata, q, bound, dt);
+      arrays = detect_with(detector_, model, data, gdata, q, v_free, dt);
       if (arrays.is_none()) return false;
       nc = static_cast<int64_t>(nb::len(nb::object(arrays[2])));
     }
@@ -210,7 +213,7 @@ class FusedLCP {
       }
       // speculative margins: the impulses changed the velocities; the larger of both, and solve again when some
       // pair's margin grew (at most kSpeculativeRounds times)
-      if (!detects || round == kSpeculativeRounds) return true;
+      if (!speculative || round == kSpeculativeRounds) return true;
       bound = bound.cwiseAbs().cwiseMax(v_next.cwiseAbs());
       if (!margins_grow_with(detector_, model, data, gdata, q, bound, dt)) return true;
       nb::object grown = detect_with(detector_, model, data, gdata, q, bound, dt);
