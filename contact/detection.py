@@ -47,6 +47,11 @@ Conventions of a contact (all in the world frame):
   signed distance of the normal body's core point behind the point body's,
   ``x_N = x_P - gap * n``, and ``slide`` their sliding axes (0 for every other pair,
   whose normal the carrier turns).
+- a cylinder's rim on a flat (the ground, a plane) or, clearly tilted, on a box's face or another
+  cylinder's cap face touches it at the lowest point of each end's rim along the face's normal (``axis``:
+  the point slides on the rim as the normal turns), not at coal's witness points, which are fixed on the
+  rim; the face carries its exact normal (coal's carries noise), as a cylinder's cap face does under a
+  ball or a capsule's end.
 """
 
 from __future__ import annotations
@@ -405,6 +410,10 @@ class CollisionScene:
                     continue
                 # concentric: no line (coal's normal, carried by N)
             on_A = vertex_body == jA
+            rim = self._rim_on_face(k, gdata, np.array(patch.getNormal()))
+            if rim is not None:
+                parts.append(rim)
+                continue
             # The witness points on the body that carries the point (the patch
             # midpoints are not body-fixed), snapped to the box vertices they stand for.
             witness = patch.getPointShape2 if on_A else patch.getPointShape1
@@ -483,19 +492,11 @@ class CollisionScene:
         n = np.array(M_flat.rotation @ flat.n, dtype=float)  # out of the flat carrier
         if sign > 0:  # the flat carrier is body A: the normal points from B (the rod) to A
             n = -n
-        a = np.array(M_rod.rotation[:, 2], dtype=float)
-        centre = np.array(M_rod.translation, dtype=float)
-        ends = np.array([centre - rod.halfLength * a, centre + rod.halfLength * a])
+        ends = _rod_end_points(rod, M_rod, n, sign)
+        if ends is None:
+            return None  # standing on its disk face: coal's patch (body-fixed rim points)
+        P, axis = ends
         r = float(rod.radius)
-        if isinstance(rod, coal.Cylinder):
-            w = n - a * (a @ n)
-            s = math.sqrt(float(w @ w))
-            if s < 1e-6:
-                return None  # standing on its disk face: coal's patch (body-fixed rim points)
-            u, axis = w / s, a
-        else:
-            u, axis = n, None
-        P = ends + sign * r * u
         phi = self._flat_distance(P, n, sign, flat, M_flat)
         keep = phi <= gdata.collisionRequests[k].security_margin  # the pair's (speculative) margin
         P, phi = P[keep], phi[keep]
@@ -504,6 +505,60 @@ class CollisionScene:
             phi = self._flat_distance(P, n, sign, flat, M_flat)
         jr, jf = (jA, jB) if sign < 0 else (jB, jA)
         return (P, n, phi, jA, jB, jf, jr, sign * r, k, axis)
+
+    def _rim_on_face(self, k: int, gdata: pin.GeometryData, n_coal: np.ndarray):
+        """Pair ``k``'s part for a cylinder whose rim touches a box's face or another cylinder's cap face, or None
+        (then coal's patch).
+
+        The points are :meth:`_rod_on_flat`'s: the lowest point of each end's rim along the face's exact normal
+        (body-fixed rim centres; the point slides on the rim as the normal turns, which the kernels' ``axis`` terms
+        hold), each with its distance to the face's plane, those within the pair's margin kept; the face carries the
+        normal. coal's witness points there are body-fixed points of the rim, whose Jacobians missed that slide (a
+        tilted cylinder on a free box: Fx 7e-4 to 5e-2 off central differences), and its normal near a tilted disk
+        can be the disk's rather than the face's, which is why the face is chosen here and not by :meth:`_classify`.
+
+        The face is the one of the other shape most aligned with coal's normal (a box's) or its cap on that side (a
+        cylinder's); a candidate counts where the cylinder is clearly tilted on it (its rim's far side beyond the
+        margin: nearly flat, one point per end would let it rock, and coal's patch holds it) and the rim's lowest
+        line is over the face wherever it is within the margin (else an edge contact). Between two cylinders each
+        may be the face; the larger separation along the face's normal (the better separating plane) is kept."""
+        jA, jB, sA, sB, iA, iB = self._info[k]
+        margin = gdata.collisionRequests[k].security_margin
+        best = None
+        for on_A in (True, False):  # the cylinder is A (on B's face) or B (on A's)
+            cyl, face, iP, iN = (sA, sB, iA, iB) if on_A else (sB, sA, iB, iA)
+            if not (isinstance(cyl, coal.Cylinder) and isinstance(face, (coal.Box, coal.Cylinder))):
+                continue
+            M_P, M_N = gdata.oMg[iP], gdata.oMg[iN]
+            sign = -1.0 if on_A else 1.0  # n points from B to A: out of the face when it is B
+            n = -sign * _face_toward(face, M_N, -sign * n_coal)
+            ends = _rod_end_points(cyl, M_P, n, sign)
+            if ends is None:
+                continue
+            P, axis = ends
+            w = n - _dot3(axis, n) * axis
+            if 2.0 * float(cyl.radius) * math.sqrt(_dot3(w, w)) <= margin:
+                continue  # nearly flat: the rim's far side within the margin too
+            phi = self._flat_distance(P, n, sign, face, M_N)
+            keep = phi <= margin
+            if not keep.any():
+                continue
+            span = P  # the part of the lowest line within the margin (phi is linear along it): both ends, or one to t
+            if not keep.all():
+                i = int(np.argmax(keep))
+                t = (margin - phi[i]) / (phi[1 - i] - phi[i])
+                span = (P[i], P[i] + t * (P[1 - i] - P[i]))
+            if not all(_over_face(face, M_N, n, x) for x in span):
+                continue
+            if best is not None and phi.min() <= best[2].min():
+                continue
+            P, phi = P[keep], phi[keep]
+            if self.planar:
+                P = _merge_planar(P)
+                phi = self._flat_distance(P, n, sign, face, M_N)
+            carrier, vertex_body = (jB, jA) if on_A else (jA, jB)
+            best = (P, n, phi, jA, jB, carrier, vertex_body, sign * float(cyl.radius), k, axis)
+        return best
 
     def _hull_part(self, k, n, gdata, face=False):
         """Pair ``k``'s part for a convex body A on a flat body B (the ground, or a box face when
@@ -612,7 +667,9 @@ class CollisionScene:
         centre (the normal belongs to the other body). Flat shapes (half-space,
         plane) carry the normal. Between two boxes, the body one of whose face
         normals is aligned with ``n`` carries it and the other's vertex is the
-        point; when both are aligned (face on face) B carries the normal.
+        point; when both are aligned (face on face) B carries the normal. A
+        cylinder's cap face carries it, exactly, under a round shape (``n``
+        along its axis); a cylinder's rim on a face is :meth:`_rim_on_face`'s.
 
         A face that carries the normal gives it exactly (its plane normal or box
         axis): coal's GJK/EPA normal carries ~1e-5 of noise, which over a 0.1 m
@@ -628,6 +685,48 @@ class CollisionScene:
         if isinstance(sA, _FLAT) or _aligned(sA, gdata.oMg[iA], n):
             return jA, jB, 0.0, _face_normal(sA, gdata.oMg[iA], -n, flip=True)
         return jB, jA, 0.0, n
+
+
+def _rod_end_points(rod, M: pin.SE3, n: np.ndarray, sign: float):
+    """``(P (2, 3), axis)``: the points of a capsule or cylinder ``rod`` (pose ``M``) nearest a plane of normal
+    ``n`` at its two ends -- a capsule's hemisphere point ``end + sign r n``, a cylinder's lowest rim point
+    ``end + sign r u`` with ``u`` the unit projection of ``n`` normal to its axis (``axis``: that axis, None for a
+    capsule); ``sign`` -1 when the rod is body A (``n`` points from B to A), +1 when B. None for a cylinder standing
+    on its disk face (``n`` within 1e-6 of its axis: no lowest rim point)."""
+    a = np.array(M.rotation[:, 2], dtype=float)
+    centre = np.array(M.translation, dtype=float)
+    ends = np.array([centre - rod.halfLength * a, centre + rod.halfLength * a])
+    if isinstance(rod, coal.Cylinder):
+        w = n - a * (a @ n)
+        s = math.sqrt(float(w @ w))
+        if s < 1e-6:
+            return None
+        u, axis = w / s, a
+    else:
+        u, axis = n, None
+    return ends + sign * float(rod.radius) * u, axis
+
+
+def _face_toward(face, M: pin.SE3, d: np.ndarray) -> np.ndarray:
+    """The exact outward normal of the box ``face``'s face most aligned with ``d`` (:func:`_face_normal`'s), or of
+    the cylinder ``face``'s cap on ``d``'s side (its signed axis); pose ``M``."""
+    if isinstance(face, coal.Box):
+        return _face_normal(face, M, d)
+    a = np.array(M.rotation[:, 2], dtype=float)
+    return a if _dot3(a, d) > 0.0 else -a
+
+
+def _over_face(face, M: pin.SE3, n: np.ndarray, x: np.ndarray) -> bool:
+    """The point ``x`` projects onto the face of normal ``n`` of the box ``face`` (within its two other half
+    sides), or onto the cap disk of the cylinder ``face`` (within its radius of the axis); pose ``M``."""
+    d = x - np.asarray(M.translation)
+    if isinstance(face, coal.Box):
+        local = np.asarray(M.rotation).T @ d
+        k = int(np.argmax(np.abs(np.asarray(M.rotation).T @ n)))
+        return all(abs(local[i]) <= face.halfSide[i] for i in range(3) if i != k)
+    a = np.asarray(M.rotation)[:, 2]
+    w = d - _dot3(a, d) * a
+    return _dot3(w, w) <= float(face.radius) ** 2
 
 
 def _rod_distance(rod, M: pin.SE3, x: np.ndarray) -> float:
@@ -940,7 +1039,9 @@ def _warn_if_not_convex(obj: pin.GeometryObject, mesh, model: pin.Model) -> None
 
 
 def _support(shape, M: pin.SE3, d: np.ndarray) -> float | None:
-    """``max over the shape of d . x`` (its support function), for the flat carriers; None otherwise."""
+    """``max over the shape of d . x`` (its support function), for the flat carriers, boxes, hulls and a cylinder
+    along its axis (:func:`_on_cap`); None otherwise (a cylinder off its axis: coal's normal there, with which a
+    plane distance would read its noise -- 0.15 rad of it on two near-parallel disks gave -4.6 cm)."""
     if isinstance(shape, _FLAT):
         n = M.rotation @ shape.n
         off = shape.d + n @ M.translation
@@ -950,6 +1051,11 @@ def _support(shape, M: pin.SE3, d: np.ndarray) -> float | None:
         return float(d @ M.translation + np.abs(R.T @ d) @ shape.halfSide)
     if isinstance(shape, coal.ConvexBase):
         return float(d @ M.translation + (shape.points() @ (M.rotation.T @ d)).max())
+    if _on_cap(shape, M, d):  # a cylinder along its axis: its cap face's plane (the rim's farthest point along d)
+        a = np.asarray(M.rotation)[:, 2]
+        da = _dot3(d, a)
+        w = d - da * a
+        return _dot3(d, M.translation) + float(shape.halfLength) * abs(da) + float(shape.radius) * math.sqrt(_dot3(w, w))
     return None
 
 
@@ -1002,11 +1108,18 @@ def _aligned(shape, M: pin.SE3, n: np.ndarray) -> bool:
     return False
 
 
+def _on_cap(shape, M: pin.SE3, n: np.ndarray) -> bool:
+    """``shape`` is a cylinder and ``n`` (up to sign) its axis, the normal of its cap faces (as :func:`_aligned`)."""
+    if not isinstance(shape, coal.Cylinder):
+        return False
+    return abs(_dot3(np.asarray(M.rotation)[:, 2], n)) > 1.0 - 1e-6
+
+
 def _face_normal(shape, M: pin.SE3, d: np.ndarray, *, flip: bool = False) -> np.ndarray:
     """The exact outward normal of ``shape``'s face closest to direction ``d`` (world frame).
 
     For a flat shape, its plane normal; for a box, the signed axis most aligned
-    with ``d``; otherwise ``d`` itself. ``flip`` returns the opposite (for a
+    with ``d``; for a cylinder, its signed axis where ``d`` is along it (:func:`_on_cap`); otherwise ``d`` itself. ``flip`` returns the opposite (for a
     carrier that is body A, whose outward normal is ``-n``).
     """
     if isinstance(shape, _FLAT):
@@ -1018,6 +1131,9 @@ def _face_normal(shape, M: pin.SE3, d: np.ndarray, *, flip: bool = False) -> np.
     elif isinstance(shape, coal.ConvexBase):
         N = shape.normals()
         out = M.rotation @ N[int(np.argmax(N @ (M.rotation.T @ d)))]
+    elif _on_cap(shape, M, d):
+        a = np.asarray(M.rotation)[:, 2]
+        out = a if _dot3(a, d) > 0.0 else -a
     else:
         out = d
     out = np.array(out, dtype=float)

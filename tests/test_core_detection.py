@@ -398,3 +398,61 @@ def test_round_shapes_against_each_other():
             qs.append(np.r_[pin.integrate(free, qa, rng.normal(0, 0.3, 6) * [0, 0, 0, 1, 1, 1]), qb])
         seen, _ = compare(scene, model, qs)
         assert seen > 0, shapes
+
+
+@pytest.mark.parametrize("face", ["box", "cylinder"])
+def test_a_cylinder_rim_on_a_face(face):
+    """A cylinder over a box's top face or a cylinder's cap face at random tilts (0 - 1.5 rad: standing on its end,
+    tilted, lying on its side), its lower rim from 1 mm inside to 4 mm above the face, anywhere from the face's
+    middle to past its edge: both detectors agree; a rim over the face is its lowest rim points (Contacts.axis), one
+    past the edge is coal's patch (no axis); the face's body carries its exact normal under a rim (coal's carries
+    noise), and so does a cylinder's cap face under a ball or a capsule's end."""
+    rng = np.random.default_rng(3)
+    R2, h2, half = 0.04, 0.05, 0.15
+    b = ModelBuilder("rim-face")
+    j = b.add_joint("free", name="j0")
+    b.add_body(j, mass=1.0, **({"box": (2 * half, 2 * half, 0.1)} if face == "box" else {"cylinder": (half, 0.1)}))
+    j = b.add_joint("free", name="j1")
+    b.add_body(j, mass=1.0, cylinder=(R2, 2 * h2))
+    model, geom = b.build()
+    scene = CollisionScene(model, geom, ground=-5.0, margin=5e-3)
+    qs = []
+    for _ in range(80):
+        beta = [0.0, 1e-7, np.pi / 2, *rng.uniform(0.05, 1.5, 5)][rng.integers(8)]
+        turn = rng.uniform(0.0, 2 * np.pi)
+        a = np.array([np.sin(beta) * np.cos(turn), np.sin(beta) * np.sin(turn), np.cos(beta)])
+        e1 = np.cross(a, [1.0, 0.0, 0.0]) if abs(a[0]) < 0.9 else np.cross(a, [0.0, 1.0, 0.0])
+        e1 /= np.linalg.norm(e1)
+        rot = np.column_stack((e1, np.cross(a, e1), a))
+        down = np.array([0.0, 0.0, -1.0]) + a * a[2]
+        low = -h2 * a + (R2 * down / np.linalg.norm(down) if np.linalg.norm(down) > 1e-9 else 0.0)
+        where = rng.uniform(0.0, 1.3) * half * np.array([np.cos(turn + 1), np.sin(turn + 1)])
+        centre = np.r_[where, 0.05 + rng.uniform(-1e-3, 4e-3)] - low
+        qs.append(np.r_[0, 0, 0, 0, 0, 0, 1, centre, pin.Quaternion(rot).coeffs()])
+    seen, _ = compare(scene, model, qs)
+    data, gd = model.createData(), scene.create_data()
+    found = [scene.detect(model, data, gd, q) for q in qs]
+    rims = sum(int(np.any(c.axis != 0.0)) for c in found)
+    others = sum(int(len(c) > 0 and not np.any(c.axis != 0.0)) for c in found)
+    assert seen > 60 and rims > 25 and others > 5, (seen, rims, others)
+    for c in found:  # a rim on the face: the face's body carries its exact normal, z (j0 at the identity)
+        rim = np.any(c.axis != 0.0, axis=1)
+        assert np.all(c.normal_body[rim] == 1) and np.all(c.point_body[rim] == 2)
+        assert np.allclose(c.normals[rim], [0.0, 0.0, 1.0], rtol=0, atol=1e-12)
+    if face == "cylinder":  # a ball and a capsule's end on the cap face: the cap's axis, exactly
+        for shape, dims, z in (("sphere", 0.03, 0.03), ("capsule", (0.03, 0.1), 0.08)):
+            b = ModelBuilder("on-cap")
+            j = b.add_joint("free", name="j0")
+            b.add_body(j, mass=1.0, cylinder=(half, 0.1))
+            j = b.add_joint("free", name="j1")
+            b.add_body(j, mass=1.0, **{shape: dims})
+            model, geom = b.build()
+            scene = CollisionScene(model, geom, ground=-5.0, margin=5e-3)
+            qs = [np.r_[0, 0, 0, 0, 0, 0, 1, rng.uniform(-0.05, 0.05, 2), 0.05 + z + d,
+                        pin.Quaternion(pin.rpy.rpyToMatrix(*rng.normal(0, 0.1, 3))).coeffs()]
+                  for d in (-1e-3, 0.0, 1e-4, 2e-3) for _ in range(3)]
+            seen, _ = compare(scene, model, qs)
+            assert seen >= len(qs)
+            for q in qs:
+                c = scene.detect(model, model.createData(), scene.create_data(), q)
+                assert np.allclose(np.abs(c.normals), [0.0, 0.0, 1.0], rtol=0, atol=1e-12), c.normals

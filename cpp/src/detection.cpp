@@ -201,7 +201,14 @@ Points merge_planar(const Points& P) {
   return out;
 }
 
-// _support: max over the shape of d . x, for the flat carriers, boxes and hulls; none otherwise
+// _on_cap: s is a cylinder and n (up to sign) its axis, the normal of its cap faces
+bool on_cap(const Shape& s, const pinocchio::SE3& M, const Vec3& n) {
+  if (s.kind != Kind::Cylinder) return false;
+  return std::abs(dot3(Vec3(M.rotation().col(2)), n)) > 1.0 - 1e-6;
+}
+
+// _support: max over the shape of d . x, for the flat carriers, boxes, hulls and a cylinder along its axis; none
+// otherwise
 std::optional<double> support(const Shape& s, const pinocchio::SE3& M, const Vec3& d) {
   const Mat3& R = M.rotation();
   const Vec3& t = M.translation();
@@ -226,6 +233,12 @@ std::optional<double> support(const Shape& s, const pinocchio::SE3& M, const Vec
       if (std::isnan(best)) break;
     }
     return dot3(d, t) + best;
+  }
+  if (on_cap(s, M, d)) {  // a cylinder along its axis: its cap face's plane (not off it: coal's noisy normal there)
+    const Vec3 a = R.col(2);
+    const double da = dot3(d, a);
+    const Vec3 w(d[0] - da * a[0], d[1] - da * a[1], d[2] - da * a[2]);
+    return dot3(d, t) + s.half_length() * std::abs(da) + s.radius() * std::sqrt(dot3(w, w));
   }
   return std::nullopt;
 }
@@ -278,6 +291,9 @@ Vec3 face_normal(const Shape& s, const pinocchio::SE3& M, const Vec3& d, bool fl
       }
     }
     out = r_mul(R, N[k]);
+  } else if (on_cap(s, M, d)) {
+    const Vec3 a = R.col(2);
+    out = dot3(a, d) > 0.0 ? a : Vec3(-a);
   } else {
     out = d;
   }
@@ -480,6 +496,7 @@ class Detector {
       }  // concentric: no line (coal's normal, carried by N)
     }
     const bool on_A = vertex_body == p.jA;
+    if (rim_on_face(k, gd, patch->getNormal(), out)) return;
     Points P = witness_points(*patch, on_A);
     if (!finite_points(P)) {
       again = retry(k, gd);
@@ -842,6 +859,125 @@ class Detector {
     return phi;
   }
 
+  // _rod_end_points: the points of a capsule or cylinder nearest a plane of normal n at its two ends, into P (2 x 3):
+  // false for a cylinder standing on its disk face (n within 1e-6 of its axis)
+  static bool rod_end_points(const Shape& rod, const pinocchio::SE3& M, const Vec3& n, double sign, Points& P) {
+    const Vec3 a = M.rotation().col(2);
+    const Vec3& centre = M.translation();
+    const double hl = rod.half_length();
+    Points ends(2, 3);
+    for (int i = 0; i < 3; ++i) {
+      ends(0, i) = centre[i] - hl * a[i];
+      ends(1, i) = centre[i] + hl * a[i];
+    }
+    Vec3 u = n;
+    if (rod.kind == Kind::Cylinder) {
+      const double an = dot3(a, n);
+      const Vec3 w(n[0] - a[0] * an, n[1] - a[1] * an, n[2] - a[2] * an);
+      const double s = std::sqrt(dot3(w, w));
+      if (s < 1e-6) return false;
+      u = Vec3(w[0] / s, w[1] / s, w[2] / s);
+    }
+    const double sr = sign * rod.radius();
+    P.resize(2, 3);
+    for (int e = 0; e < 2; ++e)
+      for (int i = 0; i < 3; ++i) P(e, i) = ends(e, i) + sr * u[i];
+    return true;
+  }
+
+  // _face_toward: the exact outward normal of the box's face most aligned with d, or of the cylinder's cap on d's side
+  static Vec3 face_toward(const Shape& face, const pinocchio::SE3& M, const Vec3& d) {
+    if (face.kind == Kind::Box) return face_normal(face, M, d);
+    const Vec3 a = M.rotation().col(2);
+    return dot3(a, d) > 0.0 ? a : Vec3(-a);
+  }
+
+  // _over_face: x projects onto the box's face of normal n (within its two other half sides), or onto the cylinder's
+  // cap disk (within its radius of the axis)
+  static bool over_face(const Shape& face, const pinocchio::SE3& M, const Vec3& n, const Vec3& x) {
+    const Vec3 d = x - M.translation();
+    if (face.kind == Kind::Box) {
+      const Vec3 local = rt_mul(M.rotation(), d), nl = rt_mul(M.rotation(), n);
+      int k = 0;  // np.argmax: the first largest
+      for (int i = 1; i < 3; ++i)
+        if (std::abs(nl[i]) > std::abs(nl[k])) k = i;
+      const Vec3& h = face.box()->halfSide;
+      for (int i = 0; i < 3; ++i)
+        if (i != k && !(std::abs(local[i]) <= h[i])) return false;
+      return true;
+    }
+    const Vec3 a = M.rotation().col(2);
+    const double da = dot3(a, d);
+    const Vec3 w(d[0] - da * a[0], d[1] - da * a[1], d[2] - da * a[2]);
+    return dot3(w, w) <= face.radius() * face.radius();
+  }
+
+  // _rim_on_face: a cylinder's rim on a box's face or another cylinder's cap face (the face most aligned with coal's
+  // normal n_coal, or the cap on its side), clearly tilted on it (its rim's far side beyond the margin), its rim's
+  // lowest line over the face wherever within the margin; between two cylinders the larger separation; false: none
+  bool rim_on_face(size_t k, pinocchio::GeometryData& gd, const Vec3& n_coal, Output& out) const {
+    const PairInfo& p = pairs_[k];
+    const double margin = gd.collisionRequests[k].security_margin;
+    bool found = false;
+    Points bestP;
+    std::vector<double> bestphi;
+    Vec3 bestn, besta;
+    double best_min = 0.0, best_radius = 0.0;
+    int64_t best_carrier = 0, best_vertex = 0;
+    for (const bool on_A : {true, false}) {  // the cylinder is A (on B's face) or B (on A's)
+      const int64_t iP = on_A ? p.iA : p.iB, iN = on_A ? p.iB : p.iA;
+      const Shape cyl = shape(iP), face = shape(iN);
+      if (cyl.kind != Kind::Cylinder || (face.kind != Kind::Box && face.kind != Kind::Cylinder)) continue;
+      const pinocchio::SE3& M_P = gd.oMg[iP];
+      const pinocchio::SE3& M_N = gd.oMg[iN];
+      const double sign = on_A ? -1.0 : 1.0;  // n points from B to A: out of the face when it is B
+      const Vec3 n = -sign * face_toward(face, M_N, Vec3(-sign * n_coal));
+      Points P(2, 3);
+      if (!rod_end_points(cyl, M_P, n, sign, P)) continue;
+      const Vec3 a = M_P.rotation().col(2);
+      const double an = dot3(a, n);
+      const Vec3 w(n[0] - an * a[0], n[1] - an * a[1], n[2] - an * a[2]);
+      if (2.0 * cyl.radius() * std::sqrt(dot3(w, w)) <= margin) continue;  // nearly flat
+      std::vector<double> phi = flat_distance(P, n, sign, face, M_N);
+      const bool k0 = phi[0] <= margin, k1 = phi[1] <= margin;
+      if (!k0 && !k1) continue;
+      Vec3 span[2] = {Vec3(P.row(0).transpose()), Vec3(P.row(1).transpose())};
+      if (!(k0 && k1)) {  // from the kept end to where the lowest line leaves the margin (phi is linear along it)
+        const int i = k0 ? 0 : 1;
+        const double t = (margin - phi[i]) / (phi[1 - i] - phi[i]);
+        span[0] = Vec3(P.row(i).transpose());
+        span[1] = span[0] + t * (Vec3(P.row(1 - i).transpose()) - span[0]);
+      }
+      if (!over_face(face, M_N, n, span[0]) || !over_face(face, M_N, n, span[1])) continue;
+      const double lowest = std::min(phi[0], phi[1]);
+      if (found && lowest <= best_min) continue;
+      Points kept(2, 3);
+      std::vector<double> phik;
+      for (int e = 0; e < 2; ++e)
+        if (phi[e] <= margin) {
+          kept.row(static_cast<Eigen::Index>(phik.size())) = P.row(e);
+          phik.push_back(phi[e]);
+        }
+      kept.conservativeResize(static_cast<Eigen::Index>(phik.size()), 3);
+      if (planar_) {
+        kept = merge_planar(kept);
+        phik = flat_distance(kept, n, sign, face, M_N);
+      }
+      found = true;
+      best_min = lowest;
+      bestP = kept;
+      bestphi = phik;
+      bestn = n;
+      besta = a;
+      best_radius = sign * cyl.radius();
+      best_carrier = on_A ? p.jB : p.jA;
+      best_vertex = on_A ? p.jA : p.jB;
+    }
+    if (found)
+      out.add(bestP, bestn, bestphi, p.jA, p.jB, best_carrier, best_vertex, best_radius, static_cast<int64_t>(k), &besta);
+    return found;
+  }
+
   // _rod_on_flat: false when the cylinder stands on its disk face (coal's patch then)
   bool rod_on_flat(size_t k, pinocchio::GeometryData& gd, Output& out) const {
     const PairInfo& p = pairs_[k];
@@ -853,27 +989,10 @@ class Detector {
     Vec3 n = r_mul(M_flat.rotation(), flat.plane_n());
     if (sign > 0) n = -n;
     const Vec3 a = M_rod.rotation().col(2);
-    const Vec3& centre = M_rod.translation();
-    const double hl = rod.half_length();
-    Points ends(2, 3);
-    for (int i = 0; i < 3; ++i) {
-      ends(0, i) = centre[i] - hl * a[i];
-      ends(1, i) = centre[i] + hl * a[i];
-    }
-    const double r = rod.radius();
-    Vec3 u = n;
     const bool cylinder = rod.kind == Kind::Cylinder;
-    if (cylinder) {
-      const double an = dot3(a, n);
-      const Vec3 w(n[0] - a[0] * an, n[1] - a[1] * an, n[2] - a[2] * an);
-      const double s = std::sqrt(dot3(w, w));
-      if (s < 1e-6) return false;
-      u = Vec3(w[0] / s, w[1] / s, w[2] / s);
-    }
-    const double sr = sign * r;
+    const double sr = sign * rod.radius();
     Points P(2, 3);
-    for (int e = 0; e < 2; ++e)
-      for (int i = 0; i < 3; ++i) P(e, i) = ends(e, i) + sr * u[i];
+    if (!rod_end_points(rod, M_rod, n, sign, P)) return false;
     std::vector<double> phi = flat_distance(P, n, sign, flat, M_flat);
     Points kept(2, 3);
     std::vector<double> phik;
