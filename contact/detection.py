@@ -47,11 +47,10 @@ Conventions of a contact (all in the world frame):
   signed distance of the normal body's core point behind the point body's,
   ``x_N = x_P - gap * n``, and ``slide`` their sliding axes (0 for every other pair,
   whose normal the carrier turns).
-- a cylinder's rim on a flat (the ground, a plane) or, clearly tilted, on a box's face or another
-  cylinder's cap face touches it at the lowest point of each end's rim along the face's normal (``axis``:
-  the point slides on the rim as the normal turns), not at coal's witness points, which are fixed on the
-  rim; the face carries its exact normal (coal's carries noise), as a cylinder's cap face does under a
-  ball or a capsule's end.
+- a cylinder's rim on a flat (the ground, a plane), a box's face or another cylinder's cap face touches
+  it at the lowest point of each end's rim along the face's normal (``axis``: the point slides on the rim
+  as the normal turns), not at coal's witness points, which are fixed on the rim; the face carries its
+  exact normal (coal's carries noise), as a cylinder's cap face does under a ball or a capsule's end.
 """
 
 from __future__ import annotations
@@ -518,10 +517,14 @@ class CollisionScene:
         can be the disk's rather than the face's, which is why the face is chosen here and not by :meth:`_classify`.
 
         The face is the one of the other shape most aligned with coal's normal (a box's) or its cap on that side (a
-        cylinder's); a candidate counts where the cylinder is clearly tilted on it (its rim's far side beyond the
-        margin: nearly flat, one point per end would let it rock, and coal's patch holds it) and the rim's lowest
-        line is over the face wherever it is within the margin (else an edge contact). Between two cylinders each
-        may be the face; the larger separation along the face's normal (the better separating plane) is kept."""
+        cylinder's); a candidate counts where the rim's lowest line is over the face wherever it is within the margin
+        (else an edge contact). A cylinder nearly flat on its disk (its rim's far side within the margin of the
+        face too) rests on four points fixed on that end's rim, at quarter turns (:func:`_disk_points`), those within
+        the margin, all over the face: one sliding point per end let a can rock on it without end, and coal's patch
+        there carries a tilted disk's normal (a can tilted by 0.1 rad on a box stopped at 0.0076 rad, resting on its
+        own disk) or, between two near-parallel disks, one up to 0.15 rad off (a rocking can was kicked over by it).
+        Between two cylinders each may be the face; the larger separation along the face's normal (the better
+        separating plane) is kept."""
         jA, jB, sA, sB, iA, iB = self._info[k]
         margin = gdata.collisionRequests[k].security_margin
         best = None
@@ -533,18 +536,19 @@ class CollisionScene:
             sign = -1.0 if on_A else 1.0  # n points from B to A: out of the face when it is B
             n = -sign * _face_toward(face, M_N, -sign * n_coal)
             ends = _rod_end_points(cyl, M_P, n, sign)
-            if ends is None:
-                continue
-            P, axis = ends
-            w = n - _dot3(axis, n) * axis
-            if 2.0 * float(cyl.radius) * math.sqrt(_dot3(w, w)) <= margin:
-                continue  # nearly flat: the rim's far side within the margin too
+            if ends is not None:
+                w = n - _dot3(ends[1], n) * ends[1]
+                if 2.0 * float(cyl.radius) * math.sqrt(_dot3(w, w)) <= margin:
+                    ends = None  # nearly flat: the rim's far side within the margin too, its disk holds it
+            P, axis = ends if ends is not None else (_disk_points(cyl, M_P, n, sign), None)
             phi = self._flat_distance(P, n, sign, face, M_N)
             keep = phi <= margin
             if not keep.any():
                 continue
             span = P  # the part of the lowest line within the margin (phi is linear along it): both ends, or one to t
-            if not keep.all():
+            if axis is None:  # standing on its disk: the points within the margin
+                span = P[keep]
+            elif not keep.all():
                 i = int(np.argmax(keep))
                 t = (margin - phi[i]) / (phi[1 - i] - phi[i])
                 span = (P[i], P[i] + t * (P[1 - i] - P[i]))
@@ -557,7 +561,8 @@ class CollisionScene:
                 P = _merge_planar(P)
                 phi = self._flat_distance(P, n, sign, face, M_N)
             carrier, vertex_body = (jB, jA) if on_A else (jA, jB)
-            best = (P, n, phi, jA, jB, carrier, vertex_body, sign * float(cyl.radius), k, axis)
+            radius = 0.0 if axis is None else sign * float(cyl.radius)  # the disk's points: body-fixed vertices
+            best = (P, n, phi, jA, jB, carrier, vertex_body, radius, k, axis)
         return best
 
     def _hull_part(self, k, n, gdata, face=False):
@@ -705,6 +710,17 @@ def _rod_end_points(rod, M: pin.SE3, n: np.ndarray, sign: float):
     else:
         u, axis = n, None
     return ends + sign * float(rod.radius) * u, axis
+
+
+def _disk_points(cyl, M: pin.SE3, n: np.ndarray, sign: float) -> np.ndarray:
+    """Four points (4, 3) fixed on the rim of the end of the cylinder ``cyl`` (pose ``M``) that faces a plane of
+    normal ``n`` (``sign`` as :func:`_rod_end_points`'s), at quarter turns: ``end +- R x``, ``end +- R y`` with
+    ``x``, ``y`` the cylinder's own axes across it."""
+    R = np.asarray(M.rotation)
+    a = R[:, 2]
+    end = np.asarray(M.translation) + (sign * float(cyl.halfLength) * (1.0 if _dot3(a, n) > 0.0 else -1.0)) * a
+    r = float(cyl.radius)
+    return np.array([end + r * R[:, 0], end + r * R[:, 1], end - r * R[:, 0], end - r * R[:, 1]])
 
 
 def _face_toward(face, M: pin.SE3, d: np.ndarray) -> np.ndarray:

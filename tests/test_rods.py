@@ -112,3 +112,35 @@ def test_lying_rod_rests_still(shape):
     xs = sim.rollout(rod_state(model, z=R + 1e-3), np.zeros((600, 0)))
     assert abs(xs[-1, 2] - R) < 1e-6 and np.abs(xs[-1, 7:]).max() < 1e-6
     assert np.allclose(xs[-1, 3:7], [0, 0, 0, 1], atol=1e-9)
+
+
+@pytest.mark.parametrize("floor", ["box", "cylinder"])
+@pytest.mark.parametrize("tilt", [0.0, 0.02, 0.1, 0.3])
+def test_a_can_tipped_on_a_face_settles_on_its_disk(floor, tilt):
+    """A can (cylinder 4 cm x 12 cm) released tipped on its rim on a static box's top face or on a free heavy
+    cylinder's cap face comes down and rests flat on its disk, its centre at half its height, still. Before
+    (2026-11-28), coal's patch carried the tipped disk's own normal: released at 0.1 rad it stopped at 0.0076 rad
+    (0.007 on a cap), 0.3 mm up, and at 0.02 rad it stayed there."""
+    b = ModelBuilder("can")
+    if floor == "box":
+        b.add_static_box("floor", (2, 2, 0.2), (0, 0, -0.1))
+    else:
+        j = b.add_joint("free", name="base")
+        b.add_body(j, mass=50.0, cylinder=(0.3, 0.2))
+    j = b.add_joint("free", name="can")
+    b.add_body(j, mass=0.3, cylinder=(0.04, 0.12))
+    model, geom = b.build()
+    sim = Simulator(model, geometry=geom, dt=1e-3, ground=None if floor == "box" else -0.2, friction=0.5,
+                    contact="lcp")
+    x = np.zeros(sim.nx)
+    k = 0 if floor == "box" else 7
+    if floor == "cylinder":
+        x[:7] = [0, 0, -0.1, 0, 0, 0, 1]
+    x[k:k + 3] = [0.0, 0.0, 0.06 * np.cos(tilt) + 0.04 * np.sin(tilt) + 1e-4]
+    x[k + 3:k + 7] = pin.Quaternion(pin.rpy.rpyToMatrix(tilt, 0.0, 0.0)).coeffs()
+    x = sim.rollout(x, np.zeros((1500, 0)))[-1]
+    up = pin.Quaternion(x[k + 3:k + 7]).toRotationMatrix()[:, 2]
+    assert np.arccos(min(up[2], 1.0)) < 1e-6
+    base = 0.0 if floor == "box" else x[2] + 0.1  # the cap face's height
+    assert abs(x[k + 2] - base - 0.06) < 1e-5
+    assert np.abs(x[sim.nq + (6 if floor == "cylinder" else 0):]).max() < 1e-3

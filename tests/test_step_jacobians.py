@@ -525,9 +525,9 @@ def test_a_rod_lying_across_a_cylinder_end(rod):
 def test_a_tilted_cylinder_rim_on_a_face(face, contact):
     """A free cylinder tilted by 0.2 - 1.2 rad, its lower rim 0.5 mm above the top face of a free box or a free
     cylinder's cap face, approaching, sliding and spinning: the contact is the rim's lowest point along the face's
-    normal (sliding on the rim as the normal turns: Contacts.axis), as on the ground. Fx and the placement columns
-    of Fp against central differences. Before (2026-11-28), coal's witness point taken as fixed on the rim: Fx 7e-4
-    to 6e-2 off (LCP and NCP, both faces)."""
+    normal (sliding on the rim as the normal turns: Contacts.axis), as on the ground; nearly flat (0.02 rad, 0), four
+    points fixed on its rim. Fx and the placement columns of Fp against central differences. Before (2026-11-28),
+    coal's witness point taken as fixed on the rim: Fx 7e-4 to 6e-2 off (LCP and NCP, both faces)."""
     import pinocchio as pin
 
     from dynamics import ModelBuilder, Simulator
@@ -543,26 +543,33 @@ def test_a_tilted_cylinder_rim_on_a_face(face, contact):
     model, geom = b.build()
     sim = Simulator(model, geometry=geom, dt=1e-3, ground=-5.0, friction=0.3, contact=contact)
     names = ["placement:swing", "placement:free"]
-    for _ in range(3):
-        beta, turn = rng.uniform(0.2, 1.2), rng.uniform(0.0, 2 * np.pi)
+    pushed = 0
+    for beta in (*rng.uniform(0.2, 1.2, 3), 0.02, 0.0):  # tilted: its rim's lowest point; nearly flat: its disk
+        turn = rng.uniform(0.0, 2 * np.pi)
         a = np.array([np.sin(beta) * np.cos(turn), np.sin(beta) * np.sin(turn), np.cos(beta)])
-        e1 = np.cross(a, [0.0, 0.0, 1.0])
+        e1 = np.array([np.cos(turn), np.sin(turn), 0.0]) if beta == 0.0 else np.cross(a, [0.0, 0.0, 1.0])
         e1 /= np.linalg.norm(e1)
         rot = np.column_stack((e1, np.cross(a, e1), a))
         down = np.array([0.0, 0.0, -1.0]) + a * a[2]  # the lower rim point's direction from the lower end's centre
-        low = -h2 * a + R2 * down / np.linalg.norm(down)
+        low = -h2 * a + (R2 * down / np.linalg.norm(down) if beta > 0.0 else 0.0)
         centre = np.r_[rng.uniform(-0.04, 0.04, 2), 0.05 + 5e-4] - low
         x = np.r_[0, 0, 0, 0, 0, 0, 1, centre, pin.Quaternion(rot).coeffs(), rng.normal(0, 0.3, 6),
-                  rot.T @ (np.array([0.1, 0.05, -0.8]) + rng.normal(0, 0.1, 3)), rng.normal(0, 2, 3)]
+                  rot.T @ (np.array([0.1, 0.05, -0.8]) + rng.normal(0, 0.1, 3)), rng.normal(0, 0.5, 3)]
         sim.step(x, np.zeros(0))
         c = sim._workspace(None).contact.geo.contacts
-        assert len(c) == 1 and np.allclose(c.axis[0], a) and np.isclose(c.phi[0], 5e-4, rtol=0, atol=1e-9)
-        assert sim.contacts.impulses[0, 0] > 0
-        # the smallest error over three difference steps (the largest can cross a friction mode's edge)
+        if beta > 0.1:
+            assert len(c) == 1 and np.allclose(c.axis[0], a) and np.isclose(c.phi[0], 5e-4, rtol=0, atol=1e-9)
+        else:  # four points fixed on its rim (no axis), the lowest 0.5 mm above
+            assert len(c) == 4 and not c.axis.any() and not c.radius.any() and np.isclose(c.phi.min(), 5e-4)
+        pushed += int(sim.contacts.impulses[:, 0].max() > 0)
+        # the smallest error over four difference steps: the largest can cross a friction mode's edge, and NCP's
+        # slip near sticking curves so sharply that the difference's own error is 2e-4 at 1e-7 on some poses
         _, Fx, _ = sim.step_derivatives(x, np.zeros(0))
         scale = max(1.0, np.abs(Fx).max())
-        err = min(np.abs(Fx - step_jacobians_fd(sim, x, np.zeros(0), h=step).Fx).max() for step in (6.06e-6, 1e-6, 1e-7))
+        steps = (6.06e-6, 1e-6, 1e-7, 3e-8)
+        err = min(np.abs(Fx - step_jacobians_fd(sim, x, np.zeros(0), h=step).Fx).max() for step in steps)
         assert err <= 1e-6 * scale, err
         Fp = sim.step_derivatives(x, np.zeros(0), params=names)[3]
-        err = min(np.abs(Fp - parameter_jacobian_fd(sim, x, np.zeros(0), names, h=step)).max() for step in (1e-6, 1e-7))
+        err = min(np.abs(Fp - parameter_jacobian_fd(sim, x, np.zeros(0), names, h=step)).max() for step in steps[1:])
         assert err <= 1e-6 * scale, err
+    assert pushed >= 3, pushed  # most poses hit the face in the step

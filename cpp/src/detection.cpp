@@ -885,6 +885,22 @@ class Detector {
     return true;
   }
 
+  // _disk_points: four points fixed on the rim of the cylinder's end facing a plane of normal n, at quarter turns
+  static Points disk_points(const Shape& cyl, const pinocchio::SE3& M, const Vec3& n, double sign) {
+    const Mat3& R = M.rotation();
+    const Vec3 a = R.col(2);
+    const Vec3 end = M.translation() + (sign * cyl.half_length() * (dot3(a, n) > 0.0 ? 1.0 : -1.0)) * a;
+    const double r = cyl.radius();
+    Points P(4, 3);
+    for (int i = 0; i < 3; ++i) {
+      P(0, i) = end[i] + r * R(i, 0);
+      P(1, i) = end[i] + r * R(i, 1);
+      P(2, i) = end[i] - r * R(i, 0);
+      P(3, i) = end[i] - r * R(i, 1);
+    }
+    return P;
+  }
+
   // _face_toward: the exact outward normal of the box's face most aligned with d, or of the cylinder's cap on d's side
   static Vec3 face_toward(const Shape& face, const pinocchio::SE3& M, const Vec3& d) {
     if (face.kind == Kind::Box) return face_normal(face, M, d);
@@ -913,8 +929,9 @@ class Detector {
   }
 
   // _rim_on_face: a cylinder's rim on a box's face or another cylinder's cap face (the face most aligned with coal's
-  // normal n_coal, or the cap on its side), clearly tilted on it (its rim's far side beyond the margin), its rim's
-  // lowest line over the face wherever within the margin; between two cylinders the larger separation; false: none
+  // normal n_coal, or the cap on its side): its rim's lowest points, or nearly flat (its rim's far side within the
+  // margin) its disk's four points; over the face wherever within the margin; between two cylinders the larger
+  // separation; false: none
   bool rim_on_face(size_t k, pinocchio::GeometryData& gd, const Vec3& n_coal, Output& out) const {
     const PairInfo& p = pairs_[k];
     const double margin = gd.collisionRequests[k].security_margin;
@@ -923,6 +940,7 @@ class Detector {
     std::vector<double> bestphi;
     Vec3 bestn, besta;
     double best_min = 0.0, best_radius = 0.0;
+    bool best_rim = false;
     int64_t best_carrier = 0, best_vertex = 0;
     for (const bool on_A : {true, false}) {  // the cylinder is A (on B's face) or B (on A's)
       const int64_t iP = on_A ? p.iA : p.iB, iN = on_A ? p.iB : p.iA;
@@ -932,29 +950,46 @@ class Detector {
       const pinocchio::SE3& M_N = gd.oMg[iN];
       const double sign = on_A ? -1.0 : 1.0;  // n points from B to A: out of the face when it is B
       const Vec3 n = -sign * face_toward(face, M_N, Vec3(-sign * n_coal));
-      Points P(2, 3);
-      if (!rod_end_points(cyl, M_P, n, sign, P)) continue;
       const Vec3 a = M_P.rotation().col(2);
-      const double an = dot3(a, n);
-      const Vec3 w(n[0] - an * a[0], n[1] - an * a[1], n[2] - an * a[2]);
-      if (2.0 * cyl.radius() * std::sqrt(dot3(w, w)) <= margin) continue;  // nearly flat
-      std::vector<double> phi = flat_distance(P, n, sign, face, M_N);
-      const bool k0 = phi[0] <= margin, k1 = phi[1] <= margin;
-      if (!k0 && !k1) continue;
-      Vec3 span[2] = {Vec3(P.row(0).transpose()), Vec3(P.row(1).transpose())};
-      if (!(k0 && k1)) {  // from the kept end to where the lowest line leaves the margin (phi is linear along it)
-        const int i = k0 ? 0 : 1;
-        const double t = (margin - phi[i]) / (phi[1 - i] - phi[i]);
-        span[0] = Vec3(P.row(i).transpose());
-        span[1] = span[0] + t * (Vec3(P.row(1 - i).transpose()) - span[0]);
+      Points P(2, 3);
+      bool rim = rod_end_points(cyl, M_P, n, sign, P);
+      if (rim) {
+        const double an = dot3(a, n);
+        const Vec3 w(n[0] - an * a[0], n[1] - an * a[1], n[2] - an * a[2]);
+        if (2.0 * cyl.radius() * std::sqrt(dot3(w, w)) <= margin) rim = false;  // nearly flat: its disk holds it
       }
-      if (!over_face(face, M_N, n, span[0]) || !over_face(face, M_N, n, span[1])) continue;
-      const double lowest = std::min(phi[0], phi[1]);
+      if (!rim) P = disk_points(cyl, M_P, n, sign);
+      const Eigen::Index np = P.rows();
+      std::vector<double> phi = flat_distance(P, n, sign, face, M_N);
+      std::vector<char> keep(np);
+      bool any = false;
+      double lowest = std::numeric_limits<double>::infinity();
+      for (Eigen::Index e = 0; e < np; ++e) {
+        keep[e] = phi[e] <= margin;
+        any = any || keep[e];
+        lowest = std::min(lowest, phi[e]);
+      }
+      if (!any) continue;
+      bool over = true;
+      if (!rim) {  // standing on its disk: the points within the margin
+        for (Eigen::Index e = 0; e < np && over; ++e)
+          if (keep[e]) over = over_face(face, M_N, n, Vec3(P.row(e).transpose()));
+      } else {
+        Vec3 span[2] = {Vec3(P.row(0).transpose()), Vec3(P.row(1).transpose())};
+        if (!(keep[0] && keep[1])) {  // from the kept end to where the lowest line leaves the margin (phi is linear)
+          const int i = keep[0] ? 0 : 1;
+          const double t = (margin - phi[i]) / (phi[1 - i] - phi[i]);
+          span[0] = Vec3(P.row(i).transpose());
+          span[1] = span[0] + t * (Vec3(P.row(1 - i).transpose()) - span[0]);
+        }
+        over = over_face(face, M_N, n, span[0]) && over_face(face, M_N, n, span[1]);
+      }
+      if (!over) continue;
       if (found && lowest <= best_min) continue;
-      Points kept(2, 3);
+      Points kept(np, 3);
       std::vector<double> phik;
-      for (int e = 0; e < 2; ++e)
-        if (phi[e] <= margin) {
+      for (Eigen::Index e = 0; e < np; ++e)
+        if (keep[e]) {
           kept.row(static_cast<Eigen::Index>(phik.size())) = P.row(e);
           phik.push_back(phi[e]);
         }
@@ -968,13 +1003,15 @@ class Detector {
       bestP = kept;
       bestphi = phik;
       bestn = n;
+      best_rim = rim;
       besta = a;
-      best_radius = sign * cyl.radius();
+      best_radius = rim ? sign * cyl.radius() : 0.0;  // the disk's points: body-fixed vertices
       best_carrier = on_A ? p.jB : p.jA;
       best_vertex = on_A ? p.jA : p.jB;
     }
     if (found)
-      out.add(bestP, bestn, bestphi, p.jA, p.jB, best_carrier, best_vertex, best_radius, static_cast<int64_t>(k), &besta);
+      out.add(bestP, bestn, bestphi, p.jA, p.jB, best_carrier, best_vertex, best_radius, static_cast<int64_t>(k),
+              best_rim ? &besta : nullptr);
     return found;
   }
 
