@@ -376,10 +376,9 @@ class CollisionScene:
                 continue
             if self._rod[k] is not None:
                 rod = self._rod_on_flat(k, gdata)
-                if rod is not None:
-                    if len(rod[0]):
-                        parts.append(rod)
-                    continue
+                if len(rod[0]):
+                    parts.append(rod)
+                continue
             patch = gdata.contactPatchResults[k].getContactPatch(0)
             if not _valid_normal(patch):
                 patch = self._retry(k, gdata)
@@ -473,7 +472,7 @@ class CollisionScene:
 
     def _rod_on_flat(self, k: int, gdata: pin.GeometryData):
         """Contacts of pair ``k``, a capsule or cylinder (a *rod*) against a flat carrier (half-space,
-        plane; ``self._rod[k]``), or None when the cylinder stands on its disk face.
+        plane; ``self._rod[k]``).
 
         The points are computed here, not read from coal: coal's patch of a rod lying on a plane
         flattens its points onto the deepest one's plane (a capsule tilted by 1e-5 rad reports both
@@ -483,7 +482,10 @@ class CollisionScene:
         hemisphere's point, ``s = -1`` on body A, ``+1`` on body B); for a cylinder the lowest
         point of that end's rim, ``end + radius s u`` with ``u`` the unit projection of ``n``
         normal to the axis. Both ends are kept when within the scene's margin, each with its own
-        signed distance.
+        signed distance. A cylinder nearly flat on its disk (its rim's far side within the margin
+        too) rests on four points fixed on that end's rim (:func:`_rod_points`): one sliding point
+        per end let a can on the ground rock without end (0.05 rad/s a second after its release at
+        1e-3 or 0.02 rad), and coal's patch held it only once flat to 1e-6.
         """
         jA, jB = self._info[k][:2]
         rod, i_rod, i_flat, sign, flat = self._rod[k]
@@ -491,19 +493,16 @@ class CollisionScene:
         n = np.array(M_flat.rotation @ flat.n, dtype=float)  # out of the flat carrier
         if sign > 0:  # the flat carrier is body A: the normal points from B (the rod) to A
             n = -n
-        ends = _rod_end_points(rod, M_rod, n, sign)
-        if ends is None:
-            return None  # standing on its disk face: coal's patch (body-fixed rim points)
-        P, axis = ends
-        r = float(rod.radius)
+        margin = gdata.collisionRequests[k].security_margin  # the pair's (speculative) margin
+        P, axis, radius = _rod_points(rod, M_rod, n, sign, margin)
         phi = self._flat_distance(P, n, sign, flat, M_flat)
-        keep = phi <= gdata.collisionRequests[k].security_margin  # the pair's (speculative) margin
+        keep = phi <= margin
         P, phi = P[keep], phi[keep]
         if self.planar and len(P):
             P = _merge_planar(P)  # an end behind the other in z gives the same planar rows
             phi = self._flat_distance(P, n, sign, flat, M_flat)
         jr, jf = (jA, jB) if sign < 0 else (jB, jA)
-        return (P, n, phi, jA, jB, jf, jr, sign * r, k, axis)
+        return (P, n, phi, jA, jB, jf, jr, radius, k, axis)
 
     def _rim_on_face(self, k: int, gdata: pin.GeometryData, n_coal: np.ndarray):
         """Pair ``k``'s part for a cylinder whose rim touches a box's face or another cylinder's cap face, or None
@@ -535,12 +534,7 @@ class CollisionScene:
             M_P, M_N = gdata.oMg[iP], gdata.oMg[iN]
             sign = -1.0 if on_A else 1.0  # n points from B to A: out of the face when it is B
             n = -sign * _face_toward(face, M_N, -sign * n_coal)
-            ends = _rod_end_points(cyl, M_P, n, sign)
-            if ends is not None:
-                w = n - _dot3(ends[1], n) * ends[1]
-                if 2.0 * float(cyl.radius) * math.sqrt(_dot3(w, w)) <= margin:
-                    ends = None  # nearly flat: the rim's far side within the margin too, its disk holds it
-            P, axis = ends if ends is not None else (_disk_points(cyl, M_P, n, sign), None)
+            P, axis, radius = _rod_points(cyl, M_P, n, sign, margin)
             phi = self._flat_distance(P, n, sign, face, M_N)
             keep = phi <= margin
             if not keep.any():
@@ -561,7 +555,6 @@ class CollisionScene:
                 P = _merge_planar(P)
                 phi = self._flat_distance(P, n, sign, face, M_N)
             carrier, vertex_body = (jB, jA) if on_A else (jA, jB)
-            radius = 0.0 if axis is None else sign * float(cyl.radius)  # the disk's points: body-fixed vertices
             best = (P, n, phi, jA, jB, carrier, vertex_body, radius, k, axis)
         return best
 
@@ -710,6 +703,23 @@ def _rod_end_points(rod, M: pin.SE3, n: np.ndarray, sign: float):
     else:
         u, axis = n, None
     return ends + sign * float(rod.radius) * u, axis
+
+
+def _rod_points(rod, M: pin.SE3, n: np.ndarray, sign: float, margin: float):
+    """``(P, axis, radius)``: the points of a rod on a plane of normal ``n`` (``sign`` as :func:`_rod_end_points`'s)
+    and how they move: :func:`_rod_end_points`' (a cylinder's sliding on its rim, ``axis`` its axis; ``radius`` the
+    signed offset ``sign r``), or for a cylinder nearly flat on its disk -- its rim's far side within ``margin`` of
+    the lowest point, ``2 r |n x a| <= margin``, or standing on it -- :func:`_disk_points` (fixed on its rim: ``axis``
+    None, ``radius`` 0)."""
+    ends = _rod_end_points(rod, M, n, sign)
+    if isinstance(rod, coal.Cylinder):
+        if ends is not None:
+            w = n - _dot3(ends[1], n) * ends[1]
+            if 2.0 * float(rod.radius) * math.sqrt(_dot3(w, w)) <= margin:
+                ends = None
+        if ends is None:
+            return _disk_points(rod, M, n, sign), None, 0.0
+    return ends[0], ends[1], sign * float(rod.radius)
 
 
 def _disk_points(cyl, M: pin.SE3, n: np.ndarray, sign: float) -> np.ndarray:

@@ -114,26 +114,27 @@ def test_lying_rod_rests_still(shape):
     assert np.allclose(xs[-1, 3:7], [0, 0, 0, 1], atol=1e-9)
 
 
-@pytest.mark.parametrize("floor", ["box", "cylinder"])
-@pytest.mark.parametrize("tilt", [0.0, 0.02, 0.1, 0.3])
+@pytest.mark.parametrize("floor", ["ground", "box", "cylinder"])
+@pytest.mark.parametrize("tilt", [0.0, 1e-3, 0.02, 0.1, 0.3])
 def test_a_can_tipped_on_a_face_settles_on_its_disk(floor, tilt):
-    """A can (cylinder 4 cm x 12 cm) released tipped on its rim on a static box's top face or on a free heavy
-    cylinder's cap face comes down and rests flat on its disk, its centre at half its height, still. Before
-    (2026-11-28), coal's patch carried the tipped disk's own normal: released at 0.1 rad it stopped at 0.0076 rad
-    (0.007 on a cap), 0.3 mm up, and at 0.02 rad it stayed there."""
+    """A can (cylinder 4 cm x 12 cm) released tipped on its rim on the ground, a static box's top face or a free
+    heavy cylinder's cap face comes down and rests flat on its disk, its centre at half its height, still. Before
+    (2026-11-28): on the box and the cap, coal's patch carried the tipped disk's own normal (released at 0.1 rad it
+    stopped at 0.0076 rad, 0.3 mm up; at 0.02 rad it stayed there); on the ground, one sliding rim point let it rock
+    without end (0.05 rad/s a second after its release at 1e-3 or 0.02 rad)."""
     b = ModelBuilder("can")
     if floor == "box":
         b.add_static_box("floor", (2, 2, 0.2), (0, 0, -0.1))
-    else:
+    elif floor == "cylinder":
         j = b.add_joint("free", name="base")
         b.add_body(j, mass=50.0, cylinder=(0.3, 0.2))
     j = b.add_joint("free", name="can")
     b.add_body(j, mass=0.3, cylinder=(0.04, 0.12))
     model, geom = b.build()
-    sim = Simulator(model, geometry=geom, dt=1e-3, ground=None if floor == "box" else -0.2, friction=0.5,
-                    contact="lcp")
+    sim = Simulator(model, geometry=geom, dt=1e-3, ground={"box": None, "ground": 0.0}.get(floor, -0.2),
+                    friction=0.5, contact="lcp")
     x = np.zeros(sim.nx)
-    k = 0 if floor == "box" else 7
+    k = 7 if floor == "cylinder" else 0
     if floor == "cylinder":
         x[:7] = [0, 0, -0.1, 0, 0, 0, 1]
     x[k:k + 3] = [0.0, 0.0, 0.06 * np.cos(tilt) + 0.04 * np.sin(tilt) + 1e-4]
@@ -141,6 +142,28 @@ def test_a_can_tipped_on_a_face_settles_on_its_disk(floor, tilt):
     x = sim.rollout(x, np.zeros((1500, 0)))[-1]
     up = pin.Quaternion(x[k + 3:k + 7]).toRotationMatrix()[:, 2]
     assert np.arccos(min(up[2], 1.0)) < 1e-6
-    base = 0.0 if floor == "box" else x[2] + 0.1  # the cap face's height
+    base = x[2] + 0.1 if floor == "cylinder" else 0.0  # the cap face's height
     assert abs(x[k + 2] - base - 0.06) < 1e-5
     assert np.abs(x[sim.nq + (6 if floor == "cylinder" else 0):]).max() < 1e-3
+
+
+@pytest.mark.parametrize("contact", ["lcp", "ncp"])
+@pytest.mark.parametrize("tilt", [0.0, 0.01, 0.3])
+def test_a_standing_cylinder_step_jacobians(tilt, contact):
+    """A cylinder on its end on the ground, 0.5 mm above it, flat, nearly flat (0.01 rad: four points fixed on its
+    rim) or tilted (0.3 rad: its rim's sliding lowest point), approaching, sliding and spinning: Fx against central
+    differences (the smallest error over three difference steps: the largest can cross a friction mode's edge)."""
+    b = ModelBuilder("can")
+    j = b.add_joint("free", name="can")
+    b.add_body(j, mass=0.3, cylinder=(0.04, 0.12))
+    model, geom = b.build()
+    sim = Simulator(model, geometry=geom, dt=1e-3, ground=0.0, friction=0.5, contact=contact)
+    rot = pin.rpy.rpyToMatrix(tilt, 0.0, 0.0)
+    x = np.r_[0.0, 0.0, 0.06 * np.cos(tilt) + 0.04 * np.sin(tilt) + 5e-4, pin.Quaternion(rot).coeffs(),
+              rot.T @ np.array([0.2, 0.1, -0.8]), 0.3, -0.2, 1.0]
+    sim.step(x, np.zeros(0))
+    c = sim._workspace(None).contact.geo.contacts
+    assert len(c) == (1 if tilt > 0.1 else 4) and np.isclose(c.phi.min(), 5e-4) and sim.contacts.impulses.max() > 0
+    _, Fx, _ = sim.step_derivatives(x, np.zeros(0))
+    err = min(max_relative_error(Fx, step_jacobians_fd(sim, x, np.zeros(0), h=h).Fx) for h in (6.06e-6, 1e-6, 1e-7))
+    assert err < 1e-6, err

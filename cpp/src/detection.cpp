@@ -445,7 +445,10 @@ class Detector {
       hull_part(k, r_mul(M_B.rotation(), sB.plane_n()), gd, false, out);
       return;
     }
-    if (p.rod_sign != 0.0 && rod_on_flat(k, gd, out)) return;
+    if (p.rod_sign != 0.0) {
+      rod_on_flat(k, gd, out);
+      return;
+    }
     const coal::ContactPatch* patch = &gd.contactPatchResults[k].getContactPatch(0);
     coal::ContactPatch again;
     if (reject_ >= 1 || !valid_normal(*patch)) {
@@ -908,6 +911,22 @@ class Detector {
     return dot3(a, d) > 0.0 ? a : Vec3(-a);
   }
 
+  // _rod_points: rod_end_points' (true: sliding on a cylinder's rim, or a capsule's), or for a cylinder nearly flat on
+  // its disk (2 r |n x a| <= margin, or standing on it) disk_points' (false: fixed on its rim)
+  static bool rod_points(const Shape& rod, const pinocchio::SE3& M, const Vec3& n, double sign, double margin,
+                         Points& P) {
+    bool rim = rod_end_points(rod, M, n, sign, P);
+    if (rod.kind != Kind::Cylinder) return true;
+    if (rim) {
+      const Vec3 a = M.rotation().col(2);
+      const double an = dot3(a, n);
+      const Vec3 w(n[0] - an * a[0], n[1] - an * a[1], n[2] - an * a[2]);
+      if (2.0 * rod.radius() * std::sqrt(dot3(w, w)) <= margin) rim = false;
+    }
+    if (!rim) P = disk_points(rod, M, n, sign);
+    return rim;
+  }
+
   // _over_face: x projects onto the box's face of normal n (within its two other half sides), or onto the cylinder's
   // cap disk (within its radius of the axis)
   static bool over_face(const Shape& face, const pinocchio::SE3& M, const Vec3& n, const Vec3& x) {
@@ -951,14 +970,8 @@ class Detector {
       const double sign = on_A ? -1.0 : 1.0;  // n points from B to A: out of the face when it is B
       const Vec3 n = -sign * face_toward(face, M_N, Vec3(-sign * n_coal));
       const Vec3 a = M_P.rotation().col(2);
-      Points P(2, 3);
-      bool rim = rod_end_points(cyl, M_P, n, sign, P);
-      if (rim) {
-        const double an = dot3(a, n);
-        const Vec3 w(n[0] - an * a[0], n[1] - an * a[1], n[2] - an * a[2]);
-        if (2.0 * cyl.radius() * std::sqrt(dot3(w, w)) <= margin) rim = false;  // nearly flat: its disk holds it
-      }
-      if (!rim) P = disk_points(cyl, M_P, n, sign);
+      Points P;
+      const bool rim = rod_points(cyl, M_P, n, sign, margin, P);
       const Eigen::Index np = P.rows();
       std::vector<double> phi = flat_distance(P, n, sign, face, M_N);
       std::vector<char> keep(np);
@@ -1015,8 +1028,8 @@ class Detector {
     return found;
   }
 
-  // _rod_on_flat: false when the cylinder stands on its disk face (coal's patch then)
-  bool rod_on_flat(size_t k, pinocchio::GeometryData& gd, Output& out) const {
+  // _rod_on_flat: a capsule or cylinder against a flat carrier
+  void rod_on_flat(size_t k, pinocchio::GeometryData& gd, Output& out) const {
     const PairInfo& p = pairs_[k];
     const double sign = p.rod_sign;
     const int64_t i_rod = sign < 0 ? p.iA : p.iB, i_flat = sign < 0 ? p.iB : p.iA;
@@ -1025,16 +1038,17 @@ class Detector {
     const pinocchio::SE3& M_flat = gd.oMg[i_flat];
     Vec3 n = r_mul(M_flat.rotation(), flat.plane_n());
     if (sign > 0) n = -n;
+    const double margin = gd.collisionRequests[k].security_margin;  // the pair's (speculative) margin
+    Points P;
+    const bool rim = rod_points(rod, M_rod, n, sign, margin, P);
     const Vec3 a = M_rod.rotation().col(2);
-    const bool cylinder = rod.kind == Kind::Cylinder;
-    const double sr = sign * rod.radius();
-    Points P(2, 3);
-    if (!rod_end_points(rod, M_rod, n, sign, P)) return false;
+    const double radius = rim ? sign * rod.radius() : 0.0;
+    const bool with_axis = rim && rod.kind == Kind::Cylinder;
     std::vector<double> phi = flat_distance(P, n, sign, flat, M_flat);
-    Points kept(2, 3);
+    Points kept(P.rows(), 3);
     std::vector<double> phik;
-    for (int e = 0; e < 2; ++e)
-      if (phi[e] <= gd.collisionRequests[k].security_margin) {
+    for (Eigen::Index e = 0; e < P.rows(); ++e)
+      if (phi[e] <= margin) {
         kept.row(static_cast<Eigen::Index>(phik.size())) = P.row(e);
         phik.push_back(phi[e]);
       }
@@ -1044,8 +1058,8 @@ class Detector {
       phik = flat_distance(kept, n, sign, flat, M_flat);
     }
     const int64_t jr = sign < 0 ? p.jA : p.jB, jf = sign < 0 ? p.jB : p.jA;
-    if (kept.rows() > 0) out.add(kept, n, phik, p.jA, p.jB, jf, jr, sr, static_cast<int64_t>(k), cylinder ? &a : nullptr);
-    return true;
+    if (kept.rows() > 0)
+      out.add(kept, n, phik, p.jA, p.jB, jf, jr, radius, static_cast<int64_t>(k), with_axis ? &a : nullptr);
   }
 
   // _hull_part: false when no vertex is close
