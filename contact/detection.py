@@ -831,11 +831,10 @@ def _line_cores(sA, MA: pin.SE3, sB, MB: pin.SE3):
                 xA, xB, slide = _round_cores(sA, MA, sB, MB)
                 return xA, xB, slide, float(sA.radius), float(sB.radius)
             a = np.asarray(M2.rotation)[:, 2]
-            R = float(s2.radius)
-            u = w / rho
-            x_r = np.asarray(M2.translation) + math.copysign(float(s2.halfLength), axial) * a + R * u
+            end = np.asarray(M2.translation) + math.copysign(float(s2.halfLength), axial) * a
+            x_r, sl_rim = _rim_point(end, a, float(s2.radius), w, rho)
             slide = np.zeros(6)
-            slide[3:] = math.sqrt(R / rho) * np.cross(a, u)  # the rim's slide, on the cylinder's side
+            slide[3:] = sl_rim  # the rim's slide, on the cylinder's side
             if first:  # A: the sphere
                 return c.copy(), x_r, slide, float(s1.radius), 0.0
             return x_r, c.copy(), np.concatenate((slide[3:], slide[:3])), 0.0, float(s1.radius)
@@ -937,10 +936,16 @@ def _rod_rim(rod, M_rod: pin.SE3, cyl, M_cyl: pin.SE3, x_end: np.ndarray):
                 return None
     elif C2 <= 0.0:
         return None  # the whole segment over the disk
-    u = w / rho
-    x_rim = x_end + R * u
-    sl_rim = math.sqrt(R / rho) * np.cross(a, u)
+    x_rim, sl_rim = _rim_point(x_end, a, R, w, rho)
     return p0 + s * b, x_rim, (b.copy() if inside else np.zeros(3)), sl_rim
+
+
+def _rim_point(end: np.ndarray, a: np.ndarray, R: float, w: np.ndarray, rho: float):
+    """``(x_rim, slide)``: the point of the rim circle (centre ``end``, axis ``a``, radius ``R``) nearest a point
+    whose part normal to the axis is ``w`` (``rho = |w| > 0``), ``end + R u`` with ``u = w / rho``, and its slide,
+    the rim's tangent ``a x u`` scaled by ``sqrt(R / rho)`` (:func:`_line_cores`)."""
+    u = w / rho
+    return end + R * u, math.sqrt(R / rho) * np.cross(a, u)
 
 
 def _core(shape, M: pin.SE3):

@@ -568,6 +568,15 @@ class Detector {
     return std::hypot(radial, out);
   }
 
+  // contact/detection.py _rim_point: the rim circle's point (centre end, axis a, radius R) nearest a point whose part
+  // normal to the axis is w (rho = |w| > 0), end + R u with u = w / rho, and its slide sqrt(R / rho) (a x u)
+  static void rim_point(const Vec3& end, const Vec3& a, double R, const Vec3& w, double rho, Vec3& x_rim,
+                        Vec3& slide) {
+    const Vec3 u = w / rho;
+    x_rim = end + R * u;
+    slide = std::sqrt(R / rho) * a.cross(u);
+  }
+
   // contact/detection.py _cylinder_feature: the cylinder's feature nearest a sphere's centre c (side, rim, face),
   // with axial = a . (c - centre), w the part of c - centre normal to the axis a, rho = |w|
   enum class Feature { Side, Rim, Face };
@@ -605,10 +614,9 @@ class Detector {
         return true;
       }
       const Vec3 a = M2[i]->rotation().col(2);
-      const double R = s2[i]->radius();
-      const Vec3 u = w / rho;
-      const Vec3 x_r = M2[i]->translation() + std::copysign(s2[i]->half_length(), axial) * a + R * u;
-      const Vec3 t = std::sqrt(R / rho) * a.cross(u);
+      const Vec3 end = M2[i]->translation() + std::copysign(s2[i]->half_length(), axial) * a;
+      Vec3 x_r, t;
+      rim_point(end, a, s2[i]->radius(), w, rho, x_r, t);
       for (int e = 0; e < 3; ++e) {  // the rim's slide on the cylinder's side (B's slots when the sphere is A)
         slide[e] = i == 0 ? 0.0 : t[e];
         slide[3 + e] = i == 0 ? t[e] : 0.0;
@@ -728,9 +736,7 @@ class Detector {
     } else if (C2 <= 0.0) {
       return false;  // the whole segment over the disk
     }
-    const Vec3 u = w / rho;
-    x_rim = x_end + R * u;
-    sl_rim = std::sqrt(R / rho) * a.cross(u);
+    rim_point(x_end, a, R, w, rho, x_rim, sl_rim);
     x_rod = p0 + s * b;
     sl_rod = inside ? b : Vec3::Zero();
     return true;
