@@ -519,9 +519,11 @@ class CollisionScene:
         cylinder's); a candidate counts where the rim's lowest line is over the face wherever it is within the margin
         (else an edge contact). A cylinder nearly flat on its disk (its rim's far side within the margin of the
         face too) rests on four points fixed on that end's rim, at quarter turns (:func:`_disk_points`), those within
-        the margin, all over the face: one sliding point per end let a can rock on it without end, and coal's patch
-        there carries a tilted disk's normal (a can tilted by 0.1 rad on a box stopped at 0.0076 rad, resting on its
-        own disk) or, between two near-parallel disks, one up to 0.15 rad off (a rocking can was kicked over by it).
+        the margin, all over the face -- on a box's face, those over it and the rim's crossings of its edges
+        (:func:`_disk_edge_points`: a can 1 cm inside a table's edge fell off on coal's patch): one sliding point per
+        end let a can rock on it without end, and coal's patch there carries a tilted disk's normal (a can tilted by
+        0.1 rad on a box stopped at 0.0076 rad, resting on its own disk) or, between two near-parallel disks, one up
+        to 0.15 rad off (a rocking can was kicked over by it).
         Between two cylinders each may be the face; the larger separation along the face's normal (the better
         separating plane) is kept."""
         jA, jB, sA, sB, iA, iB = self._info[k]
@@ -535,13 +537,17 @@ class CollisionScene:
             sign = -1.0 if on_A else 1.0  # n points from B to A: out of the face when it is B
             n = -sign * _face_toward(face, M_N, -sign * n_coal)
             P, axis, radius = _rod_points(cyl, M_P, n, sign, margin)
+            if axis is None and isinstance(face, coal.Box):  # a disk over a box's edge: the rim's crossings of it
+                over = np.array([_over_face(face, M_N, n, x) for x in P])
+                if not over.all():
+                    P = np.vstack((P[over], _disk_edge_points(cyl, M_P, n, sign, face, M_N)))
             phi = self._flat_distance(P, n, sign, face, M_N)
             keep = phi <= margin
             if not keep.any():
                 continue
             span = P  # the part of the lowest line within the margin (phi is linear along it): both ends, or one to t
-            if axis is None:  # standing on its disk: the points within the margin
-                span = P[keep]
+            if axis is None:  # standing on its disk: the points within the margin (a box's: over it or on its edges)
+                span = () if isinstance(face, coal.Box) else P[keep]
             elif not keep.all():
                 i = int(np.argmax(keep))
                 t = (margin - phi[i]) / (phi[1 - i] - phi[i])
@@ -731,6 +737,39 @@ def _disk_points(cyl, M: pin.SE3, n: np.ndarray, sign: float) -> np.ndarray:
     end = np.asarray(M.translation) + (sign * float(cyl.halfLength) * (1.0 if _dot3(a, n) > 0.0 else -1.0)) * a
     r = float(cyl.radius)
     return np.array([end + r * R[:, 0], end + r * R[:, 1], end - r * R[:, 0], end - r * R[:, 1]])
+
+
+def _disk_edge_points(cyl, M: pin.SE3, n: np.ndarray, sign: float, box, M_box: pin.SE3) -> np.ndarray:
+    """The points (k, 3) where the rim of the end of the cylinder ``cyl`` (pose ``M``) facing the box's face of
+    normal ``n`` (``sign`` as :func:`_disk_points`') crosses the planes of that face's four edges, within the
+    face's other half side: where a disk overhanging the face's edge is held (with its fixed points over the face).
+    The rim's point at angle ``t`` is ``end + r (cos t x + sin t y)``; on the edge plane ``e . (p - c) = +-h`` that
+    is ``A cos t + B sin t = C``."""
+    R = np.asarray(M.rotation)
+    a = R[:, 2]
+    end = np.asarray(M.translation) + (sign * float(cyl.halfLength) * (1.0 if _dot3(a, n) > 0.0 else -1.0)) * a
+    r = float(cyl.radius)
+    RB, tB = np.asarray(M_box.rotation), np.asarray(M_box.translation)
+    k = int(np.argmax(np.abs(RB.T @ n)))
+    out = []
+    for i in range(3):
+        if i == k:
+            continue
+        j = 3 - i - k
+        e, f = RB[:, i], RB[:, j]
+        A, B = r * _dot3(R[:, 0], e), r * _dot3(R[:, 1], e)
+        L = math.hypot(A, B)
+        base = _dot3(end - tB, e)
+        for side in (-1.0, 1.0):
+            C = side * float(box.halfSide[i]) - base
+            if not abs(C) < L:
+                continue
+            t0, dt = math.atan2(B, A), math.acos(C / L)
+            for t in (t0 - dt, t0 + dt):
+                x = end + r * (math.cos(t) * R[:, 0] + math.sin(t) * R[:, 1])
+                if abs(_dot3(x - tB, f)) <= float(box.halfSide[j]):
+                    out.append(x)
+    return np.array(out).reshape(-1, 3)
 
 
 def _face_toward(face, M: pin.SE3, d: np.ndarray) -> np.ndarray:

@@ -456,3 +456,28 @@ def test_a_cylinder_rim_on_a_face(face):
             for q in qs:
                 c = scene.detect(model, model.createData(), scene.create_data(), q)
                 assert np.allclose(np.abs(c.normals), [0.0, 0.0, 1.0], rtol=0, atol=1e-12), c.normals
+
+
+def test_a_cylinder_disk_over_a_box_edge():
+    """A can nearly flat (0 - 0.06 rad) on a rotated free box's top face, anywhere from its middle to past its edges
+    and corners: both detectors agree, the disks overhanging an edge held by their rim's points over the face and
+    its crossings of the edges (parts of up to 4 fixed and 4 crossing points)."""
+    rng = np.random.default_rng(0)
+    b = ModelBuilder("edge")
+    j = b.add_joint("free", name="j0")
+    b.add_body(j, mass=1.0, box=(0.3, 0.2, 0.1))
+    j = b.add_joint("free", name="j1")
+    b.add_body(j, mass=1.0, cylinder=(0.04, 0.12))
+    model, geom = b.build()
+    scene = CollisionScene(model, geom, ground=-5.0, margin=5e-3)
+    qs = []
+    for _ in range(300):
+        rb = pin.rpy.rpyToMatrix(*rng.normal(0, 0.5, 3))
+        tilt = rng.choice([0.0, 1e-4, 0.02, 0.06])
+        rc = rb @ pin.rpy.rpyToMatrix(tilt * rng.normal(), tilt * rng.normal(), rng.uniform(0, 6))
+        centre = rb @ np.r_[rng.uniform(-0.2, 0.2, 2), 0.05] + rc[:, 2] * (0.06 + rng.uniform(-1e-3, 3e-3))
+        qs.append(np.r_[0, 0, 0, pin.Quaternion(rb).coeffs(), centre, pin.Quaternion(rc).coeffs()])
+    seen, _ = compare(scene, model, qs)
+    data, gd = model.createData(), scene.create_data()
+    counts = [len(scene.detect(model, data, gd, q)) for q in qs]
+    assert seen > 300 and sum(c >= 5 for c in counts) > 10, (seen, np.bincount(counts))

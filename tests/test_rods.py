@@ -167,3 +167,26 @@ def test_a_standing_cylinder_step_jacobians(tilt, contact):
     _, Fx, _ = sim.step_derivatives(x, np.zeros(0))
     err = min(max_relative_error(Fx, step_jacobians_fd(sim, x, np.zeros(0), h=h).Fx) for h in (6.06e-6, 1e-6, 1e-7))
     assert err < 1e-6, err
+
+
+@pytest.mark.parametrize("yaw", [0.0, 0.785])
+@pytest.mark.parametrize("cx", [0.97, 0.99, 1.01])
+def test_a_can_at_a_table_edge(cx, yaw):
+    """A can (radius 4 cm) standing on a 2 m static box whose edge is at x = 1, its centre at cx: over the face
+    (its disk overhanging the edge by 1 - 3 cm) it stays, flat and still, held by its rim's points over the face and
+    where its rim crosses the edge; beyond the edge it tips off. Before (2026-11-28), the overhanging disk fell back
+    to coal's patch and a can with its centre 1 cm inside the edge fell off (a review)."""
+    b = ModelBuilder("table")
+    b.add_static_box("floor", (2, 2, 0.2), (0, 0, -0.1))
+    j = b.add_joint("free", name="can")
+    b.add_body(j, mass=0.3, cylinder=(0.04, 0.12))
+    model, geom = b.build()
+    sim = Simulator(model, geometry=geom, dt=1e-3, ground=None, friction=0.5, contact="lcp")
+    x = np.r_[cx, 0.0, 0.06 + 1e-4, pin.Quaternion(pin.rpy.rpyToMatrix(0.0, 0.0, yaw)).coeffs(), np.zeros(6)]
+    xs = sim.rollout(x, np.zeros((1000, 0)))
+    if cx < 1.0:
+        up = pin.Quaternion(xs[-1][3:7]).toRotationMatrix()[:, 2]
+        assert np.arccos(min(up[2], 1.0)) < 1e-6 and abs(xs[-1][2] - 0.06) < 1e-6
+        assert np.abs(xs[-200:, 7:]).max() < 1e-6
+    else:
+        assert xs[-1][2] < -0.1  # off the table

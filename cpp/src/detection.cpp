@@ -910,6 +910,45 @@ class Detector {
     return P;
   }
 
+  // _disk_edge_points: where the rim of the cylinder's end facing the box's face of normal n crosses the planes of that
+  // face's edges, within the face's other half side (the rim's point at angle t, end + r (cos t x + sin t y), on the
+  // edge plane e . (p - c) = +-h: A cos t + B sin t = C)
+  static Points disk_edge_points(const Shape& cyl, const pinocchio::SE3& M, const Vec3& n, double sign,
+                                 const Shape& box, const pinocchio::SE3& M_box) {
+    const Mat3& R = M.rotation();
+    const Vec3 a = R.col(2), x0 = R.col(0), y0 = R.col(1);
+    const Vec3 end = M.translation() + (sign * cyl.half_length() * (dot3(a, n) > 0.0 ? 1.0 : -1.0)) * a;
+    const double r = cyl.radius();
+    const Mat3& RB = M_box.rotation();
+    const Vec3& tB = M_box.translation();
+    const Vec3 nl = rt_mul(RB, n);
+    int k = 0;  // np.argmax: the first largest
+    for (int i = 1; i < 3; ++i)
+      if (std::abs(nl[i]) > std::abs(nl[k])) k = i;
+    const Vec3& h = box.box()->halfSide;
+    std::vector<Vec3> out;
+    for (int i = 0; i < 3; ++i) {
+      if (i == k) continue;
+      const int j = 3 - i - k;
+      const Vec3 e = RB.col(i), f = RB.col(j);
+      const double A = r * dot3(x0, e), B = r * dot3(y0, e);
+      const double L = std::hypot(A, B);
+      const double base = dot3(Vec3(end - tB), e);
+      for (const double side : {-1.0, 1.0}) {
+        const double C = side * h[i] - base;
+        if (!(std::abs(C) < L)) continue;
+        const double t0 = std::atan2(B, A), dt = std::acos(C / L);
+        for (const double t : {t0 - dt, t0 + dt}) {
+          const Vec3 x = end + r * (std::cos(t) * x0 + std::sin(t) * y0);
+          if (std::abs(dot3(Vec3(x - tB), f)) <= h[j]) out.push_back(x);
+        }
+      }
+    }
+    Points P(static_cast<Eigen::Index>(out.size()), 3);
+    for (size_t e = 0; e < out.size(); ++e) P.row(static_cast<Eigen::Index>(e)) = out[e].transpose();
+    return P;
+  }
+
   // _face_toward: the exact outward normal of the box's face most aligned with d, or of the cylinder's cap on d's side
   static Vec3 face_toward(const Shape& face, const pinocchio::SE3& M, const Vec3& d) {
     if (face.kind == Kind::Box) return face_normal(face, M, d);
@@ -978,6 +1017,18 @@ class Detector {
       const Vec3 a = M_P.rotation().col(2);
       Points P;
       const bool rim = rod_points(cyl, M_P, n, sign, margin, P);
+      if (!rim && face.kind == Kind::Box) {  // a disk over a box's edge: the rim's crossings of it
+        std::vector<Eigen::Index> over;
+        for (Eigen::Index e = 0; e < P.rows(); ++e)
+          if (over_face(face, M_N, n, Vec3(P.row(e).transpose()))) over.push_back(e);
+        if (static_cast<Eigen::Index>(over.size()) < P.rows()) {
+          const Points edge = disk_edge_points(cyl, M_P, n, sign, face, M_N);
+          Points Q(static_cast<Eigen::Index>(over.size()) + edge.rows(), 3);
+          for (size_t e = 0; e < over.size(); ++e) Q.row(static_cast<Eigen::Index>(e)) = P.row(over[e]);
+          for (Eigen::Index e = 0; e < edge.rows(); ++e) Q.row(static_cast<Eigen::Index>(over.size()) + e) = edge.row(e);
+          P = Q;
+        }
+      }
       const Eigen::Index np = P.rows();
       std::vector<double> phi = flat_distance(P, n, sign, face, M_N);
       std::vector<char> keep(np);
@@ -990,8 +1041,8 @@ class Detector {
       }
       if (!any) continue;
       bool over = true;
-      if (!rim) {  // standing on its disk: the points within the margin
-        for (Eigen::Index e = 0; e < np && over; ++e)
+      if (!rim) {  // standing on its disk: the points within the margin (a box's: over it or on its edges already)
+        for (Eigen::Index e = 0; e < np && over && face.kind != Kind::Box; ++e)
           if (keep[e]) over = over_face(face, M_N, n, Vec3(P.row(e).transpose()));
       } else {
         Vec3 span[2] = {Vec3(P.row(0).transpose()), Vec3(P.row(1).transpose())};
