@@ -49,7 +49,9 @@ Conventions of a contact (all in the world frame):
   whose normal the carrier turns).
 - a cylinder's rim on a flat (the ground, a plane), a box's face or another cylinder's cap face touches
   it at the lowest point of each end's rim along the face's normal (``axis``: the point slides on the rim
-  as the normal turns), not at coal's witness points, which are fixed on the rim; the face carries its
+  as the normal turns), not at coal's witness points, which are fixed on the rim; nearly flat on its disk,
+  it rests on four points fixed on that rim (and, over a box's edge, where the rim crosses the edge: these
+  crossings are taken as fixed on the rim, so the Jacobians are not exact there); the face carries its
   exact normal (coal's carries noise), as a cylinder's cap face does under a ball or a capsule's end.
 """
 
@@ -494,7 +496,7 @@ class CollisionScene:
         if sign > 0:  # the flat carrier is body A: the normal points from B (the rod) to A
             n = -n
         margin = gdata.collisionRequests[k].security_margin  # the pair's (speculative) margin
-        P, axis, radius = _rod_points(rod, M_rod, n, sign, margin)
+        P, axis, radius = _rod_points(rod, M_rod, n, sign, self._patch_depth)
         phi = self._flat_distance(P, n, sign, flat, M_flat)
         keep = phi <= margin
         P, phi = P[keep], phi[keep]
@@ -528,7 +530,7 @@ class CollisionScene:
         separating plane) is kept."""
         jA, jB, sA, sB, iA, iB = self._info[k]
         margin = gdata.collisionRequests[k].security_margin
-        best = None
+        best, best_low = None, 0.0  # the part kept and its lowest distance (before a planar merge)
         for on_A in (True, False):  # the cylinder is A (on B's face) or B (on A's)
             cyl, face, iP, iN = (sA, sB, iA, iB) if on_A else (sB, sA, iB, iA)
             if not (isinstance(cyl, coal.Cylinder) and isinstance(face, (coal.Box, coal.Cylinder))):
@@ -536,7 +538,7 @@ class CollisionScene:
             M_P, M_N = gdata.oMg[iP], gdata.oMg[iN]
             sign = -1.0 if on_A else 1.0  # n points from B to A: out of the face when it is B
             n = -sign * _face_toward(face, M_N, -sign * n_coal)
-            P, axis, radius = _rod_points(cyl, M_P, n, sign, margin)
+            P, axis, radius = _rod_points(cyl, M_P, n, sign, self._patch_depth)
             if axis is None and isinstance(face, coal.Box):  # a disk over a box's edge: the rim's crossings of it
                 over = np.array([_over_face(face, M_N, n, x) for x in P])
                 if not over.all():
@@ -554,8 +556,10 @@ class CollisionScene:
                 span = (P[i], P[i] + t * (P[1 - i] - P[i]))
             if not all(_over_face(face, M_N, n, x) for x in span):
                 continue
-            if best is not None and phi.min() <= best[2].min():
+            low = float(phi.min())
+            if best is not None and low <= best_low:
                 continue
+            best_low = low
             P, phi = P[keep], phi[keep]
             if self.planar:
                 P = _merge_planar(P)
@@ -701,8 +705,8 @@ def _rod_end_points(rod, M: pin.SE3, n: np.ndarray, sign: float):
     centre = np.array(M.translation, dtype=float)
     ends = np.array([centre - rod.halfLength * a, centre + rod.halfLength * a])
     if isinstance(rod, coal.Cylinder):
-        w = n - a * (a @ n)
-        s = math.sqrt(float(w @ w))
+        w = n - _dot3(a, n) * a
+        s = math.sqrt(_dot3(w, w))
         if s < 1e-6:
             return None
         u, axis = w / s, a
@@ -711,21 +715,24 @@ def _rod_end_points(rod, M: pin.SE3, n: np.ndarray, sign: float):
     return ends + sign * float(rod.radius) * u, axis
 
 
-def _rod_points(rod, M: pin.SE3, n: np.ndarray, sign: float, margin: float):
+def _rod_points(rod, M: pin.SE3, n: np.ndarray, sign: float, depth: float):
     """``(P, axis, radius)``: the points of a rod on a plane of normal ``n`` (``sign`` as :func:`_rod_end_points`'s)
-    and how they move: :func:`_rod_end_points`' (a cylinder's sliding on its rim, ``axis`` its axis; ``radius`` the
-    signed offset ``sign r``), or for a cylinder nearly flat on its disk -- its rim's far side within ``margin`` of
-    the lowest point, ``2 r |n x a| <= margin``, or standing on it -- :func:`_disk_points` (fixed on its rim: ``axis``
-    None, ``radius`` 0)."""
-    ends = _rod_end_points(rod, M, n, sign)
+    and how they move. A cylinder nearly flat on its disk -- standing on it (``|n x a| < 1e-6``), or tilted less
+    than 45 deg with its rim's far side within ``depth`` (the scene's patch depth) of its lowest point,
+    ``2 r |n x a| <= depth`` -- gets :func:`_disk_points` (fixed on its rim: ``axis`` None, ``radius`` 0); every
+    other rod :func:`_rod_end_points`' (a cylinder's sliding on its rim, ``axis`` its axis; ``radius`` the signed
+    offset ``sign r``). The 45 deg: a thin rod lying on a face has its rim's far side within any depth above
+    ``2 r``, and must keep a point at each end."""
+    r = float(rod.radius)
     if isinstance(rod, coal.Cylinder):
-        if ends is not None:
-            w = n - _dot3(ends[1], n) * ends[1]
-            if 2.0 * float(rod.radius) * math.sqrt(_dot3(w, w)) <= margin:
-                ends = None
-        if ends is None:
+        a = np.asarray(M.rotation)[:, 2]
+        an = _dot3(a, n)
+        w = n - an * a
+        s = math.sqrt(_dot3(w, w))
+        if s < 1e-6 or (2.0 * r * s <= depth and s < abs(an)):
             return _disk_points(rod, M, n, sign), None, 0.0
-    return ends[0], ends[1], sign * float(rod.radius)
+    P, axis = _rod_end_points(rod, M, n, sign)
+    return P, axis, sign * r
 
 
 def _disk_points(cyl, M: pin.SE3, n: np.ndarray, sign: float) -> np.ndarray:

@@ -405,7 +405,8 @@ def test_a_cylinder_rim_on_a_face(face):
     """A cylinder over a box's top face or a cylinder's cap face at random tilts (0 - 1.5 rad: standing on its end,
     tilted, lying on its side), its lower rim from 1 mm inside to 4 mm above the face, anywhere from the face's
     middle to past its edge: both detectors agree; a rim over the face is its lowest rim points (Contacts.axis), a
-    nearly flat disk four points fixed on its rim, one past the edge coal's patch (neither with an axis); the face's body carries its exact normal under a rim (coal's carries
+    nearly flat disk points fixed on its rim (past a box's edge, with its rim's crossings of it), a tilted rim past
+    the edge coal's patch (neither with an axis); the face's body carries its exact normal under a rim (coal's carries
     noise), and so does a cylinder's cap face under a ball or a capsule's end."""
     rng = np.random.default_rng(3)
     R2, h2, half = 0.04, 0.05, 0.15

@@ -190,3 +190,19 @@ def test_a_can_at_a_table_edge(cx, yaw):
         assert np.abs(xs[-200:, 7:]).max() < 1e-6
     else:
         assert xs[-1][2] < -0.1  # off the table
+
+
+@pytest.mark.parametrize("radius", [0.002, 0.01])
+def test_a_thin_cylinder_lying_on_the_ground_touches_at_both_ends(radius):
+    """A cylinder of radius 2 mm or 1 cm, 20 cm long, lying 0.1 mm above the ground (margin 5 mm): one point at
+    each end's rim. A first rule for "nearly flat on its disk" (the rim's far side within the margin) took a rod
+    thinner than half the margin for a standing one, whatever its tilt: four points on one end, none on the other
+    (a review)."""
+    b = ModelBuilder("thin")
+    j = b.add_joint("free", name="rod")
+    b.add_body(j, mass=0.1, rotation=(0, np.pi / 2, 0), cylinder=(radius, 0.2))
+    model, geom = b.build()
+    sim = Simulator(model, geometry=geom, dt=1e-3, ground=0.0, friction=0.5, contact="lcp")
+    sim.step(np.r_[0.0, 0.0, radius + 1e-4, 0, 0, 0, 1, np.zeros(6)], np.zeros(0))
+    c = sim._workspace(None).contact.geo.contacts
+    assert len(c) == 2 and np.allclose(np.sort(c.points[:, 0]), [-0.1, 0.1]) and np.allclose(c.phi, 1e-4)

@@ -956,20 +956,23 @@ class Detector {
     return dot3(a, d) > 0.0 ? a : Vec3(-a);
   }
 
-  // _rod_points: rod_end_points' (true: sliding on a cylinder's rim, or a capsule's), or for a cylinder nearly flat on
-  // its disk (2 r |n x a| <= margin, or standing on it) disk_points' (false: fixed on its rim)
-  static bool rod_points(const Shape& rod, const pinocchio::SE3& M, const Vec3& n, double sign, double margin,
+  // _rod_points: a cylinder nearly flat on its disk (standing on it, or tilted less than 45 deg with
+  // 2 r |n x a| <= depth, the scene's patch depth) gets disk_points' (false: fixed on its rim), every other rod
+  // rod_end_points' (true: sliding on a cylinder's rim, or a capsule's)
+  static bool rod_points(const Shape& rod, const pinocchio::SE3& M, const Vec3& n, double sign, double depth,
                          Points& P) {
-    bool rim = rod_end_points(rod, M, n, sign, P);
-    if (rod.kind != Kind::Cylinder) return true;
-    if (rim) {
+    if (rod.kind == Kind::Cylinder) {
       const Vec3 a = M.rotation().col(2);
       const double an = dot3(a, n);
       const Vec3 w(n[0] - an * a[0], n[1] - an * a[1], n[2] - an * a[2]);
-      if (2.0 * rod.radius() * std::sqrt(dot3(w, w)) <= margin) rim = false;
+      const double s = std::sqrt(dot3(w, w));
+      if (s < 1e-6 || (2.0 * rod.radius() * s <= depth && s < std::abs(an))) {
+        P = disk_points(rod, M, n, sign);
+        return false;
+      }
     }
-    if (!rim) P = disk_points(rod, M, n, sign);
-    return rim;
+    rod_end_points(rod, M, n, sign, P);
+    return true;
   }
 
   // _over_face: x projects onto the box's face of normal n (within its two other half sides), or onto the cylinder's
@@ -1016,7 +1019,7 @@ class Detector {
       const Vec3 n = -sign * face_toward(face, M_N, Vec3(-sign * n_coal));
       const Vec3 a = M_P.rotation().col(2);
       Points P;
-      const bool rim = rod_points(cyl, M_P, n, sign, margin, P);
+      const bool rim = rod_points(cyl, M_P, n, sign, patch_depth_, P);
       if (!rim && face.kind == Kind::Box) {  // a disk over a box's edge: the rim's crossings of it
         std::vector<Eigen::Index> over;
         for (Eigen::Index e = 0; e < P.rows(); ++e)
@@ -1097,7 +1100,7 @@ class Detector {
     if (sign > 0) n = -n;
     const double margin = gd.collisionRequests[k].security_margin;  // the pair's (speculative) margin
     Points P;
-    const bool rim = rod_points(rod, M_rod, n, sign, margin, P);
+    const bool rim = rod_points(rod, M_rod, n, sign, patch_depth_, P);
     const Vec3 a = M_rod.rotation().col(2);
     const double radius = rim ? sign * rod.radius() : 0.0;
     const bool with_axis = rim && rod.kind == Kind::Cylinder;
