@@ -484,8 +484,8 @@ class CollisionScene:
         hemisphere's point, ``s = -1`` on body A, ``+1`` on body B); for a cylinder the lowest
         point of that end's rim, ``end + radius s u`` with ``u`` the unit projection of ``n``
         normal to the axis. Both ends are kept when within the scene's margin, each with its own
-        signed distance. A cylinder nearly flat on its disk (its rim's far side within the margin
-        too) rests on four points fixed on that end's rim (:func:`_rod_points`): one sliding point
+        signed distance. A cylinder nearly flat on its disk (tilted less than 45 deg, its rim's far
+        side within the patch depth) rests on four points fixed on that end's rim (:func:`_rod_points`): one sliding point
         per end let a can on the ground rock without end (0.05 rad/s a second after its release at
         1e-3 or 0.02 rad), and coal's patch held it only once flat to 1e-6.
         """
@@ -519,8 +519,8 @@ class CollisionScene:
 
         The face is the one of the other shape most aligned with coal's normal (a box's) or its cap on that side (a
         cylinder's); a candidate counts where the rim's lowest line is over the face wherever it is within the margin
-        (else an edge contact). A cylinder nearly flat on its disk (its rim's far side within the margin of the
-        face too) rests on four points fixed on that end's rim, at quarter turns (:func:`_disk_points`), those within
+        (else an edge contact). A cylinder nearly flat on its disk (:func:`_rod_points`: tilted less than 45 deg, its
+        rim's far side within the patch depth) rests on four points fixed on that end's rim, at quarter turns, those within
         the margin, all over the face -- on a box's face, those over it and the rim's crossings of its edges
         (:func:`_disk_edge_points`: a can 1 cm inside a table's edge fell off on coal's patch): one sliding point per
         end let a can rock on it without end, and coal's patch there carries a tilted disk's normal (a can tilted by
@@ -616,7 +616,7 @@ class CollisionScene:
         if face is not None:
             box, MB = face
             local = np.abs((V[cand] @ R.T + t - MB.translation) @ MB.rotation)  # in the box's frame
-            axis = int(np.argmax(np.abs(MB.rotation.T @ n)))
+            axis = _box_axis(MB, n)
             inside = np.all(np.delete(local <= box.halfSide + self.margin, axis, axis=1), axis=1)
             if not inside[int(np.argmin(h[cand]))]:
                 return np.zeros((0, 3))
@@ -695,69 +695,60 @@ class CollisionScene:
         return jB, jA, 0.0, n
 
 
-def _rod_end_points(rod, M: pin.SE3, n: np.ndarray, sign: float):
-    """``(P (2, 3), axis)``: the points of a capsule or cylinder ``rod`` (pose ``M``) nearest a plane of normal
-    ``n`` at its two ends -- a capsule's hemisphere point ``end + sign r n``, a cylinder's lowest rim point
-    ``end + sign r u`` with ``u`` the unit projection of ``n`` normal to its axis (``axis``: that axis, None for a
-    capsule); ``sign`` -1 when the rod is body A (``n`` points from B to A), +1 when B. None for a cylinder standing
-    on its disk face (``n`` within 1e-6 of its axis: no lowest rim point)."""
-    a = np.array(M.rotation[:, 2], dtype=float)
-    centre = np.array(M.translation, dtype=float)
-    ends = np.array([centre - rod.halfLength * a, centre + rod.halfLength * a])
-    if isinstance(rod, coal.Cylinder):
-        w = n - _dot3(a, n) * a
-        s = math.sqrt(_dot3(w, w))
-        if s < 1e-6:
-            return None
-        u, axis = w / s, a
-    else:
-        u, axis = n, None
-    return ends + sign * float(rod.radius) * u, axis
-
-
 def _rod_points(rod, M: pin.SE3, n: np.ndarray, sign: float, depth: float):
-    """``(P, axis, radius)``: the points of a rod on a plane of normal ``n`` (``sign`` as :func:`_rod_end_points`'s)
-    and how they move. A cylinder nearly flat on its disk -- standing on it (``|n x a| < 1e-6``), or tilted less
-    than 45 deg with its rim's far side within ``depth`` (the scene's patch depth) of its lowest point,
-    ``2 r |n x a| <= depth`` -- gets :func:`_disk_points` (fixed on its rim: ``axis`` None, ``radius`` 0); every
-    other rod :func:`_rod_end_points`' (a cylinder's sliding on its rim, ``axis`` its axis; ``radius`` the signed
-    offset ``sign r``). The 45 deg: a thin rod lying on a face has its rim's far side within any depth above
-    ``2 r``, and must keep a point at each end."""
+    """``(P, axis, radius)``: the points of a capsule or cylinder ``rod`` (pose ``M``) nearest a plane of normal
+    ``n`` and how they move; ``sign`` -1 when the rod is body A (``n`` points from B to A), +1 when B.
+
+    At its two ends (``P`` (2, 3), ``radius`` the signed offset ``sign r``): a capsule's hemisphere point
+    ``end + sign r n`` (``axis`` None), a cylinder's lowest rim point ``end + sign r u`` with ``u`` the unit
+    projection of ``n`` normal to its axis (``axis``: that axis; the point slides on the rim). A cylinder nearly flat
+    on its disk -- standing on it (``|n x a| < 1e-6``: no lowest rim point), or tilted less than 45 deg with its
+    rim's far side within ``depth`` (the scene's patch depth) of its lowest point, ``2 r |n x a| <= depth`` -- gets
+    :func:`_disk_points` instead (fixed on its rim: ``axis`` None, ``radius`` 0). The 45 deg: a thin rod lying on a
+    face has its rim's far side within any depth above ``2 r``, and must keep a point at each end."""
     r = float(rod.radius)
+    a = np.array(M.rotation[:, 2], dtype=float)
+    u, axis = n, None
     if isinstance(rod, coal.Cylinder):
-        a = np.asarray(M.rotation)[:, 2]
         an = _dot3(a, n)
         w = n - an * a
         s = math.sqrt(_dot3(w, w))
         if s < 1e-6 or (2.0 * r * s <= depth and s < abs(an)):
             return _disk_points(rod, M, n, sign), None, 0.0
-    P, axis = _rod_end_points(rod, M, n, sign)
-    return P, axis, sign * r
+        u, axis = w / s, a
+    centre = np.array(M.translation, dtype=float)
+    ends = np.array([centre - rod.halfLength * a, centre + rod.halfLength * a])
+    return ends + sign * r * u, axis, sign * r
+
+
+def _facing_end(cyl, M: pin.SE3, n: np.ndarray, sign: float) -> np.ndarray:
+    """The centre of the end of the cylinder ``cyl`` (pose ``M``) that faces a plane of normal ``n`` (``sign`` as
+    :func:`_rod_points`')."""
+    a = np.asarray(M.rotation)[:, 2]
+    return np.asarray(M.translation) + (sign * float(cyl.halfLength) * (1.0 if _dot3(a, n) > 0.0 else -1.0)) * a
 
 
 def _disk_points(cyl, M: pin.SE3, n: np.ndarray, sign: float) -> np.ndarray:
     """Four points (4, 3) fixed on the rim of the end of the cylinder ``cyl`` (pose ``M``) that faces a plane of
-    normal ``n`` (``sign`` as :func:`_rod_end_points`'s), at quarter turns: ``end +- R x``, ``end +- R y`` with
-    ``x``, ``y`` the cylinder's own axes across it."""
+    normal ``n`` (:func:`_facing_end`), at quarter turns: ``end +- R x``, ``end +- R y`` with ``x``, ``y`` the
+    cylinder's own axes across it."""
     R = np.asarray(M.rotation)
-    a = R[:, 2]
-    end = np.asarray(M.translation) + (sign * float(cyl.halfLength) * (1.0 if _dot3(a, n) > 0.0 else -1.0)) * a
+    end = _facing_end(cyl, M, n, sign)
     r = float(cyl.radius)
     return np.array([end + r * R[:, 0], end + r * R[:, 1], end - r * R[:, 0], end - r * R[:, 1]])
 
 
 def _disk_edge_points(cyl, M: pin.SE3, n: np.ndarray, sign: float, box, M_box: pin.SE3) -> np.ndarray:
     """The points (k, 3) where the rim of the end of the cylinder ``cyl`` (pose ``M``) facing the box's face of
-    normal ``n`` (``sign`` as :func:`_disk_points`') crosses the planes of that face's four edges, within the
+    normal ``n`` (:func:`_facing_end`) crosses the planes of that face's four edges, within the
     face's other half side: where a disk overhanging the face's edge is held (with its fixed points over the face).
     The rim's point at angle ``t`` is ``end + r (cos t x + sin t y)``; on the edge plane ``e . (p - c) = +-h`` that
     is ``A cos t + B sin t = C``."""
     R = np.asarray(M.rotation)
-    a = R[:, 2]
-    end = np.asarray(M.translation) + (sign * float(cyl.halfLength) * (1.0 if _dot3(a, n) > 0.0 else -1.0)) * a
+    end = _facing_end(cyl, M, n, sign)
     r = float(cyl.radius)
     RB, tB = np.asarray(M_box.rotation), np.asarray(M_box.translation)
-    k = int(np.argmax(np.abs(RB.T @ n)))
+    k = _box_axis(M_box, n)
     out = []
     for i in range(3):
         if i == k:
@@ -784,8 +775,18 @@ def _face_toward(face, M: pin.SE3, d: np.ndarray) -> np.ndarray:
     the cylinder ``face``'s cap on ``d``'s side (its signed axis); pose ``M``."""
     if isinstance(face, coal.Box):
         return _face_normal(face, M, d)
+    return _signed_axis(M, d)
+
+
+def _signed_axis(M: pin.SE3, d: np.ndarray) -> np.ndarray:
+    """The local z axis of pose ``M`` (a cylinder's), turned to ``d``'s side: the outward normal of its cap there."""
     a = np.array(M.rotation[:, 2], dtype=float)
     return a if _dot3(a, d) > 0.0 else -a
+
+
+def _box_axis(M: pin.SE3, d: np.ndarray) -> int:
+    """The index of the axis of pose ``M`` (a box's) most aligned with ``d``, up to sign: its face of normal ``d``."""
+    return int(np.argmax(np.abs(M.rotation.T @ d)))
 
 
 def _over_face(face, M: pin.SE3, n: np.ndarray, x: np.ndarray) -> bool:
@@ -794,7 +795,7 @@ def _over_face(face, M: pin.SE3, n: np.ndarray, x: np.ndarray) -> bool:
     d = x - np.asarray(M.translation)
     if isinstance(face, coal.Box):
         local = np.asarray(M.rotation).T @ d
-        k = int(np.argmax(np.abs(np.asarray(M.rotation).T @ n)))
+        k = _box_axis(M, n)
         return all(abs(local[i]) <= face.halfSide[i] for i in range(3) if i != k)
     a = np.asarray(M.rotation)[:, 2]
     w = d - _dot3(a, d) * a
@@ -1209,8 +1210,7 @@ def _face_normal(shape, M: pin.SE3, d: np.ndarray, *, flip: bool = False) -> np.
         N = shape.normals()
         out = M.rotation @ N[int(np.argmax(N @ (M.rotation.T @ d)))]
     elif _on_cap(shape, M, d):
-        a = np.asarray(M.rotation)[:, 2]
-        out = a if _dot3(a, d) > 0.0 else -a
+        out = _signed_axis(M, d)
     else:
         out = d
     out = np.array(out, dtype=float)

@@ -207,6 +207,21 @@ bool on_cap(const Shape& s, const pinocchio::SE3& M, const Vec3& n) {
   return std::abs(dot3(Vec3(M.rotation().col(2)), n)) > 1.0 - 1e-6;
 }
 
+// _signed_axis: the local z axis of M (a cylinder's), turned to d's side: the outward normal of its cap there
+Vec3 signed_axis(const pinocchio::SE3& M, const Vec3& d) {
+  const Vec3 a = M.rotation().col(2);
+  return dot3(a, d) > 0.0 ? a : Vec3(-a);
+}
+
+// _box_axis: the index of M's axis (a box's) most aligned with d, up to sign (np.argmax: the first largest)
+int box_axis(const pinocchio::SE3& M, const Vec3& d) {
+  const Vec3 c = rt_mul(M.rotation(), d);
+  int k = 0;
+  for (int i = 1; i < 3; ++i)
+    if (std::abs(c[i]) > std::abs(c[k])) k = i;
+  return k;
+}
+
 // _support: max over the shape of d . x, for the flat carriers, boxes, hulls and a cylinder along its axis; none
 // otherwise
 std::optional<double> support(const Shape& s, const pinocchio::SE3& M, const Vec3& d) {
@@ -292,8 +307,7 @@ Vec3 face_normal(const Shape& s, const pinocchio::SE3& M, const Vec3& d, bool fl
     }
     out = r_mul(R, N[k]);
   } else if (on_cap(s, M, d)) {
-    const Vec3 a = R.col(2);
-    out = dot3(a, d) > 0.0 ? a : Vec3(-a);
+    out = signed_axis(M, d);
   } else {
     out = d;
   }
@@ -669,15 +683,14 @@ class Detector {
     Vec3 a = M_cyl.rotation().col(2);
     const Vec3 o = M_cyl.translation();
     const Vec3 eo = x_end - o;
-    if (!(a[0] * eo[0] + a[1] * eo[1] + a[2] * eo[2] > 0.0)) a = -a;  // outward at this end
+    if (!(dot3(a, eo) > 0.0)) a = -a;  // outward at this end
     const double R = cyl.radius();
-    const double ab = a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
-    const auto dot = [](const Vec3& x, const Vec3& y) { return x[0] * y[0] + x[1] * y[1] + x[2] * y[2]; };
+    const double ab = dot3(a, b);
     const auto at = [&](double s, double& z, Vec3& w, double& rho) {
       const Vec3 d = (p0 + s * b) - x_end;
-      z = dot(a, d);
+      z = dot3(a, d);
       w = d - z * a;
-      rho = std::sqrt(dot(w, w));
+      rho = std::sqrt(dot3(w, w));
     };
     double z, rho;
     Vec3 w;
@@ -694,7 +707,7 @@ class Detector {
       for (int it = 0; it < 40; ++it) {
         at(s, z, w, rho);
         if (rho == 0.0) return false;
-        const double drho = dot(w, b) / rho;
+        const double drho = dot3(w, b) / rho;
         const double g1 = 2.0 * (z * ab + (rho - R) * drho);
         const double g2 = 2.0 * (ab * ab + drho * drho + (rho - R) * ((1.0 - ab * ab) - drho * drho) / rho);
         const double step = g2 > 0.0 ? -g1 / g2 : (g1 > 0.0 ? -0.25 : 0.25) * (hi - lo);
@@ -716,9 +729,9 @@ class Detector {
     if (rod.kind == Kind::Cylinder && !inside) return false;  // the rod-cylinder's own end: not its side
     // the cap face, where the segment passes over the disk (rho <= R): closer than the rim there?
     const Vec3 pe = p0 - x_end;
-    const Vec3 w0 = pe - dot(a, pe) * a;
+    const Vec3 w0 = pe - dot3(a, pe) * a;
     const Vec3 bp = b - ab * a;
-    const double A2 = dot(bp, bp), B2 = 2.0 * dot(w0, bp), C2 = dot(w0, w0) - R * R;
+    const double A2 = dot3(bp, bp), B2 = 2.0 * dot3(w0, bp), C2 = dot3(w0, w0) - R * R;
     const double rim_distance = std::sqrt(z * z + (rho - R) * (rho - R));
     if (A2 > 0.0) {
       const double disc = B2 * B2 - 4.0 * A2 * C2;
@@ -868,37 +881,16 @@ class Detector {
     return phi;
   }
 
-  // _rod_end_points: the points of a capsule or cylinder nearest a plane of normal n at its two ends, into P (2 x 3):
-  // false for a cylinder standing on its disk face (n within 1e-6 of its axis)
-  static bool rod_end_points(const Shape& rod, const pinocchio::SE3& M, const Vec3& n, double sign, Points& P) {
+  // _facing_end: the centre of the cylinder's end facing a plane of normal n
+  static Vec3 facing_end(const Shape& cyl, const pinocchio::SE3& M, const Vec3& n, double sign) {
     const Vec3 a = M.rotation().col(2);
-    const Vec3& centre = M.translation();
-    const double hl = rod.half_length();
-    Points ends(2, 3);
-    for (int i = 0; i < 3; ++i) {
-      ends(0, i) = centre[i] - hl * a[i];
-      ends(1, i) = centre[i] + hl * a[i];
-    }
-    Vec3 u = n;
-    if (rod.kind == Kind::Cylinder) {
-      const double an = dot3(a, n);
-      const Vec3 w(n[0] - a[0] * an, n[1] - a[1] * an, n[2] - a[2] * an);
-      const double s = std::sqrt(dot3(w, w));
-      if (s < 1e-6) return false;
-      u = Vec3(w[0] / s, w[1] / s, w[2] / s);
-    }
-    const double sr = sign * rod.radius();
-    P.resize(2, 3);
-    for (int e = 0; e < 2; ++e)
-      for (int i = 0; i < 3; ++i) P(e, i) = ends(e, i) + sr * u[i];
-    return true;
+    return M.translation() + (sign * cyl.half_length() * (dot3(a, n) > 0.0 ? 1.0 : -1.0)) * a;
   }
 
   // _disk_points: four points fixed on the rim of the cylinder's end facing a plane of normal n, at quarter turns
   static Points disk_points(const Shape& cyl, const pinocchio::SE3& M, const Vec3& n, double sign) {
     const Mat3& R = M.rotation();
-    const Vec3 a = R.col(2);
-    const Vec3 end = M.translation() + (sign * cyl.half_length() * (dot3(a, n) > 0.0 ? 1.0 : -1.0)) * a;
+    const Vec3 end = facing_end(cyl, M, n, sign);
     const double r = cyl.radius();
     Points P(4, 3);
     for (int i = 0; i < 3; ++i) {
@@ -916,15 +908,12 @@ class Detector {
   static Points disk_edge_points(const Shape& cyl, const pinocchio::SE3& M, const Vec3& n, double sign,
                                  const Shape& box, const pinocchio::SE3& M_box) {
     const Mat3& R = M.rotation();
-    const Vec3 a = R.col(2), x0 = R.col(0), y0 = R.col(1);
-    const Vec3 end = M.translation() + (sign * cyl.half_length() * (dot3(a, n) > 0.0 ? 1.0 : -1.0)) * a;
+    const Vec3 x0 = R.col(0), y0 = R.col(1);
+    const Vec3 end = facing_end(cyl, M, n, sign);
     const double r = cyl.radius();
     const Mat3& RB = M_box.rotation();
     const Vec3& tB = M_box.translation();
-    const Vec3 nl = rt_mul(RB, n);
-    int k = 0;  // np.argmax: the first largest
-    for (int i = 1; i < 3; ++i)
-      if (std::abs(nl[i]) > std::abs(nl[k])) k = i;
+    const int k = box_axis(M_box, n);
     const Vec3& h = box.box()->halfSide;
     std::vector<Vec3> out;
     for (int i = 0; i < 3; ++i) {
@@ -952,17 +941,18 @@ class Detector {
   // _face_toward: the exact outward normal of the box's face most aligned with d, or of the cylinder's cap on d's side
   static Vec3 face_toward(const Shape& face, const pinocchio::SE3& M, const Vec3& d) {
     if (face.kind == Kind::Box) return face_normal(face, M, d);
-    const Vec3 a = M.rotation().col(2);
-    return dot3(a, d) > 0.0 ? a : Vec3(-a);
+    return signed_axis(M, d);
   }
 
-  // _rod_points: a cylinder nearly flat on its disk (standing on it, or tilted less than 45 deg with
-  // 2 r |n x a| <= depth, the scene's patch depth) gets disk_points' (false: fixed on its rim), every other rod
-  // rod_end_points' (true: sliding on a cylinder's rim, or a capsule's)
+  // _rod_points: the points of a capsule or cylinder nearest a plane of normal n, into P: at its two ends (true; a
+  // capsule's hemisphere point, a cylinder's lowest rim point, sliding on its rim), or for a cylinder nearly flat on
+  // its disk (standing on it, or tilted less than 45 deg with 2 r |n x a| <= depth, the scene's patch depth)
+  // disk_points' (false: fixed on its rim)
   static bool rod_points(const Shape& rod, const pinocchio::SE3& M, const Vec3& n, double sign, double depth,
                          Points& P) {
+    const Vec3 a = M.rotation().col(2);
+    Vec3 u = n;
     if (rod.kind == Kind::Cylinder) {
-      const Vec3 a = M.rotation().col(2);
       const double an = dot3(a, n);
       const Vec3 w(n[0] - an * a[0], n[1] - an * a[1], n[2] - an * a[2]);
       const double s = std::sqrt(dot3(w, w));
@@ -970,8 +960,15 @@ class Detector {
         P = disk_points(rod, M, n, sign);
         return false;
       }
+      u = Vec3(w[0] / s, w[1] / s, w[2] / s);
     }
-    rod_end_points(rod, M, n, sign, P);
+    const Vec3& centre = M.translation();
+    const double hl = rod.half_length(), sr = sign * rod.radius();
+    P.resize(2, 3);
+    for (int i = 0; i < 3; ++i) {
+      P(0, i) = (centre[i] - hl * a[i]) + sr * u[i];
+      P(1, i) = (centre[i] + hl * a[i]) + sr * u[i];
+    }
     return true;
   }
 
@@ -980,10 +977,8 @@ class Detector {
   static bool over_face(const Shape& face, const pinocchio::SE3& M, const Vec3& n, const Vec3& x) {
     const Vec3 d = x - M.translation();
     if (face.kind == Kind::Box) {
-      const Vec3 local = rt_mul(M.rotation(), d), nl = rt_mul(M.rotation(), n);
-      int k = 0;  // np.argmax: the first largest
-      for (int i = 1; i < 3; ++i)
-        if (std::abs(nl[i]) > std::abs(nl[k])) k = i;
+      const Vec3 local = rt_mul(M.rotation(), d);
+      const int k = box_axis(M, n);
       const Vec3& h = face.box()->halfSide;
       for (int i = 0; i < 3; ++i)
         if (i != k && !(std::abs(local[i]) <= h[i])) return false;
@@ -996,9 +991,9 @@ class Detector {
   }
 
   // _rim_on_face: a cylinder's rim on a box's face or another cylinder's cap face (the face most aligned with coal's
-  // normal n_coal, or the cap on its side): its rim's lowest points, or nearly flat (its rim's far side within the
-  // margin) its disk's four points; over the face wherever within the margin; between two cylinders the larger
-  // separation; false: none
+  // normal n_coal, or the cap on its side): its rim's lowest points, or nearly flat (rod_points) its disk's four
+  // points (and over a box's edge, the rim's crossings of it); over the face wherever within the margin; between two
+  // cylinders the larger separation; false: none
   bool rim_on_face(size_t k, pinocchio::GeometryData& gd, const Vec3& n_coal, Output& out) const {
     const PairInfo& p = pairs_[k];
     const double margin = gd.collisionRequests[k].security_margin;
@@ -1045,8 +1040,9 @@ class Detector {
       if (!any) continue;
       bool over = true;
       if (!rim) {  // standing on its disk: the points within the margin (a box's: over it or on its edges already)
-        for (Eigen::Index e = 0; e < np && over && face.kind != Kind::Box; ++e)
-          if (keep[e]) over = over_face(face, M_N, n, Vec3(P.row(e).transpose()));
+        if (face.kind != Kind::Box)
+          for (Eigen::Index e = 0; e < np && over; ++e)
+            if (keep[e]) over = over_face(face, M_N, n, Vec3(P.row(e).transpose()));
       } else {
         Vec3 span[2] = {Vec3(P.row(0).transpose()), Vec3(P.row(1).transpose())};
         if (!(keep[0] && keep[1])) {  // from the kept end to where the lowest line leaves the margin (phi is linear)
