@@ -50,9 +50,11 @@ Conventions of a contact (all in the world frame):
 - a cylinder's rim on a flat (the ground, a plane), a box's face or another cylinder's cap face touches
   it at the lowest point of each end's rim along the face's normal (``axis``: the point slides on the rim
   as the normal turns), not at coal's witness points, which are fixed on the rim; nearly flat on its disk,
-  it rests on four points fixed on that rim (and, over a box's edge, where the rim crosses the edge: these
-  crossings are taken as fixed on the rim, so the Jacobians are not exact there); the face carries its
-  exact normal (coal's carries noise), as a cylinder's cap face does under a ball or a capsule's end.
+  it rests on four points fixed on that rim, and where it overhangs the face's border (a box's edge, a face
+  smaller than the disk, a cap's circle) also on the other corners of their overlap: where the rim crosses the
+  border and the face's corners or cap points under the disk (taken as fixed on the disk, so the Jacobians are
+  not exact there); the face carries its exact normal (coal's carries noise), as a cylinder's cap face does
+  under a ball or a capsule's end.
 """
 
 from __future__ import annotations
@@ -521,16 +523,19 @@ class CollisionScene:
         cylinder's); a candidate counts where the rim's lowest line is over the face wherever it is within the margin
         (else an edge contact). A cylinder nearly flat on its disk (:func:`_rod_points`: tilted less than 45 deg, its
         rim's far side within the patch depth) rests on four points fixed on that end's rim, at quarter turns, those within
-        the margin, all over the face -- on a box's face, those over it and the rim's crossings of its edges
-        (:func:`_disk_edge_points`: a can 1 cm inside a table's edge fell off on coal's patch): one sliding point per
-        end let a can rock on it without end, and coal's patch there carries a tilted disk's normal (a can tilted by
-        0.1 rad on a box stopped at 0.0076 rad, resting on its own disk) or, between two near-parallel disks, one up
-        to 0.15 rad off (a rocking can was kicked over by it).
-        Between two cylinders each may be the face; the larger separation along the face's normal (the better
-        separating plane) is kept."""
+        the margin; where some are not over the face, on those that are and the other corners of the disk's overlap
+        with the face (:func:`_disk_overhang_points`: the rim's crossings of the face's border, the face's corners or
+        cap points under the disk; on coal's patch a can 1 cm inside a table's edge or 2 cm inside a 5 cm post's
+        fell off, and one on a post off centre stayed tilted): one sliding point per end let a can rock on it without
+        end, and coal's patch there carries a tilted disk's normal (a can tilted by 0.1 rad on a box stopped at 0.0076
+        rad, resting on its own disk) or, between two near-parallel disks, one up to 0.15 rad off (a rocking can was
+        kicked over by it).
+        Between two cylinders each may be the face: a part whose points all move as the Jacobians hold (the smaller
+        disk on the larger cap) is kept before one with overlap corners, then the larger separation along the face's
+        normal (the better separating plane), separations within FLAT_TOLERANCE counting as level."""
         jA, jB, sA, sB, iA, iB = self._info[k]
         margin = gdata.collisionRequests[k].security_margin
-        best, best_low = None, 0.0  # the part kept and its lowest distance (before a planar merge)
+        best, best_rank = None, (False, 0.0)  # the part kept, whether exact and its lowest distance (before a merge)
         for on_A in (True, False):  # the cylinder is A (on B's face) or B (on A's)
             cyl, face, iP, iN = (sA, sB, iA, iB) if on_A else (sB, sA, iB, iA)
             if not (isinstance(cyl, coal.Cylinder) and isinstance(face, (coal.Box, coal.Cylinder))):
@@ -539,27 +544,33 @@ class CollisionScene:
             sign = -1.0 if on_A else 1.0  # n points from B to A: out of the face when it is B
             n = -sign * _face_toward(face, M_N, -sign * n_coal)
             P, axis, radius = _rod_points(cyl, M_P, n, sign, self._patch_depth)
-            if axis is None and isinstance(face, coal.Box):  # a disk over a box's edge: the rim's crossings of it
+            exact = True  # every point fixed on the disk's rim or sliding on it as the Jacobians hold
+            if axis is None:  # a disk overhanging the face: its fixed points over it and the overlap's corners
                 over = np.array([_over_face(face, M_N, n, x) for x in P])
                 if not over.all():
-                    P = np.vstack((P[over], _disk_edge_points(cyl, M_P, n, sign, face, M_N)))
+                    P = np.vstack((P[over], _disk_overhang_points(cyl, M_P, n, sign, face, M_N)))
+                    exact = False
             phi = self._flat_distance(P, n, sign, face, M_N)
             keep = phi <= margin
             if not keep.any():
                 continue
             span = P  # the part of the lowest line within the margin (phi is linear along it): both ends, or one to t
-            if axis is None:  # standing on its disk: the points within the margin (a box's: over it or on its edges)
-                span = () if isinstance(face, coal.Box) else P[keep]
+            if axis is None:  # standing on its disk: its points are over the face or on its border already
+                span = ()
             elif not keep.all():
                 i = int(np.argmax(keep))
                 t = (margin - phi[i]) / (phi[1 - i] - phi[i])
                 span = (P[i], P[i] + t * (P[1 - i] - P[i]))
             if not all(_over_face(face, M_N, n, x) for x in span):
                 continue
+            # an exact part first (a small disk on a larger cap rather than the cap's points carried onto the larger
+            # disk), then the larger separation; separations within FLAT_TOLERANCE are level (two parallel disks: the
+            # first order kept, not the one that round-off favours)
             low = float(phi.min())
-            if best is not None and low <= best_low:
+            if best is not None and (exact < best_rank[0] or
+                                     (exact == best_rank[0] and low <= best_rank[1] + FLAT_TOLERANCE)):
                 continue
-            best_low = low
+            best_rank = (exact, low)
             P, phi = P[keep], phi[keep]
             if self.planar:
                 P = _merge_planar(P)
@@ -768,6 +779,74 @@ def _disk_edge_points(cyl, M: pin.SE3, n: np.ndarray, sign: float, box, M_box: p
                 if abs(_dot3(x - tB, f)) <= float(box.halfSide[j]):
                     out.append(x)
     return np.array(out).reshape(-1, 3)
+
+
+def _disk_overhang_points(cyl, M: pin.SE3, n: np.ndarray, sign: float, face, M_face: pin.SE3) -> np.ndarray:
+    """The corners (k, 3) of the overlap of a disk nearly flat on a face and that face, besides the disk's fixed rim
+    points over the face: where the disk of the end of the cylinder ``cyl`` (pose ``M``) facing the face of normal
+    ``n`` (``sign`` as :func:`_rod_points`') is held when it overhangs the face's border. On a box's face
+    (``face``, pose ``M_face``), the rim's crossings of its edges (:func:`_disk_edge_points`) and the face's
+    corners under the disk; on a cylinder's cap, the rim's crossings of the cap's circle, the cap's rim points under
+    the disk (four at its quarter turns and the one toward the disk's centre) and the disk's rim point toward the
+    cap's centre when over the cap (the overlap of two disks is symmetric about the line of their centres: those
+    two are its extreme points on it). Points of the face are carried up onto the disk's plane along ``n``
+    (:func:`_onto_disk`): every point is one of the disk's, the face's distance along ``n`` below it exact. Only the
+    disk's rim points are body-fixed: the crossings and the face's points slide on the disk as the two bodies move
+    relative to each other, which the contact Jacobians do not hold (there they are not exact)."""
+    end = _facing_end(cyl, M, n, sign)
+    a = np.asarray(M.rotation)[:, 2]
+    r = float(cyl.radius)
+    RF, tF = np.asarray(M_face.rotation), np.asarray(M_face.translation)
+    out = []
+    if isinstance(face, coal.Box):
+        out.extend(_disk_edge_points(cyl, M, n, sign, face, M_face))
+        k = _box_axis(M_face, n)
+        i, j = [m for m in range(3) if m != k]
+        h = np.asarray(face.halfSide, dtype=float)
+        centre = tF + (h[k] if _dot3(RF[:, k], -sign * n) > 0.0 else -h[k]) * RF[:, k]  # the face's middle
+        candidates = [centre + si * h[i] * RF[:, i] + sj * h[j] * RF[:, j] for si in (-1.0, 1.0) for sj in (-1.0, 1.0)]
+    else:
+        af = _signed_axis(M_face, -sign * n)  # the cap's outward normal
+        centre = tF + float(face.halfLength) * af
+        R2 = float(face.radius)
+        d = end - centre
+        d = d - _dot3(d, af) * af  # the disk's centre projected onto the cap's plane, from the cap's centre
+        dist = math.sqrt(_dot3(d, d))
+        candidates = [centre + R2 * RF[:, 0], centre + R2 * RF[:, 1], centre - R2 * RF[:, 0], centre - R2 * RF[:, 1]]
+        if dist > 1e-9 * max(r, R2):
+            u = d / dist
+            candidates.append(centre + R2 * u)
+            toward = _rim_toward(end, a, r, -u)
+            if toward is not None and _over_face(face, M_face, n, toward):
+                out.append(toward)
+            if abs(r - R2) < dist < r + R2:  # the two circles cross (in the cap's plane)
+                along = (dist * dist + R2 * R2 - r * r) / (2.0 * dist)
+                half = math.sqrt(max(R2 * R2 - along * along, 0.0))
+                v = np.cross(af, u)
+                for side in (-1.0, 1.0):
+                    x = _rim_toward(end, a, r, centre + along * u + side * half * v - end)
+                    if x is not None:
+                        out.append(x)
+    for c in candidates:
+        x = _onto_disk(c, end, a, n)
+        if _dot3(x - end, x - end) <= r * r:
+            out.append(x)
+    return np.array(out, dtype=float).reshape(-1, 3)
+
+
+def _rim_toward(end: np.ndarray, a: np.ndarray, r: float, d: np.ndarray):
+    """The point of the rim (centre ``end``, axis ``a``, radius ``r``) in the direction of ``d`` projected normal to
+    ``a``; None when ``d`` is along ``a``."""
+    w = d - _dot3(d, a) * a
+    s = math.sqrt(_dot3(w, w))
+    if not s > 1e-12:
+        return None
+    return end + (r / s) * w
+
+
+def _onto_disk(x: np.ndarray, end: np.ndarray, a: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """The point of the disk's plane (through ``end``, normal ``a``) on the line through ``x`` along ``n``."""
+    return x + (_dot3(end - x, a) / _dot3(n, a)) * n
 
 
 def _face_toward(face, M: pin.SE3, d: np.ndarray) -> np.ndarray:

@@ -459,6 +459,55 @@ def test_a_cylinder_rim_on_a_face(face):
                 assert np.allclose(np.abs(c.normals), [0.0, 0.0, 1.0], rtol=0, atol=1e-12), c.normals
 
 
+@pytest.mark.parametrize("face", ["box", "cylinder"])
+def test_a_cylinder_disk_overhanging_a_small_face(face):
+    """A can (radius 4 cm) nearly flat (0 - 0.04 rad) on a free box's face smaller than its disk (5 x 3 cm) or on a
+    free cylinder's cap (radius 3 or 6 cm: smaller or larger than the disk), anywhere from centred to past the
+    border: both detectors agree, the disk held by the corners of its overlap with the face (the face's corners or
+    cap points under it, the rim's crossings of the border, its own rim points over the face)."""
+    rng = np.random.default_rng(1)
+    found = []
+    for size in ((0.03,) if face == "box" else (0.03, 0.06)):
+        b = ModelBuilder("post")
+        j = b.add_joint("free", name="j0")
+        b.add_body(j, mass=1.0, **({"box": (0.05, 0.03, 0.1)} if face == "box" else {"cylinder": (size, 0.1)}))
+        j = b.add_joint("free", name="j1")
+        b.add_body(j, mass=1.0, cylinder=(0.04, 0.12))
+        model, geom = b.build()
+        scene = CollisionScene(model, geom, ground=-5.0, margin=5e-3)
+        qs = []
+        for _ in range(200):
+            rb = pin.rpy.rpyToMatrix(*rng.normal(0, 0.5, 3))
+            tilt = rng.choice([0.0, 1e-4, 0.01, 0.04])
+            rc = rb @ pin.rpy.rpyToMatrix(tilt * rng.normal(), tilt * rng.normal(), rng.uniform(0, 6))
+            centre = rb @ np.r_[rng.uniform(-0.05, 0.05, 2), 0.05] + rc[:, 2] * (0.06 + rng.uniform(-1e-3, 3e-3))
+            qs.append(np.r_[0, 0, 0, pin.Quaternion(rb).coeffs(), centre, pin.Quaternion(rc).coeffs()])
+        seen, _ = compare(scene, model, qs)
+        data, gd = model.createData(), scene.create_data()
+        counts, over, corners = [], 0, 0
+        for q in qs:
+            c = scene.detect(model, data, gd, q)
+            counts.append(len(c))
+            rb = pin.Quaternion(q[3:7]).toRotationMatrix()
+            a = rb.T @ pin.Quaternion(q[10:14]).toRotationMatrix()[:, 2]  # the can's axis in the post's frame
+            local = rb.T @ q[7:10] - 0.06 * a  # its lower disk's centre there
+            low = local[2] - 0.05 - 0.04 * np.hypot(*a[:2])  # its rim's lowest point above the top
+            inside = np.all(np.abs(local[:2]) < (0.025, 0.015)) if face == "box" else np.hypot(*local[:2]) < size
+            if a[2] > np.cos(0.01) and inside and low >= 0.0 and len(c):  # nearly flat, over the top: the exact
+                over += 1  # normal of the top, or between two cylinders of either disk (coal's patch: its own)
+                axes = [rb[:, 2]] + ([pin.Quaternion(q[10:14]).toRotationMatrix()[:, 2]] if face == "cylinder" else [])
+                assert np.all(np.abs(c.normals @ np.column_stack(axes)).max(axis=1) > 1.0 - 1e-12), c.normals
+                if face == "box" and np.all(np.abs(local[:2]) < 0.005):  # the top under the disk: its 4 corners
+                    corners += 1
+                    xy = np.sort(np.abs((c.points - q[:3]) @ rb[:, :2]), axis=0)
+                    assert len(c) == 4 and np.allclose(xy, [[0.025, 0.015]] * 4, rtol=0, atol=1e-12), c.points
+        found.append(counts)
+        assert over > 10 and (face == "cylinder" or corners > 0), (over, corners)
+        assert seen > 200, seen
+    # parts of five or more points: the overlap's corners besides the disk's four rim points
+    assert all(sum(c >= 5 for c in counts) > 10 for counts in found), [np.bincount(c) for c in found]
+
+
 def test_a_cylinder_disk_over_a_box_edge():
     """A can nearly flat (0 - 0.06 rad) on a rotated free box's top face, anywhere from its middle to past its edges
     and corners: both detectors agree, the disks overhanging an edge held by their rim's points over the face and

@@ -10,6 +10,7 @@ point and distance itself (contact.detection.CollisionScene._rod_on_flat).
 from __future__ import annotations
 
 import numpy as np
+import coal
 import pinocchio as pin
 import pytest
 
@@ -190,6 +191,39 @@ def test_a_can_at_a_table_edge(cx, yaw):
         assert np.abs(xs[-200:, 7:]).max() < 1e-6
     else:
         assert xs[-1][2] < -0.1  # off the table
+
+
+@pytest.mark.parametrize("yaw", [0.0, 0.785])
+@pytest.mark.parametrize("post, cx, stays", [
+    ("box", 0.01, True), ("box", 0.02, True), ("box", 0.03, False),
+    ("small cap", 0.01, True), ("small cap", 0.025, True), ("small cap", 0.04, False),
+    ("large cap", 0.27, True), ("large cap", 0.29, True), ("large cap", 0.31, False)])
+def test_a_can_on_a_post(post, cx, stays, yaw):
+    """A can (radius 4 cm) standing on a static post whose top is smaller than its disk (a 5 cm square box, a
+    cylinder of radius 3 cm) or on the edge of a large one (a cylinder of radius 30 cm), its centre at cx: over the
+    top it stays, flat and still, held by the corners of the overlap of its disk and the top (the top's corners or
+    cap points under it, its rim's crossings of the border, its rim points over the top); beyond it, it tips off.
+    Before (2026-11-28), coal's patch: on the box it stayed tilted (0.013 rad at cx = 1 cm) or fell (2 cm), and
+    at the large cap's edge it fell with its centre 1 cm inside (and at 3 cm stayed tilted, still rocking)."""
+    b = ModelBuilder("post")
+    if post == "box":
+        b.add_static_box("post", (0.05, 0.05, 0.2), (0, 0, -0.1))
+    else:
+        top = pin.GeometryObject("post", 0, pin.SE3(np.eye(3), np.array([0.0, 0.0, -0.1])),
+                                 coal.Cylinder(0.03 if post == "small cap" else 0.3, 0.2))
+        b.geometry.addGeometryObject(top)
+    j = b.add_joint("free", name="can")
+    b.add_body(j, mass=0.3, cylinder=(0.04, 0.12))
+    model, geom = b.build()
+    sim = Simulator(model, geometry=geom, dt=1e-3, ground=None, friction=0.5, contact="lcp")
+    x = np.r_[cx, 0.0, 0.06 + 1e-4, pin.Quaternion(pin.rpy.rpyToMatrix(0.0, 0.0, yaw)).coeffs(), np.zeros(6)]
+    xs = sim.rollout(x, np.zeros((1000, 0)))
+    if stays:
+        up = pin.Quaternion(xs[-1][3:7]).toRotationMatrix()[:, 2]
+        assert np.arccos(min(up[2], 1.0)) < 1e-6 and abs(xs[-1][2] - 0.06) < 1e-6
+        assert np.abs(xs[-200:, 7:]).max() < 1e-6
+    else:
+        assert xs[-1][2] < -0.1  # off the post
 
 
 @pytest.mark.parametrize("radius", [0.002, 0.01])

@@ -938,6 +938,81 @@ class Detector {
     return P;
   }
 
+  // _rim_toward: the point of the rim (centre end, axis a, radius r) in the direction of d projected normal to a;
+  // false when d is along a
+  static bool rim_toward(const Vec3& end, const Vec3& a, double r, const Vec3& d, Vec3& x) {
+    const double da = dot3(d, a);
+    const Vec3 w(d[0] - da * a[0], d[1] - da * a[1], d[2] - da * a[2]);
+    const double s = std::sqrt(dot3(w, w));
+    if (!(s > 1e-12)) return false;
+    x = end + (r / s) * w;
+    return true;
+  }
+
+  // _onto_disk: the point of the disk's plane (through end, normal a) on the line through x along n
+  static Vec3 onto_disk(const Vec3& x, const Vec3& end, const Vec3& a, const Vec3& n) {
+    return x + (dot3(Vec3(end - x), a) / dot3(n, a)) * n;
+  }
+
+  // _disk_overhang_points: the corners of the overlap of a disk nearly flat on a face and that face, besides the
+  // disk's fixed rim points over it: on a box's face the rim's crossings of its edges and the face's corners under
+  // the disk; on a cylinder's cap the disk's rim point toward the cap's centre (when over the cap), the rim's
+  // crossings of the cap's circle, and the cap's rim points under the disk (its quarter turns and the one toward
+  // the disk's centre); the face's points carried onto the disk's plane along n (same order as the Python)
+  static Points disk_overhang_points(const Shape& cyl, const pinocchio::SE3& M, const Vec3& n, double sign,
+                                     const Shape& face, const pinocchio::SE3& M_face) {
+    const Vec3 end = facing_end(cyl, M, n, sign);
+    const Vec3 a = M.rotation().col(2);
+    const double r = cyl.radius();
+    const Mat3& RF = M_face.rotation();
+    const Vec3& tF = M_face.translation();
+    const Vec3 nf = -sign * n;  // the face's outward normal
+    std::vector<Vec3> out, candidates;
+    if (face.kind == Kind::Box) {
+      const Points edge = disk_edge_points(cyl, M, n, sign, face, M_face);
+      for (Eigen::Index e = 0; e < edge.rows(); ++e) out.push_back(edge.row(e).transpose());
+      const int k = box_axis(M_face, n);
+      const int i = k == 0 ? 1 : 0, j = k == 2 ? 1 : 2;
+      const Vec3& h = face.box()->halfSide;
+      const Vec3 centre = tF + (dot3(Vec3(RF.col(k)), nf) > 0.0 ? h[k] : -h[k]) * RF.col(k);
+      for (const double si : {-1.0, 1.0})
+        for (const double sj : {-1.0, 1.0}) candidates.push_back(centre + (si * h[i]) * RF.col(i) + (sj * h[j]) * RF.col(j));
+    } else {
+      const Vec3 af = signed_axis(M_face, nf);  // the cap's outward normal
+      const Vec3 centre = tF + face.half_length() * af;
+      const double R2 = face.radius();
+      Vec3 d = end - centre;
+      const double da = dot3(d, af);
+      d = Vec3(d[0] - da * af[0], d[1] - da * af[1], d[2] - da * af[2]);
+      const double dist = std::sqrt(dot3(d, d));
+      candidates.push_back(centre + R2 * RF.col(0));
+      candidates.push_back(centre + R2 * RF.col(1));
+      candidates.push_back(centre - R2 * RF.col(0));
+      candidates.push_back(centre - R2 * RF.col(1));
+      if (dist > 1e-9 * std::max(r, R2)) {
+        const Vec3 u = d / dist;
+        candidates.push_back(centre + R2 * u);
+        Vec3 x;
+        if (rim_toward(end, a, r, Vec3(-u), x) && over_face(face, M_face, n, x)) out.push_back(x);
+        if (std::abs(r - R2) < dist && dist < r + R2) {  // the two circles cross (in the cap's plane)
+          const double along = (dist * dist + R2 * R2 - r * r) / (2.0 * dist);
+          const double half = std::sqrt(std::max(R2 * R2 - along * along, 0.0));
+          const Vec3 v(af[1] * u[2] - af[2] * u[1], af[2] * u[0] - af[0] * u[2], af[0] * u[1] - af[1] * u[0]);
+          for (const double side : {-1.0, 1.0})
+            if (rim_toward(end, a, r, Vec3(centre + along * u + (side * half) * v - end), x)) out.push_back(x);
+        }
+      }
+    }
+    for (const Vec3& c : candidates) {
+      const Vec3 x = onto_disk(c, end, a, n);
+      const Vec3 e = x - end;
+      if (dot3(e, e) <= r * r) out.push_back(x);
+    }
+    Points P(static_cast<Eigen::Index>(out.size()), 3);
+    for (size_t e = 0; e < out.size(); ++e) P.row(static_cast<Eigen::Index>(e)) = out[e].transpose();
+    return P;
+  }
+
   // _face_toward: the exact outward normal of the box's face most aligned with d, or of the cylinder's cap on d's side
   static Vec3 face_toward(const Shape& face, const pinocchio::SE3& M, const Vec3& d) {
     if (face.kind == Kind::Box) return face_normal(face, M, d);
@@ -992,8 +1067,9 @@ class Detector {
 
   // _rim_on_face: a cylinder's rim on a box's face or another cylinder's cap face (the face most aligned with coal's
   // normal n_coal, or the cap on its side): its rim's lowest points, or nearly flat (rod_points) its disk's four
-  // points (and over a box's edge, the rim's crossings of it); over the face wherever within the margin; between two
-  // cylinders the larger separation; false: none
+  // points (those over the face, and where some are not the other corners of the overlap: disk_overhang_points);
+  // over the face wherever within the margin; between two cylinders an exact part first, then the larger separation
+  // (within flat_tolerance_: level); false: none
   bool rim_on_face(size_t k, pinocchio::GeometryData& gd, const Vec3& n_coal, Output& out) const {
     const PairInfo& p = pairs_[k];
     const double margin = gd.collisionRequests[k].security_margin;
@@ -1002,7 +1078,7 @@ class Detector {
     std::vector<double> bestphi;
     Vec3 bestn, besta;
     double best_min = 0.0, best_radius = 0.0;
-    bool best_rim = false;
+    bool best_rim = false, best_exact = false;
     int64_t best_carrier = 0, best_vertex = 0;
     for (const bool on_A : {true, false}) {  // the cylinder is A (on B's face) or B (on A's)
       const int64_t iP = on_A ? p.iA : p.iB, iN = on_A ? p.iB : p.iA;
@@ -1015,16 +1091,18 @@ class Detector {
       const Vec3 a = M_P.rotation().col(2);
       Points P;
       const bool rim = rod_points(cyl, M_P, n, sign, patch_depth_, P);
-      if (!rim && face.kind == Kind::Box) {  // a disk over a box's edge: the rim's crossings of it
+      bool exact = true;  // every point fixed on the disk's rim or sliding on it as the Jacobians hold
+      if (!rim) {  // a disk overhanging the face: its fixed points over it and the overlap's corners
         std::vector<Eigen::Index> over;
         for (Eigen::Index e = 0; e < P.rows(); ++e)
           if (over_face(face, M_N, n, Vec3(P.row(e).transpose()))) over.push_back(e);
         if (static_cast<Eigen::Index>(over.size()) < P.rows()) {
-          const Points edge = disk_edge_points(cyl, M_P, n, sign, face, M_N);
+          const Points edge = disk_overhang_points(cyl, M_P, n, sign, face, M_N);
           Points Q(static_cast<Eigen::Index>(over.size()) + edge.rows(), 3);
           for (size_t e = 0; e < over.size(); ++e) Q.row(static_cast<Eigen::Index>(e)) = P.row(over[e]);
           for (Eigen::Index e = 0; e < edge.rows(); ++e) Q.row(static_cast<Eigen::Index>(over.size()) + e) = edge.row(e);
           P = Q;
+          exact = false;
         }
       }
       const Eigen::Index np = P.rows();
@@ -1038,12 +1116,8 @@ class Detector {
         lowest = std::min(lowest, phi[e]);
       }
       if (!any) continue;
-      bool over = true;
-      if (!rim) {  // standing on its disk: the points within the margin (a box's: over it or on its edges already)
-        if (face.kind != Kind::Box)
-          for (Eigen::Index e = 0; e < np && over; ++e)
-            if (keep[e]) over = over_face(face, M_N, n, Vec3(P.row(e).transpose()));
-      } else {
+      bool over = true;  // standing on its disk: its points are over the face or on its border already
+      if (rim) {
         Vec3 span[2] = {Vec3(P.row(0).transpose()), Vec3(P.row(1).transpose())};
         if (!(keep[0] && keep[1])) {  // from the kept end to where the lowest line leaves the margin (phi is linear)
           const int i = keep[0] ? 0 : 1;
@@ -1054,7 +1128,9 @@ class Detector {
         over = over_face(face, M_N, n, span[0]) && over_face(face, M_N, n, span[1]);
       }
       if (!over) continue;
-      if (found && lowest <= best_min) continue;
+      // an exact part first (a small disk on a larger cap rather than the cap's points carried onto the larger
+      // disk), then the larger separation; separations within flat_tolerance_ are level (the first order kept)
+      if (found && (exact < best_exact || (exact == best_exact && lowest <= best_min + flat_tolerance_))) continue;
       Points kept(np, 3);
       std::vector<double> phik;
       for (Eigen::Index e = 0; e < np; ++e)
@@ -1069,6 +1145,7 @@ class Detector {
       }
       found = true;
       best_min = lowest;
+      best_exact = exact;
       bestP = kept;
       bestphi = phik;
       bestn = n;
