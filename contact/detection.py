@@ -54,7 +54,9 @@ Conventions of a contact (all in the world frame):
   smaller than the disk, a cap's circle) also on the other corners of their overlap: where the rim crosses the
   border and the face's corners or cap points under the disk (taken as fixed on the disk, so the Jacobians are
   not exact there); the face carries its exact normal (coal's carries noise), as a cylinder's cap face does
-  under a ball or a capsule's end.
+  under a ball or a capsule's end. Tilted with its lowest rim point beyond a box's face (on a smaller post, over a
+  table's edge), its disk rests on the face's border: the disk carries its exact normal and the face's corners
+  under it (exact) and its edges' points below the rim (not exact) are the points.
 """
 
 from __future__ import annotations
@@ -520,8 +522,11 @@ class CollisionScene:
         can be the disk's rather than the face's, which is why the face is chosen here and not by :meth:`_classify`.
 
         The face is the one of the other shape most aligned with coal's normal (a box's) or its cap on that side (a
-        cylinder's); a candidate counts where the rim's lowest line is over the face wherever it is within the margin
-        (else an edge contact). A cylinder nearly flat on its disk (:func:`_rod_points`: tilted less than 45 deg, its
+        cylinder's), and on a box also the face its axis faces (a disk resting exactly on a box's edge gets any normal
+        from coal: 0.98 horizontal read a 0.98 m penetration and threw a can off a table); a candidate counts where the
+        rim's lowest line is over the face wherever it is within the margin, else, tilted less than 45 deg on a box,
+        the face's border under its disk against the disk (:func:`_border_under_disk`; coal's patch held a can
+        tilted on a post smaller than its disk), else not (an edge contact). A cylinder nearly flat on its disk (:func:`_rod_points`: tilted less than 45 deg, its
         rim's far side within the patch depth) rests on four points fixed on that end's rim, at quarter turns, those within
         the margin; where some are not over the face, on those that are and the other corners of the disk's overlap
         with the face (:func:`_disk_overhang_points`: the rim's crossings of the face's border, the face's corners or
@@ -536,13 +541,26 @@ class CollisionScene:
         jA, jB, sA, sB, iA, iB = self._info[k]
         margin = gdata.collisionRequests[k].security_margin
         best, best_rank = None, (False, 0.0)  # the part kept, whether exact and its lowest distance (before a merge)
+        tries = []  # (cylinder is A, a direction out of the face): coal's normal, and on a box the axis's face
         for on_A in (True, False):  # the cylinder is A (on B's face) or B (on A's)
             cyl, face, iP, iN = (sA, sB, iA, iB) if on_A else (sB, sA, iB, iA)
             if not (isinstance(cyl, coal.Cylinder) and isinstance(face, (coal.Box, coal.Cylinder))):
                 continue
-            M_P, M_N = gdata.oMg[iP], gdata.oMg[iN]
             sign = -1.0 if on_A else 1.0  # n points from B to A: out of the face when it is B
-            n = -sign * _face_toward(face, M_N, -sign * n_coal)
+            tries.append((on_A, -sign * n_coal))
+            if isinstance(face, coal.Box):  # at an exact touch of an edge coal's normal can be any (a disk on it)
+                a = np.asarray(gdata.oMg[iP].rotation)[:, 2]
+                d = np.asarray(gdata.oMg[iP].translation) - np.asarray(gdata.oMg[iN].translation)
+                tries.append((on_A, a if _dot3(a, d) > 0.0 else -a))
+        faces = []
+        for on_A, toward in tries:
+            cyl, face, iP, iN = (sA, sB, iA, iB) if on_A else (sB, sA, iB, iA)
+            M_P, M_N = gdata.oMg[iP], gdata.oMg[iN]
+            sign = -1.0 if on_A else 1.0
+            n = -sign * _face_toward(face, M_N, toward)
+            if any(f == on_A and np.array_equal(m, n) for f, m in faces):  # that face again
+                continue
+            faces.append((on_A, n))
             P, axis, radius = _rod_points(cyl, M_P, n, sign, self._patch_depth)
             exact = True  # every point fixed on the disk's rim or sliding on it as the Jacobians hold
             if axis is None:  # a disk overhanging the face: its fixed points over it and the overlap's corners
@@ -561,8 +579,19 @@ class CollisionScene:
                 i = int(np.argmax(keep))
                 t = (margin - phi[i]) / (phi[1 - i] - phi[i])
                 span = (P[i], P[i] + t * (P[1 - i] - P[i]))
+            flat, M_flat, flip = face, M_N, False  # flip: the disk carries the normal, the face's border the points
             if not all(_over_face(face, M_N, n, x) for x in span):
-                continue
+                # a tilted disk whose lowest rim point is beyond a box's face: on the face's border under the disk
+                border = None if axis is None or not isinstance(face, coal.Box) else \
+                    _border_under_disk(cyl, M_P, n, sign, face, M_N)
+                if border is None:
+                    continue
+                P, n = border
+                sign, flat, M_flat, flip, exact, axis, radius = -sign, cyl, M_P, True, False, None, 0.0
+                phi = self._flat_distance(P, n, sign, flat, M_flat)
+                keep = phi <= margin
+                if not keep.any():
+                    continue
             # an exact part first (a small disk on a larger cap rather than the cap's points carried onto the larger
             # disk), then the larger separation; separations within FLAT_TOLERANCE are level (two parallel disks: the
             # first order kept, not the one that round-off favours)
@@ -574,8 +603,8 @@ class CollisionScene:
             P, phi = P[keep], phi[keep]
             if self.planar:
                 P = _merge_planar(P)
-                phi = self._flat_distance(P, n, sign, face, M_N)
-            carrier, vertex_body = (jB, jA) if on_A else (jA, jB)
+                phi = self._flat_distance(P, n, sign, flat, M_flat)
+            carrier, vertex_body = (jB, jA) if on_A != flip else (jA, jB)
             best = (P, n, phi, jA, jB, carrier, vertex_body, radius, k, axis)
         return best
 
@@ -832,6 +861,41 @@ def _disk_overhang_points(cyl, M: pin.SE3, n: np.ndarray, sign: float, face, M_f
         if _dot3(x - end, x - end) <= r * r:
             out.append(x)
     return np.array(out, dtype=float).reshape(-1, 3)
+
+
+def _border_under_disk(cyl, M: pin.SE3, n: np.ndarray, sign: float, box, M_box: pin.SE3):
+    """A cylinder ``cyl`` (pose ``M``) tilted on the rim of its end facing the box's face of normal ``n`` (``sign``
+    as :func:`_rod_points`'), whose lowest rim point is beyond the face: ``(P, n_disk)``, the points (k, 3) of the
+    face's border under its disk -- the face's corners under it and, where its rim crosses the face's edges
+    (:func:`_disk_edge_points`), the edges' points below -- and its disk's exact normal (from B to A), which it
+    carries; None when tilted by 45 deg or more (on its side) or when nothing of the border is under the disk. The
+    disk rests there on the face's edge: coal's patch carried the disk's normal against the face's own support and
+    held a can tilted on a post smaller than its disk (0.02 rad, still). The corners are the box's vertices (exact
+    Jacobians); the edges' points slide along the edges, which the Jacobians do not hold."""
+    a = np.asarray(M.rotation)[:, 2]
+    if not abs(_dot3(a, n)) > math.sqrt(0.5):
+        return None
+    nf = -sign * n  # the face's outward normal
+    end = _facing_end(cyl, M, n, sign)
+    r = float(cyl.radius)
+    RB, tB = np.asarray(M_box.rotation), np.asarray(M_box.translation)
+    k = _box_axis(M_box, n)
+    i, j = [m for m in range(3) if m != k]
+    h = np.asarray(box.halfSide, dtype=float)
+    centre = tB + (h[k] if _dot3(RB[:, k], nf) > 0.0 else -h[k]) * RB[:, k]  # the face's middle
+    out = []
+    for si in (-1.0, 1.0):
+        for sj in (-1.0, 1.0):
+            c = centre + si * h[i] * RB[:, i] + sj * h[j] * RB[:, j]
+            w = c - end
+            w = w - _dot3(w, a) * a
+            if _dot3(w, w) <= r * r:
+                out.append(c)
+    for x in _disk_edge_points(cyl, M, n, sign, box, M_box):
+        out.append(x - _dot3(x - centre, nf) * nf)
+    if not out:
+        return None
+    return np.array(out, dtype=float), sign * _signed_axis(M, -nf)
 
 
 def _rim_toward(end: np.ndarray, a: np.ndarray, r: float, d: np.ndarray):

@@ -511,7 +511,8 @@ def test_a_cylinder_disk_overhanging_a_small_face(face):
 def test_a_cylinder_disk_over_a_box_edge():
     """A can nearly flat (0 - 0.06 rad) on a rotated free box's top face, anywhere from its middle to past its edges
     and corners: both detectors agree, the disks overhanging an edge held by their rim's points over the face and
-    its crossings of the edges (parts of up to 4 fixed and 4 crossing points)."""
+    its crossings of the edges (parts of up to 4 fixed and 4 crossing points), and the tilted ones whose lowest rim
+    point is beyond the face by the face's border under the disk (the disk carrying the normal)."""
     rng = np.random.default_rng(0)
     b = ModelBuilder("edge")
     j = b.add_joint("free", name="j0")
@@ -529,5 +530,12 @@ def test_a_cylinder_disk_over_a_box_edge():
         qs.append(np.r_[0, 0, 0, pin.Quaternion(rb).coeffs(), centre, pin.Quaternion(rc).coeffs()])
     seen, _ = compare(scene, model, qs)
     data, gd = model.createData(), scene.create_data()
-    counts = [len(scene.detect(model, data, gd, q)) for q in qs]
+    parts = [scene.detect(model, data, gd, q) for q in qs]
+    counts = [len(c) for c in parts]
     assert seen > 300 and sum(c >= 5 for c in counts) > 10, (seen, np.bincount(counts))
+    # a tilted disk whose lowest rim point is beyond the face, on the face's border: the can's disk carries the
+    # normal (its axis), the box's corners and edges the points
+    border = sum(len(c) > 0 and np.all(c.normal_body == 2) and
+                 np.allclose(np.abs(c.normals @ pin.Quaternion(q[10:14]).toRotationMatrix()[:, 2]), 1.0, atol=1e-12)
+                 for c, q in zip(parts, qs))
+    assert border > 10, border

@@ -226,6 +226,34 @@ def test_a_can_on_a_post(post, cx, stays, yaw):
         assert xs[-1][2] < -0.1  # off the post
 
 
+@pytest.mark.parametrize("support, cx, tilt", [
+    ("table", 0.985, 0.05), ("table", 0.985, -0.05), ("table", 0.97, 0.1), ("table", 0.985, 0.02),
+    ("post", 0.01, 0.02), ("post", 0.01, 0.1)])
+def test_a_can_tipped_over_an_edge_settles_flat(support, cx, tilt):
+    """A can (radius 4 cm) released tipped (pitch ``tilt``, its +x side down when positive) with its centre of mass
+    inside the edge of a table (at x = 1) or over a 5 cm post: it comes down and stays flat and still. Tipped toward
+    the edge, or over the post, its lowest rim point is beyond the face and its disk rests on the face's edge (the
+    face's corners under the disk and the edges' points below its rim, against the disk: _border_under_disk); and a
+    disk resting exactly on an edge can get any normal from coal, so the box's face its axis faces is tried too.
+    Before (2026-11-28): on the post it stayed tilted (0.02 rad, still: coal's patch), on the table it fell off
+    (-0.05 rad: coal's normal at the edge, 0.98 horizontal, read a 0.98 m penetration) or lay down on its side."""
+    b = ModelBuilder("edge")
+    if support == "table":
+        b.add_static_box("top", (2, 2, 0.2), (0, 0, -0.1))
+    else:
+        b.add_static_box("top", (0.05, 0.05, 0.2), (0, 0, -0.1))
+    j = b.add_joint("free", name="can")
+    b.add_body(j, mass=0.3, cylinder=(0.04, 0.12))
+    model, geom = b.build()
+    sim = Simulator(model, geometry=geom, dt=1e-3, ground=None, friction=0.5, contact="lcp")
+    rot = pin.rpy.rpyToMatrix(0.0, tilt, 0.0)
+    x = np.r_[cx, 0.0, 0.06 * np.cos(tilt) + 0.04 * np.sin(abs(tilt)) + 1e-4, pin.Quaternion(rot).coeffs(), np.zeros(6)]
+    xs = sim.rollout(x, np.zeros((1500, 0)))
+    up = pin.Quaternion(xs[-1][3:7]).toRotationMatrix()[:, 2]
+    assert np.arccos(min(up[2], 1.0)) < 1e-6 and abs(xs[-1][2] - 0.06) < 1e-6
+    assert np.abs(xs[-200:, 7:]).max() < 1e-6
+
+
 @pytest.mark.parametrize("radius", [0.002, 0.01])
 def test_a_thin_cylinder_lying_on_the_ground_touches_at_both_ends(radius):
     """A cylinder of radius 2 mm or 1 cm, 20 cm long, lying 0.1 mm above the ground (margin 5 mm): one point at

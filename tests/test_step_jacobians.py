@@ -573,3 +573,53 @@ def test_a_tilted_cylinder_rim_on_a_face(face, contact):
         err = min(np.abs(Fp - parameter_jacobian_fd(sim, x, np.zeros(0), names, h=step)).max() for step in steps[1:])
         assert err <= 1e-6 * scale, err
     assert pushed >= 3, pushed  # most poses hit the face in the step
+
+
+@pytest.mark.parametrize("contact", ["lcp", "ncp"])
+def test_a_tilted_disk_on_the_corners_of_a_smaller_face(contact):
+    """A can (radius 4 cm) tilted by 0.05 - 0.3 rad over a free box whose top face (3 x 2 cm) lies wholly under its
+    disk, 0.5 mm above the face's highest corner, approaching, sliding and spinning: its lowest rim point is beyond
+    the face, so the disk carries the normal and the face's corners under it are the points (box vertices against
+    the disk's plane: exact). Fx and the placement columns of Fp against central differences."""
+    import pinocchio as pin
+
+    from dynamics import ModelBuilder, Simulator
+    from trajopt.numdiff import parameter_jacobian_fd
+
+    rng = np.random.default_rng(11)
+    b = ModelBuilder("post")
+    j = b.add_joint("free", name="swing")
+    b.add_body(j, mass=1.0, box=(0.03, 0.02, 0.1))
+    j = b.add_joint("free", name="free")
+    b.add_body(j, mass=0.3, cylinder=(0.04, 0.12))
+    model, geom = b.build()
+    sim = Simulator(model, geometry=geom, dt=1e-3, ground=-5.0, friction=0.3, contact=contact)
+    names = ["placement:swing", "placement:free"]
+    corners = np.array([[sx * 0.015, sy * 0.01, 0.05] for sx in (-1, 1) for sy in (-1, 1)])
+    pushed = 0
+    for beta in rng.uniform(0.05, 0.3, 6):
+        turn = rng.uniform(0.0, 2 * np.pi)
+        a = np.array([np.sin(beta) * np.cos(turn), np.sin(beta) * np.sin(turn), np.cos(beta)])
+        e1 = np.cross(a, [0.0, 0.0, 1.0])
+        e1 /= np.linalg.norm(e1)
+        rot = np.column_stack((e1, np.cross(a, e1), a))
+        bottom = np.r_[rng.uniform(-0.003, 0.003, 2), 0.05]  # the lower disk's centre, over the face's
+        low = min((bottom - c) @ a for c in corners)  # the nearest corner's distance below the disk's plane
+        bottom[2] += (5e-4 - low) / a[2]  # now 0.5 mm
+        centre = bottom + 0.06 * a
+        x = np.r_[0, 0, 0, 0, 0, 0, 1, centre, pin.Quaternion(rot).coeffs(), rng.normal(0, 0.3, 6),
+                  rot.T @ (np.array([0.1, 0.05, -0.8]) + rng.normal(0, 0.1, 3)), rng.normal(0, 0.5, 3)]
+        sim.step(x, np.zeros(0))
+        c = sim._workspace(None).contact.geo.contacts
+        assert len(c) >= 1 and np.all(c.normal_body == 2) and not c.axis.any(), (c.points, c.normal_body)
+        assert np.allclose(np.abs(c.normals @ a), 1.0) and np.isclose(c.phi.min(), 5e-4, rtol=0, atol=1e-9), c.phi
+        pushed += int(sim.contacts.impulses[:, 0].max() > 0)
+        _, Fx, _ = sim.step_derivatives(x, np.zeros(0))
+        scale = max(1.0, np.abs(Fx).max())
+        steps = (6.06e-6, 1e-6, 1e-7, 3e-8)
+        err = min(np.abs(Fx - step_jacobians_fd(sim, x, np.zeros(0), h=step).Fx).max() for step in steps)
+        assert err <= 1e-6 * scale, err
+        Fp = sim.step_derivatives(x, np.zeros(0), params=names)[3]
+        err = min(np.abs(Fp - parameter_jacobian_fd(sim, x, np.zeros(0), names, h=step)).max() for step in steps[1:])
+        assert err <= 1e-6 * scale, err
+    assert pushed >= 3, pushed

@@ -938,6 +938,43 @@ class Detector {
     return P;
   }
 
+  // _border_under_disk: a cylinder tilted (less than 45 deg) on the rim of its end facing the box's face of normal n,
+  // its lowest rim point beyond the face: the face's corners under its disk and the edges' points below the rim's
+  // crossings of them (into P), and the disk's normal from B to A (into n_disk); false: on its side, or nothing under
+  static bool border_under_disk(const Shape& cyl, const pinocchio::SE3& M, const Vec3& n, double sign, const Shape& box,
+                                const pinocchio::SE3& M_box, Points& P, Vec3& n_disk) {
+    const Vec3 a = M.rotation().col(2);
+    if (!(std::abs(dot3(a, n)) > std::sqrt(0.5))) return false;
+    const Vec3 nf = -sign * n;  // the face's outward normal
+    const Vec3 end = facing_end(cyl, M, n, sign);
+    const double r = cyl.radius();
+    const Mat3& RB = M_box.rotation();
+    const Vec3& tB = M_box.translation();
+    const int k = box_axis(M_box, n);
+    const int i = k == 0 ? 1 : 0, j = k == 2 ? 1 : 2;
+    const Vec3& h = box.box()->halfSide;
+    const Vec3 centre = tB + (dot3(Vec3(RB.col(k)), nf) > 0.0 ? h[k] : -h[k]) * RB.col(k);
+    std::vector<Vec3> out;
+    for (const double si : {-1.0, 1.0})
+      for (const double sj : {-1.0, 1.0}) {
+        const Vec3 c = centre + (si * h[i]) * RB.col(i) + (sj * h[j]) * RB.col(j);
+        Vec3 w = c - end;
+        const double wa = dot3(w, a);
+        w = Vec3(w[0] - wa * a[0], w[1] - wa * a[1], w[2] - wa * a[2]);
+        if (dot3(w, w) <= r * r) out.push_back(c);
+      }
+    const Points edge = disk_edge_points(cyl, M, n, sign, box, M_box);
+    for (Eigen::Index e = 0; e < edge.rows(); ++e) {
+      const Vec3 x = edge.row(e).transpose();
+      out.push_back(x - dot3(Vec3(x - centre), nf) * nf);
+    }
+    if (out.empty()) return false;
+    P.resize(static_cast<Eigen::Index>(out.size()), 3);
+    for (size_t e = 0; e < out.size(); ++e) P.row(static_cast<Eigen::Index>(e)) = out[e].transpose();
+    n_disk = sign * signed_axis(M, Vec3(-nf));
+    return true;
+  }
+
   // _rim_toward: the point of the rim (centre end, axis a, radius r) in the direction of d projected normal to a;
   // false when d is along a
   static bool rim_toward(const Vec3& end, const Vec3& a, double r, const Vec3& d, Vec3& x) {
@@ -1068,8 +1105,10 @@ class Detector {
   // _rim_on_face: a cylinder's rim on a box's face or another cylinder's cap face (the face most aligned with coal's
   // normal n_coal, or the cap on its side): its rim's lowest points, or nearly flat (rod_points) its disk's four
   // points (those over the face, and where some are not the other corners of the overlap: disk_overhang_points);
-  // over the face wherever within the margin; between two cylinders an exact part first, then the larger separation
-  // (within flat_tolerance_: level); false: none
+  // over the face wherever within the margin, else on a box, tilted less than 45 deg, the face's border under the disk
+  // against the disk (border_under_disk); on a box also the face its axis faces (coal's normal at an exact touch of an
+  // edge can be any); between two cylinders an exact part first, then the larger separation (within
+  // flat_tolerance_: level); false: none
   bool rim_on_face(size_t k, pinocchio::GeometryData& gd, const Vec3& n_coal, Output& out) const {
     const PairInfo& p = pairs_[k];
     const double margin = gd.collisionRequests[k].security_margin;
@@ -1080,17 +1119,36 @@ class Detector {
     double best_min = 0.0, best_radius = 0.0;
     bool best_rim = false, best_exact = false;
     int64_t best_carrier = 0, best_vertex = 0;
+    // (cylinder is A, a direction out of the face): coal's normal, and on a box the face its axis faces (at an exact
+    // touch of an edge coal's normal can be any: a disk resting on it)
+    std::vector<std::pair<bool, Vec3>> tries;
     for (const bool on_A : {true, false}) {  // the cylinder is A (on B's face) or B (on A's)
       const int64_t iP = on_A ? p.iA : p.iB, iN = on_A ? p.iB : p.iA;
       const Shape cyl = shape(iP), face = shape(iN);
       if (cyl.kind != Kind::Cylinder || (face.kind != Kind::Box && face.kind != Kind::Cylinder)) continue;
+      const double sign = on_A ? -1.0 : 1.0;  // n points from B to A: out of the face when it is B
+      tries.emplace_back(on_A, Vec3(-sign * n_coal));
+      if (face.kind == Kind::Box) {
+        const Vec3 ax = gd.oMg[iP].rotation().col(2);
+        const Vec3 d = gd.oMg[iP].translation() - gd.oMg[iN].translation();
+        tries.emplace_back(on_A, dot3(ax, d) > 0.0 ? ax : Vec3(-ax));
+      }
+    }
+    std::vector<std::pair<bool, Vec3>> faces;
+    for (const auto& [on_A, toward] : tries) {
+      const int64_t iP = on_A ? p.iA : p.iB, iN = on_A ? p.iB : p.iA;
+      const Shape cyl = shape(iP), face = shape(iN);
       const pinocchio::SE3& M_P = gd.oMg[iP];
       const pinocchio::SE3& M_N = gd.oMg[iN];
-      const double sign = on_A ? -1.0 : 1.0;  // n points from B to A: out of the face when it is B
-      const Vec3 n = -sign * face_toward(face, M_N, Vec3(-sign * n_coal));
+      double sign = on_A ? -1.0 : 1.0;
+      Vec3 n = -sign * face_toward(face, M_N, toward);
+      bool seen = false;  // that face again
+      for (const auto& f : faces) seen = seen || (f.first == on_A && f.second == n);
+      if (seen) continue;
+      faces.emplace_back(on_A, n);
       const Vec3 a = M_P.rotation().col(2);
       Points P;
-      const bool rim = rod_points(cyl, M_P, n, sign, patch_depth_, P);
+      bool rim = rod_points(cyl, M_P, n, sign, patch_depth_, P);
       bool exact = true;  // every point fixed on the disk's rim or sliding on it as the Jacobians hold
       if (!rim) {  // a disk overhanging the face: its fixed points over it and the overlap's corners
         std::vector<Eigen::Index> over;
@@ -1105,17 +1163,26 @@ class Detector {
           exact = false;
         }
       }
-      const Eigen::Index np = P.rows();
+      Eigen::Index np = P.rows();
       std::vector<double> phi = flat_distance(P, n, sign, face, M_N);
       std::vector<char> keep(np);
       bool any = false;
       double lowest = std::numeric_limits<double>::infinity();
-      for (Eigen::Index e = 0; e < np; ++e) {
-        keep[e] = phi[e] <= margin;
-        any = any || keep[e];
-        lowest = std::min(lowest, phi[e]);
-      }
+      const auto measure = [&]() {  // keep, any, lowest of phi
+        keep.assign(np, 0);
+        any = false;
+        lowest = std::numeric_limits<double>::infinity();
+        for (Eigen::Index e = 0; e < np; ++e) {
+          keep[e] = phi[e] <= margin;
+          any = any || keep[e];
+          lowest = std::min(lowest, phi[e]);
+        }
+      };
+      measure();
       if (!any) continue;
+      const Shape* flat = &face;  // flip: the disk carries the normal, the face's border the points
+      const pinocchio::SE3* M_flat = &M_N;
+      bool flip = false;
       bool over = true;  // standing on its disk: its points are over the face or on its border already
       if (rim) {
         Vec3 span[2] = {Vec3(P.row(0).transpose()), Vec3(P.row(1).transpose())};
@@ -1127,7 +1194,21 @@ class Detector {
         }
         over = over_face(face, M_N, n, span[0]) && over_face(face, M_N, n, span[1]);
       }
-      if (!over) continue;
+      if (!over) {  // a tilted disk whose lowest rim point is beyond a box's face: on the face's border under the disk
+        Vec3 n_disk;
+        if (!rim || face.kind != Kind::Box || !border_under_disk(cyl, M_P, n, sign, face, M_N, P, n_disk)) continue;
+        n = n_disk;
+        sign = -sign;
+        flat = &cyl;
+        M_flat = &M_P;
+        flip = true;
+        exact = false;
+        rim = false;
+        np = P.rows();
+        phi = flat_distance(P, n, sign, *flat, *M_flat);
+        measure();
+        if (!any) continue;
+      }
       // an exact part first (a small disk on a larger cap rather than the cap's points carried onto the larger
       // disk), then the larger separation; separations within flat_tolerance_ are level (the first order kept)
       if (found && (exact < best_exact || (exact == best_exact && lowest <= best_min + flat_tolerance_))) continue;
@@ -1141,7 +1222,7 @@ class Detector {
       kept.conservativeResize(static_cast<Eigen::Index>(phik.size()), 3);
       if (planar_) {
         kept = merge_planar(kept);
-        phik = flat_distance(kept, n, sign, face, M_N);
+        phik = flat_distance(kept, n, sign, *flat, *M_flat);
       }
       found = true;
       best_min = lowest;
@@ -1152,8 +1233,8 @@ class Detector {
       best_rim = rim;
       besta = a;
       best_radius = rim ? sign * cyl.radius() : 0.0;  // the disk's points: body-fixed vertices
-      best_carrier = on_A ? p.jB : p.jA;
-      best_vertex = on_A ? p.jA : p.jB;
+      best_carrier = on_A != flip ? p.jB : p.jA;
+      best_vertex = on_A != flip ? p.jA : p.jB;
     }
     if (found)
       out.add(bestP, bestn, bestphi, p.jA, p.jB, best_carrier, best_vertex, best_radius, static_cast<int64_t>(k),
