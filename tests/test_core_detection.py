@@ -459,6 +459,33 @@ def test_a_cylinder_rim_on_a_face(face):
                 assert np.allclose(np.abs(c.normals), [0.0, 0.0, 1.0], rtol=0, atol=1e-12), c.normals
 
 
+def _face_and_can(name, **face):
+    """``(model, geometry, scene)``: a free body of shape ``face`` (``box=`` or ``cylinder=`` sizes, 1 kg, joint 1)
+    and a free can (cylinder 4 cm x 12 cm, joint 2); the scene's ground far below, margin 5 mm."""
+    b = ModelBuilder(name)
+    j = b.add_joint("free", name="j0")
+    b.add_body(j, mass=1.0, **face)
+    j = b.add_joint("free", name="j1")
+    b.add_body(j, mass=1.0, cylinder=(0.04, 0.12))
+    model, geom = b.build()
+    return model, geom, CollisionScene(model, geom, ground=-5.0, margin=5e-3)
+
+
+def _cans_on_a_face(rng, count, tilts, spread):
+    """``count`` configurations of :func:`_face_and_can`'s bodies: the face's body at the origin turned at random,
+    the can nearly flat on its top (z = 0.05 in its frame; tilted by one of ``tilts`` times a normal draw about each
+    of two axes, turned at random about its own), its disk's centre within ``spread`` of the top's middle and 1 mm
+    into to 3 mm above it."""
+    qs = []
+    for _ in range(count):
+        rb = pin.rpy.rpyToMatrix(*rng.normal(0, 0.5, 3))
+        tilt = rng.choice(tilts)
+        rc = rb @ pin.rpy.rpyToMatrix(tilt * rng.normal(), tilt * rng.normal(), rng.uniform(0, 6))
+        centre = rb @ np.r_[rng.uniform(-spread, spread, 2), 0.05] + rc[:, 2] * (0.06 + rng.uniform(-1e-3, 3e-3))
+        qs.append(np.r_[0, 0, 0, pin.Quaternion(rb).coeffs(), centre, pin.Quaternion(rc).coeffs()])
+    return qs
+
+
 @pytest.mark.parametrize("face", ["box", "cylinder"])
 def test_a_cylinder_disk_overhanging_a_small_face(face):
     """A can (radius 4 cm) nearly flat (0 - 0.04 rad) on a free box's face smaller than its disk (5 x 3 cm) or on a
@@ -468,20 +495,9 @@ def test_a_cylinder_disk_overhanging_a_small_face(face):
     rng = np.random.default_rng(1)
     found = []
     for size in ((0.03,) if face == "box" else (0.03, 0.06)):
-        b = ModelBuilder("post")
-        j = b.add_joint("free", name="j0")
-        b.add_body(j, mass=1.0, **({"box": (0.05, 0.03, 0.1)} if face == "box" else {"cylinder": (size, 0.1)}))
-        j = b.add_joint("free", name="j1")
-        b.add_body(j, mass=1.0, cylinder=(0.04, 0.12))
-        model, geom = b.build()
-        scene = CollisionScene(model, geom, ground=-5.0, margin=5e-3)
-        qs = []
-        for _ in range(200):
-            rb = pin.rpy.rpyToMatrix(*rng.normal(0, 0.5, 3))
-            tilt = rng.choice([0.0, 1e-4, 0.01, 0.04])
-            rc = rb @ pin.rpy.rpyToMatrix(tilt * rng.normal(), tilt * rng.normal(), rng.uniform(0, 6))
-            centre = rb @ np.r_[rng.uniform(-0.05, 0.05, 2), 0.05] + rc[:, 2] * (0.06 + rng.uniform(-1e-3, 3e-3))
-            qs.append(np.r_[0, 0, 0, pin.Quaternion(rb).coeffs(), centre, pin.Quaternion(rc).coeffs()])
+        model, geom, scene = _face_and_can("post", **({"box": (0.05, 0.03, 0.1)} if face == "box" else
+                                                       {"cylinder": (size, 0.1)}))
+        qs = _cans_on_a_face(rng, 200, [0.0, 1e-4, 0.01, 0.04], 0.05)
         seen, _ = compare(scene, model, qs)
         data, gd = model.createData(), scene.create_data()
         counts, over, corners = [], 0, 0
@@ -514,20 +530,8 @@ def test_a_cylinder_disk_over_a_box_edge():
     its crossings of the edges (parts of up to 4 fixed and 4 crossing points), and the tilted ones whose lowest rim
     point is beyond the face by the face's border under the disk (the disk carrying the normal)."""
     rng = np.random.default_rng(0)
-    b = ModelBuilder("edge")
-    j = b.add_joint("free", name="j0")
-    b.add_body(j, mass=1.0, box=(0.3, 0.2, 0.1))
-    j = b.add_joint("free", name="j1")
-    b.add_body(j, mass=1.0, cylinder=(0.04, 0.12))
-    model, geom = b.build()
-    scene = CollisionScene(model, geom, ground=-5.0, margin=5e-3)
-    qs = []
-    for _ in range(300):
-        rb = pin.rpy.rpyToMatrix(*rng.normal(0, 0.5, 3))
-        tilt = rng.choice([0.0, 1e-4, 0.02, 0.06])
-        rc = rb @ pin.rpy.rpyToMatrix(tilt * rng.normal(), tilt * rng.normal(), rng.uniform(0, 6))
-        centre = rb @ np.r_[rng.uniform(-0.2, 0.2, 2), 0.05] + rc[:, 2] * (0.06 + rng.uniform(-1e-3, 3e-3))
-        qs.append(np.r_[0, 0, 0, pin.Quaternion(rb).coeffs(), centre, pin.Quaternion(rc).coeffs()])
+    model, geom, scene = _face_and_can("edge", box=(0.3, 0.2, 0.1))
+    qs = _cans_on_a_face(rng, 300, [0.0, 1e-4, 0.02, 0.06], 0.2)
     seen, _ = compare(scene, model, qs)
     data, gd = model.createData(), scene.create_data()
     parts = [scene.detect(model, data, gd, q) for q in qs]

@@ -170,6 +170,29 @@ def test_a_standing_cylinder_step_jacobians(tilt, contact):
     assert err < 1e-6, err
 
 
+def _can_on(support, name="support"):
+    """A simulator (LCP, friction 0.5, 1 ms, no ground) of a free can (cylinder 4 cm x 12 cm, 0.3 kg) and a static
+    support: a box of ``support`` = ("box", size, centre) or a cylinder of ("cylinder", radius, length, centre)."""
+    b = ModelBuilder(name)
+    if support[0] == "box":
+        b.add_static_box(name, support[1], support[2])
+    else:
+        _, radius, length, centre = support
+        b.geometry.addGeometryObject(pin.GeometryObject(name, 0, pin.SE3(np.eye(3), np.asarray(centre, dtype=float)),
+                                                        coal.Cylinder(radius, length)))
+    j = b.add_joint("free", name="can")
+    b.add_body(j, mass=0.3, cylinder=(0.04, 0.12))
+    model, geom = b.build()
+    return Simulator(model, geometry=geom, dt=1e-3, ground=None, friction=0.5, contact="lcp")
+
+
+def _assert_flat_and_still(xs, height=0.06):
+    """The can's rollout ``xs`` ends upright (to 1e-6 rad), its centre at ``height``, still over its last 200 steps."""
+    up = pin.Quaternion(xs[-1][3:7]).toRotationMatrix()[:, 2]
+    assert np.arccos(min(up[2], 1.0)) < 1e-6 and abs(xs[-1][2] - height) < 1e-6
+    assert np.abs(xs[-200:, 7:]).max() < 1e-6
+
+
 @pytest.mark.parametrize("yaw", [0.0, 0.785])
 @pytest.mark.parametrize("cx", [0.97, 0.99, 1.01])
 def test_a_can_at_a_table_edge(cx, yaw):
@@ -177,18 +200,11 @@ def test_a_can_at_a_table_edge(cx, yaw):
     (its disk overhanging the edge by 1 - 3 cm) it stays, flat and still, held by its rim's points over the face and
     where its rim crosses the edge; beyond the edge it tips off. Before (2026-11-28), the overhanging disk fell back
     to coal's patch and a can with its centre 1 cm inside the edge fell off (a review)."""
-    b = ModelBuilder("table")
-    b.add_static_box("floor", (2, 2, 0.2), (0, 0, -0.1))
-    j = b.add_joint("free", name="can")
-    b.add_body(j, mass=0.3, cylinder=(0.04, 0.12))
-    model, geom = b.build()
-    sim = Simulator(model, geometry=geom, dt=1e-3, ground=None, friction=0.5, contact="lcp")
+    sim = _can_on(("box", (2, 2, 0.2), (0, 0, -0.1)), "table")
     x = np.r_[cx, 0.0, 0.06 + 1e-4, pin.Quaternion(pin.rpy.rpyToMatrix(0.0, 0.0, yaw)).coeffs(), np.zeros(6)]
     xs = sim.rollout(x, np.zeros((1000, 0)))
     if cx < 1.0:
-        up = pin.Quaternion(xs[-1][3:7]).toRotationMatrix()[:, 2]
-        assert np.arccos(min(up[2], 1.0)) < 1e-6 and abs(xs[-1][2] - 0.06) < 1e-6
-        assert np.abs(xs[-200:, 7:]).max() < 1e-6
+        _assert_flat_and_still(xs)
     else:
         assert xs[-1][2] < -0.1  # off the table
 
@@ -205,23 +221,13 @@ def test_a_can_on_a_post(post, cx, stays, yaw):
     cap points under it, its rim's crossings of the border, its rim points over the top); beyond it, it tips off.
     Before (2026-11-28), coal's patch: on the box it stayed tilted (0.013 rad at cx = 1 cm) or fell (2 cm), and
     at the large cap's edge it fell with its centre 1 cm inside (and at 3 cm stayed tilted, still rocking)."""
-    b = ModelBuilder("post")
-    if post == "box":
-        b.add_static_box("post", (0.05, 0.05, 0.2), (0, 0, -0.1))
-    else:
-        top = pin.GeometryObject("post", 0, pin.SE3(np.eye(3), np.array([0.0, 0.0, -0.1])),
-                                 coal.Cylinder(0.03 if post == "small cap" else 0.3, 0.2))
-        b.geometry.addGeometryObject(top)
-    j = b.add_joint("free", name="can")
-    b.add_body(j, mass=0.3, cylinder=(0.04, 0.12))
-    model, geom = b.build()
-    sim = Simulator(model, geometry=geom, dt=1e-3, ground=None, friction=0.5, contact="lcp")
+    support = (("box", (0.05, 0.05, 0.2), (0, 0, -0.1)) if post == "box" else
+               ("cylinder", 0.03 if post == "small cap" else 0.3, 0.2, (0.0, 0.0, -0.1)))
+    sim = _can_on(support, "post")
     x = np.r_[cx, 0.0, 0.06 + 1e-4, pin.Quaternion(pin.rpy.rpyToMatrix(0.0, 0.0, yaw)).coeffs(), np.zeros(6)]
     xs = sim.rollout(x, np.zeros((1000, 0)))
     if stays:
-        up = pin.Quaternion(xs[-1][3:7]).toRotationMatrix()[:, 2]
-        assert np.arccos(min(up[2], 1.0)) < 1e-6 and abs(xs[-1][2] - 0.06) < 1e-6
-        assert np.abs(xs[-200:, 7:]).max() < 1e-6
+        _assert_flat_and_still(xs)
     else:
         assert xs[-1][2] < -0.1  # off the post
 
@@ -237,21 +243,10 @@ def test_a_can_tipped_over_an_edge_settles_flat(support, cx, tilt):
     disk resting exactly on an edge can get any normal from coal, so the box's face its axis faces is tried too.
     Before (2026-11-28): on the post it stayed tilted (0.02 rad, still: coal's patch), on the table it fell off
     (-0.05 rad: coal's normal at the edge, 0.98 horizontal, read a 0.98 m penetration) or lay down on its side."""
-    b = ModelBuilder("edge")
-    if support == "table":
-        b.add_static_box("top", (2, 2, 0.2), (0, 0, -0.1))
-    else:
-        b.add_static_box("top", (0.05, 0.05, 0.2), (0, 0, -0.1))
-    j = b.add_joint("free", name="can")
-    b.add_body(j, mass=0.3, cylinder=(0.04, 0.12))
-    model, geom = b.build()
-    sim = Simulator(model, geometry=geom, dt=1e-3, ground=None, friction=0.5, contact="lcp")
+    sim = _can_on(("box", (2, 2, 0.2) if support == "table" else (0.05, 0.05, 0.2), (0, 0, -0.1)), "edge")
     rot = pin.rpy.rpyToMatrix(0.0, tilt, 0.0)
     x = np.r_[cx, 0.0, 0.06 * np.cos(tilt) + 0.04 * np.sin(abs(tilt)) + 1e-4, pin.Quaternion(rot).coeffs(), np.zeros(6)]
-    xs = sim.rollout(x, np.zeros((1500, 0)))
-    up = pin.Quaternion(xs[-1][3:7]).toRotationMatrix()[:, 2]
-    assert np.arccos(min(up[2], 1.0)) < 1e-6 and abs(xs[-1][2] - 0.06) < 1e-6
-    assert np.abs(xs[-200:, 7:]).max() < 1e-6
+    _assert_flat_and_still(sim.rollout(x, np.zeros((1500, 0))))
 
 
 @pytest.mark.parametrize("radius", [0.002, 0.01])

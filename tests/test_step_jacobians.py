@@ -531,7 +531,6 @@ def test_a_tilted_cylinder_rim_on_a_face(face, contact):
     import pinocchio as pin
 
     from dynamics import ModelBuilder, Simulator
-    from trajopt.numdiff import parameter_jacobian_fd
 
     rng = np.random.default_rng(5)
     R2, h2 = 0.04, 0.1
@@ -562,17 +561,25 @@ def test_a_tilted_cylinder_rim_on_a_face(face, contact):
         else:  # four points fixed on its rim (no axis), the lowest 0.5 mm above
             assert len(c) == 4 and not c.axis.any() and not c.radius.any() and np.isclose(c.phi.min(), 5e-4)
         pushed += int(sim.contacts.impulses[:, 0].max() > 0)
-        # the smallest error over four difference steps: the largest can cross a friction mode's edge, and NCP's
-        # slip near sticking curves so sharply that the difference's own error is 2e-4 at 1e-7 on some poses
-        _, Fx, _ = sim.step_derivatives(x, np.zeros(0))
-        scale = max(1.0, np.abs(Fx).max())
-        steps = (6.06e-6, 1e-6, 1e-7, 3e-8)
-        err = min(np.abs(Fx - step_jacobians_fd(sim, x, np.zeros(0), h=step).Fx).max() for step in steps)
-        assert err <= 1e-6 * scale, err
-        Fp = sim.step_derivatives(x, np.zeros(0), params=names)[3]
-        err = min(np.abs(Fp - parameter_jacobian_fd(sim, x, np.zeros(0), names, h=step)).max() for step in steps[1:])
-        assert err <= 1e-6 * scale, err
+        _assert_fx_and_fp_exact(sim, x, names)
     assert pushed >= 3, pushed  # most poses hit the face in the step
+
+
+def _assert_fx_and_fp_exact(sim, x, names):
+    """Fx and the columns ``names`` of Fp at ``x`` (no controls) within 1e-6 (relative to max(1, max |Fx|)) of central
+    differences: the smallest error over four difference steps (three for Fp), since the largest can cross a
+    friction mode's edge, and NCP's slip near sticking curves so sharply that the difference's own error is 2e-4 at
+    1e-7 on some poses."""
+    from trajopt.numdiff import parameter_jacobian_fd
+
+    _, Fx, _ = sim.step_derivatives(x, np.zeros(0))
+    scale = max(1.0, np.abs(Fx).max())
+    steps = (6.06e-6, 1e-6, 1e-7, 3e-8)
+    err = min(np.abs(Fx - step_jacobians_fd(sim, x, np.zeros(0), h=step).Fx).max() for step in steps)
+    assert err <= 1e-6 * scale, err
+    Fp = sim.step_derivatives(x, np.zeros(0), params=names)[3]
+    err = min(np.abs(Fp - parameter_jacobian_fd(sim, x, np.zeros(0), names, h=step)).max() for step in steps[1:])
+    assert err <= 1e-6 * scale, err
 
 
 @pytest.mark.parametrize("contact", ["lcp", "ncp"])
@@ -584,7 +591,6 @@ def test_a_tilted_disk_on_the_corners_of_a_smaller_face(contact):
     import pinocchio as pin
 
     from dynamics import ModelBuilder, Simulator
-    from trajopt.numdiff import parameter_jacobian_fd
 
     rng = np.random.default_rng(11)
     b = ModelBuilder("post")
@@ -614,12 +620,5 @@ def test_a_tilted_disk_on_the_corners_of_a_smaller_face(contact):
         assert len(c) >= 1 and np.all(c.normal_body == 2) and not c.axis.any(), (c.points, c.normal_body)
         assert np.allclose(np.abs(c.normals @ a), 1.0) and np.isclose(c.phi.min(), 5e-4, rtol=0, atol=1e-9), c.phi
         pushed += int(sim.contacts.impulses[:, 0].max() > 0)
-        _, Fx, _ = sim.step_derivatives(x, np.zeros(0))
-        scale = max(1.0, np.abs(Fx).max())
-        steps = (6.06e-6, 1e-6, 1e-7, 3e-8)
-        err = min(np.abs(Fx - step_jacobians_fd(sim, x, np.zeros(0), h=step).Fx).max() for step in steps)
-        assert err <= 1e-6 * scale, err
-        Fp = sim.step_derivatives(x, np.zeros(0), params=names)[3]
-        err = min(np.abs(Fp - parameter_jacobian_fd(sim, x, np.zeros(0), names, h=step)).max() for step in steps[1:])
-        assert err <= 1e-6 * scale, err
+        _assert_fx_and_fp_exact(sim, x, names)
     assert pushed >= 3, pushed
