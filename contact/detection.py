@@ -53,7 +53,9 @@ Conventions of a contact (all in the world frame):
   it rests on four points fixed on that rim, and where it overhangs the face's border (a box's edge, a face
   smaller than the disk, a cap's circle) also on the other corners of their overlap: where the rim crosses the
   border and the face's corners or cap points under the disk (taken as fixed on the disk, so the Jacobians are
-  not exact there); the face carries its exact normal (coal's carries noise), as a cylinder's cap face does
+  not exact there); between two cylinders a smaller disk wholly on the other's cap rests on its own four points
+  instead (exact, but the square they span is all it holds: a can on a post of half its radius tips once its
+  centre is 0.75 of the post's radius out between two of those points); the face carries its exact normal (coal's carries noise), as a cylinder's cap face does
   under a ball or a capsule's end. Tilted with its lowest rim point beyond a box's face (on a smaller post, over a
   table's edge), its disk rests on the face's border: the disk carries its exact normal and the face's corners
   under it (exact) and its edges' points below the rim (not exact) are the points.
@@ -819,9 +821,10 @@ def _disk_overhang_points(cyl, M: pin.SE3, n: np.ndarray, sign: float, face, M_f
     the disk (four at its quarter turns and the one toward the disk's centre) and the disk's rim point toward the
     cap's centre when over the cap (the overlap of two disks is symmetric about the line of their centres: those
     two are its extreme points on it). Points of the face are carried up onto the disk's plane along ``n``
-    (:func:`_onto_disk`): every point is one of the disk's, the face's distance along ``n`` below it exact. Only the
-    disk's rim points are body-fixed: the crossings and the face's points slide on the disk as the two bodies move
-    relative to each other, which the contact Jacobians do not hold (there they are not exact)."""
+    (:func:`_onto_disk`): every point is one of the disk's, the face's distance along ``n`` below it exact. None of
+    them is fixed on the disk: the crossings, the face's points and the disk's rim point toward the cap's centre slide
+    on it as the two bodies move relative to each other, which the contact Jacobians do not hold (they are taken as
+    fixed: not exact there)."""
     end = _facing_end(cyl, M, n, sign)
     a = np.asarray(M.rotation)[:, 2]
     r = float(cyl.radius)
