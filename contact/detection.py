@@ -543,26 +543,25 @@ class CollisionScene:
         jA, jB, sA, sB, iA, iB = self._info[k]
         margin = gdata.collisionRequests[k].security_margin
         best, best_rank = None, (False, 0.0)  # the part kept, whether exact and its lowest distance (before a merge)
-        tries = []  # (cylinder is A, a direction out of the face): coal's normal, and on a box the axis's face
+        faces = []  # (cylinder is A, the face's normal from B to A): coal's, and on a box also the axis's face
         for on_A in (True, False):  # the cylinder is A (on B's face) or B (on A's)
             cyl, face, iP, iN = (sA, sB, iA, iB) if on_A else (sB, sA, iB, iA)
             if not (isinstance(cyl, coal.Cylinder) and isinstance(face, (coal.Box, coal.Cylinder))):
                 continue
+            M_P, M_N = gdata.oMg[iP], gdata.oMg[iN]
             sign = -1.0 if on_A else 1.0  # n points from B to A: out of the face when it is B
-            tries.append((on_A, -sign * n_coal))
+            n = -sign * _face_toward(face, M_N, -sign * n_coal)
+            faces.append((on_A, n))
             if isinstance(face, coal.Box):  # at an exact touch of an edge coal's normal can be any (a disk on it)
-                a = np.asarray(gdata.oMg[iP].rotation)[:, 2]
-                d = np.asarray(gdata.oMg[iP].translation) - np.asarray(gdata.oMg[iN].translation)
-                tries.append((on_A, a if _dot3(a, d) > 0.0 else -a))
-        faces = []
-        for on_A, toward in tries:
+                a = np.asarray(M_P.rotation)[:, 2]
+                d = np.asarray(M_P.translation) - np.asarray(M_N.translation)
+                n_axis = -sign * _face_toward(face, M_N, a if _dot3(a, d) > 0.0 else -a)
+                if not np.array_equal(n_axis, n):
+                    faces.append((on_A, n_axis))
+        for on_A, n in faces:
             cyl, face, iP, iN = (sA, sB, iA, iB) if on_A else (sB, sA, iB, iA)
             M_P, M_N = gdata.oMg[iP], gdata.oMg[iN]
             sign = -1.0 if on_A else 1.0
-            n = -sign * _face_toward(face, M_N, toward)
-            if any(f == on_A and np.array_equal(m, n) for f, m in faces):  # that face again
-                continue
-            faces.append((on_A, n))
             P, axis, radius = _rod_points(cyl, M_P, n, sign, self._patch_depth)
             exact = True  # every point fixed on the disk's rim or sliding on it as the Jacobians hold
             if axis is None:  # a disk overhanging the face: its fixed points over it and the overlap's corners
@@ -832,11 +831,7 @@ def _disk_overhang_points(cyl, M: pin.SE3, n: np.ndarray, sign: float, face, M_f
     out = []
     if isinstance(face, coal.Box):
         out.extend(_disk_edge_points(cyl, M, n, sign, face, M_face))
-        k = _box_axis(M_face, n)
-        i, j = [m for m in range(3) if m != k]
-        h = np.asarray(face.halfSide, dtype=float)
-        centre = tF + (h[k] if _dot3(RF[:, k], -sign * n) > 0.0 else -h[k]) * RF[:, k]  # the face's middle
-        candidates = [centre + si * h[i] * RF[:, i] + sj * h[j] * RF[:, j] for si in (-1.0, 1.0) for sj in (-1.0, 1.0)]
+        candidates = _face_corners(face, M_face, -sign * n)[1]
     else:
         af = _signed_axis(M_face, -sign * n)  # the cap's outward normal
         centre = tF + float(face.halfLength) * af
@@ -881,24 +876,29 @@ def _border_under_disk(cyl, M: pin.SE3, n: np.ndarray, sign: float, box, M_box: 
     nf = -sign * n  # the face's outward normal
     end = _facing_end(cyl, M, n, sign)
     r = float(cyl.radius)
-    RB, tB = np.asarray(M_box.rotation), np.asarray(M_box.translation)
-    k = _box_axis(M_box, n)
-    i, j = [m for m in range(3) if m != k]
-    h = np.asarray(box.halfSide, dtype=float)
-    centre = tB + (h[k] if _dot3(RB[:, k], nf) > 0.0 else -h[k]) * RB[:, k]  # the face's middle
+    centre, corners = _face_corners(box, M_box, nf)
     out = []
-    for si in (-1.0, 1.0):
-        for sj in (-1.0, 1.0):
-            c = centre + si * h[i] * RB[:, i] + sj * h[j] * RB[:, j]
-            w = c - end
-            w = w - _dot3(w, a) * a
-            if _dot3(w, w) <= r * r:
-                out.append(c)
+    for c in corners:
+        w = c - end
+        w = w - _dot3(w, a) * a
+        if _dot3(w, w) <= r * r:
+            out.append(c)
     for x in _disk_edge_points(cyl, M, n, sign, box, M_box):
         out.append(x - _dot3(x - centre, nf) * nf)
     if not out:
         return None
     return np.array(out, dtype=float), sign * _signed_axis(M, -nf)
+
+
+def _face_corners(box, M: pin.SE3, nf: np.ndarray):
+    """``(centre, corners)``: the middle of the face of outward normal ``nf`` of the box ``box`` (pose ``M``) and its
+    four corners (a list, sides ``(-, -), (-, +), (+, -), (+, +)`` along its two other axes in order)."""
+    R, t = np.asarray(M.rotation), np.asarray(M.translation)
+    k = _box_axis(M, nf)
+    i, j = [m for m in range(3) if m != k]
+    h = np.asarray(box.halfSide, dtype=float)
+    centre = t + (h[k] if _dot3(R[:, k], nf) > 0.0 else -h[k]) * R[:, k]
+    return centre, [centre + si * h[i] * R[:, i] + sj * h[j] * R[:, j] for si in (-1.0, 1.0) for sj in (-1.0, 1.0)]
 
 
 def _rim_toward(end: np.ndarray, a: np.ndarray, r: float, d: np.ndarray):

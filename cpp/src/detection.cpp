@@ -948,21 +948,14 @@ class Detector {
     const Vec3 nf = -sign * n;  // the face's outward normal
     const Vec3 end = facing_end(cyl, M, n, sign);
     const double r = cyl.radius();
-    const Mat3& RB = M_box.rotation();
-    const Vec3& tB = M_box.translation();
-    const int k = box_axis(M_box, n);
-    const int i = k == 0 ? 1 : 0, j = k == 2 ? 1 : 2;
-    const Vec3& h = box.box()->halfSide;
-    const Vec3 centre = tB + (dot3(Vec3(RB.col(k)), nf) > 0.0 ? h[k] : -h[k]) * RB.col(k);
-    std::vector<Vec3> out;
-    for (const double si : {-1.0, 1.0})
-      for (const double sj : {-1.0, 1.0}) {
-        const Vec3 c = centre + (si * h[i]) * RB.col(i) + (sj * h[j]) * RB.col(j);
-        Vec3 w = c - end;
-        const double wa = dot3(w, a);
-        w = Vec3(w[0] - wa * a[0], w[1] - wa * a[1], w[2] - wa * a[2]);
-        if (dot3(w, w) <= r * r) out.push_back(c);
-      }
+    std::vector<Vec3> corners, out;
+    const Vec3 centre = face_corners(box, M_box, nf, corners);
+    for (const Vec3& c : corners) {
+      Vec3 w = c - end;
+      const double wa = dot3(w, a);
+      w = Vec3(w[0] - wa * a[0], w[1] - wa * a[1], w[2] - wa * a[2]);
+      if (dot3(w, w) <= r * r) out.push_back(c);
+    }
     const Points edge = disk_edge_points(cyl, M, n, sign, box, M_box);
     for (Eigen::Index e = 0; e < edge.rows(); ++e) {
       const Vec3 x = edge.row(e).transpose();
@@ -973,6 +966,19 @@ class Detector {
     for (size_t e = 0; e < out.size(); ++e) P.row(static_cast<Eigen::Index>(e)) = out[e].transpose();
     n_disk = sign * signed_axis(M, Vec3(-nf));
     return true;
+  }
+
+  // _face_corners: the middle of the box's face of outward normal nf (returned) and its four corners (appended to
+  // corners, sides (-, -), (-, +), (+, -), (+, +) along its two other axes)
+  static Vec3 face_corners(const Shape& box, const pinocchio::SE3& M, const Vec3& nf, std::vector<Vec3>& corners) {
+    const Mat3& R = M.rotation();
+    const int k = box_axis(M, nf);
+    const int i = k == 0 ? 1 : 0, j = k == 2 ? 1 : 2;
+    const Vec3& h = box.box()->halfSide;
+    const Vec3 centre = M.translation() + (dot3(Vec3(R.col(k)), nf) > 0.0 ? h[k] : -h[k]) * R.col(k);
+    for (const double si : {-1.0, 1.0})
+      for (const double sj : {-1.0, 1.0}) corners.push_back(centre + (si * h[i]) * R.col(i) + (sj * h[j]) * R.col(j));
+    return centre;
   }
 
   // _rim_toward: the point of the rim (centre end, axis a, radius r) in the direction of d projected normal to a;
@@ -1008,12 +1014,7 @@ class Detector {
     if (face.kind == Kind::Box) {
       const Points edge = disk_edge_points(cyl, M, n, sign, face, M_face);
       for (Eigen::Index e = 0; e < edge.rows(); ++e) out.push_back(edge.row(e).transpose());
-      const int k = box_axis(M_face, n);
-      const int i = k == 0 ? 1 : 0, j = k == 2 ? 1 : 2;
-      const Vec3& h = face.box()->halfSide;
-      const Vec3 centre = tF + (dot3(Vec3(RF.col(k)), nf) > 0.0 ? h[k] : -h[k]) * RF.col(k);
-      for (const double si : {-1.0, 1.0})
-        for (const double sj : {-1.0, 1.0}) candidates.push_back(centre + (si * h[i]) * RF.col(i) + (sj * h[j]) * RF.col(j));
+      face_corners(face, M_face, nf, candidates);
     } else {
       const Vec3 af = signed_axis(M_face, nf);  // the cap's outward normal
       const Vec3 centre = tF + face.half_length() * af;
@@ -1121,31 +1122,30 @@ class Detector {
     int64_t best_carrier = 0, best_vertex = 0;
     // (cylinder is A, a direction out of the face): coal's normal, and on a box the face its axis faces (at an exact
     // touch of an edge coal's normal can be any: a disk resting on it)
-    std::vector<std::pair<bool, Vec3>> tries;
+    std::vector<std::pair<bool, Vec3>> faces;  // (cylinder is A, the face's normal from B to A)
     for (const bool on_A : {true, false}) {  // the cylinder is A (on B's face) or B (on A's)
       const int64_t iP = on_A ? p.iA : p.iB, iN = on_A ? p.iB : p.iA;
       const Shape cyl = shape(iP), face = shape(iN);
       if (cyl.kind != Kind::Cylinder || (face.kind != Kind::Box && face.kind != Kind::Cylinder)) continue;
+      const pinocchio::SE3& M_P = gd.oMg[iP];
+      const pinocchio::SE3& M_N = gd.oMg[iN];
       const double sign = on_A ? -1.0 : 1.0;  // n points from B to A: out of the face when it is B
-      tries.emplace_back(on_A, Vec3(-sign * n_coal));
+      const Vec3 n = -sign * face_toward(face, M_N, Vec3(-sign * n_coal));
+      faces.emplace_back(on_A, n);
       if (face.kind == Kind::Box) {
-        const Vec3 ax = gd.oMg[iP].rotation().col(2);
-        const Vec3 d = gd.oMg[iP].translation() - gd.oMg[iN].translation();
-        tries.emplace_back(on_A, dot3(ax, d) > 0.0 ? ax : Vec3(-ax));
+        const Vec3 ax = M_P.rotation().col(2);
+        const Vec3 d = M_P.translation() - M_N.translation();
+        const Vec3 n_axis = -sign * face_toward(face, M_N, dot3(ax, d) > 0.0 ? ax : Vec3(-ax));
+        if (n_axis != n) faces.emplace_back(on_A, n_axis);
       }
     }
-    std::vector<std::pair<bool, Vec3>> faces;
-    for (const auto& [on_A, toward] : tries) {
+    for (const auto& [on_A, n_face] : faces) {
       const int64_t iP = on_A ? p.iA : p.iB, iN = on_A ? p.iB : p.iA;
       const Shape cyl = shape(iP), face = shape(iN);
       const pinocchio::SE3& M_P = gd.oMg[iP];
       const pinocchio::SE3& M_N = gd.oMg[iN];
       double sign = on_A ? -1.0 : 1.0;
-      Vec3 n = -sign * face_toward(face, M_N, toward);
-      bool seen = false;  // that face again
-      for (const auto& f : faces) seen = seen || (f.first == on_A && f.second == n);
-      if (seen) continue;
-      faces.emplace_back(on_A, n);
+      Vec3 n = n_face;
       const Vec3 a = M_P.rotation().col(2);
       Points P;
       bool rim = rod_points(cyl, M_P, n, sign, patch_depth_, P);
