@@ -54,8 +54,9 @@ Conventions of a contact (all in the world frame):
   smaller than the disk, a cap's circle) also on the other corners of their overlap: where the rim crosses the
   border and the face's corners or cap points under the disk (taken as fixed on the disk, so the Jacobians are
   not exact there); between two cylinders a smaller disk wholly on the other's cap rests on its own four points
-  instead (exact, but the square they span is all it holds: a can on a post of half its radius tips once its
-  centre is 0.75 of the post's radius out between two of those points); the face carries its exact normal (coal's carries noise), as a cylinder's cap face does
+  instead (exact), and when it is the lower one (``up``) also on its rim point toward the upper one's axis, which
+  slides on its rim (taken as fixed): by the square alone a can on a post of half its radius tipped once its centre
+  was 0.75 of the post's radius out between two of those points; the face carries its exact normal (coal's carries noise), as a cylinder's cap face does
   under a ball or a capsule's end. Tilted with its lowest rim point beyond a box's face (on a smaller post, over a
   table's edge), its disk rests on the face's border: the disk carries its exact normal and the face's corners
   under it (exact) and its edges' points below the rim (not exact) are the points.
@@ -160,7 +161,8 @@ class CollisionScene:
     """Collision pairs of a model and their narrow phase (see the module docstring).
 
     ``ground``: height of a horizontal ground half-space (normal ``up``), or None.
-    ``up``: the world's up axis (``(0, 0, 1)``; planar scenes may use ``(0, 1, 0)``).
+    ``up``: the world's up axis (``(0, 0, 1)``; planar scenes may use ``(0, 1, 0)``): the ground's normal, and
+    which of two disks resting on each other is on top (the lower one's rim point toward the upper one's axis).
     ``margin``: security margin (m) within which separated pairs are reported.
     ``planar``: the scene moves in the xy plane; patch points that differ only in
     z are merged (they give identical planar contact rows).
@@ -191,6 +193,10 @@ class CollisionScene:
             raise TypeError(f"speculative must be True or False, got {speculative!r}")
         self.speculative = bool(speculative)
         self.planar = planar
+        up = np.asarray(up, dtype=float)
+        if up.shape != (3,) or not np.isfinite(up).all() or not np.linalg.norm(up) > 0.0:
+            raise ValueError(f"up must be a nonzero finite 3-vector, got {up!r}")
+        self._up = up / np.linalg.norm(up)  # the world's up axis: which of two disks rests on the other
         gm = self.geometry
         objs = gm.geometryObjects
         n_model = len(objs)
@@ -198,9 +204,7 @@ class CollisionScene:
         for i in meshes:
             objs[i].geometry = _convex_hull(objs[i], model)
         if ground is not None:
-            up = np.asarray(up, dtype=float)
-            up = up / np.linalg.norm(up)
-            hs = coal.Halfspace(up, float(ground))
+            hs = coal.Halfspace(self._up, float(ground))
             ig = gm.addGeometryObject(pin.GeometryObject("__ground__", 0, pin.SE3.Identity(), hs))
             for i in range(n_model):
                 if objs[i].parentJoint != 0:
@@ -269,7 +273,7 @@ class CollisionScene:
                     for (jA, jB, _, _, iA, iB), hull, rod in zip(self._info, self._hull_ground, self._rod)]
             self._detector = core.module.Detector(
                 gm, rows, self._vertices, self.margin, self._patch_depth, bool(planar), SNAP_TOLERANCE,
-                FLAT_TOLERANCE, CURVED_SLOPE, MAX_PATCH_POINTS, _DIRECTIONS_4, _DIRECTIONS_3)
+                FLAT_TOLERANCE, CURVED_SLOPE, MAX_PATCH_POINTS, _DIRECTIONS_4, _DIRECTIONS_3, self._up)
         #: each object's reach about its joint's origin (speculative margins; 0 on the world), else None
         for o in objs if self.speculative else ():
             if o.parentJoint != 0 and isinstance(o.geometry, _FLAT):
@@ -569,6 +573,13 @@ class CollisionScene:
                 if not over.all():
                     P = np.vstack((P[over], _disk_overhang_points(cyl, M_P, n, sign, face, M_N)))
                     exact = False
+                elif isinstance(face, coal.Cylinder) and _dot3(n, self._up) * sign > 0.0:
+                    # a larger cap resting on this disk (its outward normal down): also the rim point toward its
+                    # axis, where a can off centre on a smaller post tips (four points alone: at 0.75 of the post's
+                    # radius between two of them); it slides on the rim, taken as fixed (ranked exact still)
+                    toward = _rim_toward_cap(cyl, M_P, n, sign, face, M_N)
+                    if toward is not None:
+                        P = np.vstack((P, toward))
             phi = self._flat_distance(P, n, sign, face, M_N)
             keep = phi <= margin
             if not keep.any():
@@ -840,12 +851,12 @@ def _disk_overhang_points(cyl, M: pin.SE3, n: np.ndarray, sign: float, face, M_f
         d = d - _dot3(d, af) * af  # the disk's centre projected onto the cap's plane, from the cap's centre
         dist = math.sqrt(_dot3(d, d))
         candidates = [centre + R2 * RF[:, 0], centre + R2 * RF[:, 1], centre - R2 * RF[:, 0], centre - R2 * RF[:, 1]]
+        toward = _rim_toward_cap(cyl, M, n, sign, face, M_face)
+        if toward is not None and _over_face(face, M_face, n, toward):
+            out.append(toward)
         if dist > 1e-9 * max(r, R2):
             u = d / dist
             candidates.append(centre + R2 * u)
-            toward = _rim_toward(end, a, r, -u)
-            if toward is not None and _over_face(face, M_face, n, toward):
-                out.append(toward)
             if abs(r - R2) < dist < r + R2:  # the two circles cross (in the cap's plane)
                 along = (dist * dist + R2 * R2 - r * r) / (2.0 * dist)
                 half = math.sqrt(max(R2 * R2 - along * along, 0.0))
@@ -859,6 +870,20 @@ def _disk_overhang_points(cyl, M: pin.SE3, n: np.ndarray, sign: float, face, M_f
         if _dot3(x - end, x - end) <= r * r:
             out.append(x)
     return np.array(out, dtype=float).reshape(-1, 3)
+
+
+def _rim_toward_cap(cyl, M: pin.SE3, n: np.ndarray, sign: float, cap, M_cap: pin.SE3):
+    """The rim point of the end of the cylinder ``cyl`` (pose ``M``) facing the cylinder ``cap``'s cap of normal
+    ``n`` (``sign`` as :func:`_rod_points`') toward that cap's axis (pose ``M_cap``), or None when the two axes meet
+    the disk's plane at one point (to 1e-9 of the radii): the overlap of two disks is symmetric about the line of
+    their centres and this point is its far end on the disk's side."""
+    end = _facing_end(cyl, M, n, sign)
+    af = _signed_axis(M_cap, -sign * n)  # the cap's outward normal
+    d = end - np.asarray(M_cap.translation) - float(cap.halfLength) * af
+    d = d - _dot3(d, af) * af  # the disk's centre projected onto the cap's plane, from the cap's centre
+    if not math.sqrt(_dot3(d, d)) > 1e-9 * max(float(cyl.radius), float(cap.radius)):
+        return None
+    return _rim_toward(end, np.asarray(M.rotation)[:, 2], float(cyl.radius), -d)
 
 
 def _border_under_disk(cyl, M: pin.SE3, n: np.ndarray, sign: float, box, M_box: pin.SE3):

@@ -500,7 +500,7 @@ def test_a_cylinder_disk_overhanging_a_small_face(face):
         qs = _cans_on_a_face(rng, 200, [0.0, 1e-4, 0.01, 0.04], 0.05)
         seen, _ = compare(scene, model, qs)
         data, gd = model.createData(), scene.create_data()
-        counts, over, corners = [], 0, 0
+        counts, over, corners, toward = [], 0, 0, 0
         for q in qs:
             c = scene.detect(model, data, gd, q)
             counts.append(len(c))
@@ -517,8 +517,16 @@ def test_a_cylinder_disk_overhanging_a_small_face(face):
                     corners += 1
                     xy = np.sort(np.abs((c.points - q[:3]) @ rb[:, :2]), axis=0)
                     assert len(c) == 4 and np.allclose(xy, [[0.025, 0.015]] * 4, rtol=0, atol=1e-12), c.points
+                off = np.hypot(*local[:2])
+                if face == "cylinder" and size < 0.04 and 1e-6 < off < 0.04 - size and rb[2, 2] > 0.0:
+                    # the post's cap under the disk, the can on top: its 4 rim points and the one toward the can's
+                    # axis (where an off-centre can tips), the can's cap carrying the normal
+                    toward += 1
+                    xy = (c.points - q[:3]) @ rb[:, :2]
+                    assert len(c) == 5 and np.allclose(np.hypot(*xy.T), size, rtol=0, atol=1e-12), c.points
+                    assert np.allclose(xy[-1], size * local[:2] / off, rtol=0, atol=1e-12), (xy, local)
         found.append(counts)
-        assert over > 10 and (face == "cylinder" or corners > 0), (over, corners)
+        assert over > 10 and (face == "cylinder" or corners > 0) and (face == "box" or size > 0.04 or toward > 0), (over, toward)
         assert seen > 200, seen
     # parts of five or more points: the overlap's corners besides the disk's four rim points
     assert all(sum(c >= 5 for c in counts) > 10 for counts in found), [np.bincount(c) for c in found]

@@ -232,6 +232,23 @@ def test_a_can_on_a_post(post, cx, stays, yaw):
         assert xs[-1][2] < -0.1  # off the post
 
 
+@pytest.mark.parametrize("angle", [0.0, 0.3, 0.785])
+@pytest.mark.parametrize("frac, stays", [(0.9, True), (1.15, False)])
+def test_a_can_off_centre_on_a_thin_post(frac, stays, angle):
+    """A can (radius 4 cm) standing on a static cylinder post of radius 1.5 cm, the post's whole cap under its disk,
+    its centre ``frac`` of the post's radius out at ``angle`` from the post's x axis: over the cap it stays, flat and
+    still, in every direction; beyond it, it tips off. The post holds it by its four rim points and the rim point
+    toward the can's axis. Before (2026-11-28), by the four alone: it fell at 0.85 of the post's radius at 0.3 and
+    0.785 rad (between two of those points) and stayed only along them."""
+    sim = _can_on(("cylinder", 0.015, 0.2, (0.0, 0.0, -0.1)), "post")
+    x = np.r_[frac * 0.015 * np.cos(angle), frac * 0.015 * np.sin(angle), 0.06 + 1e-4, 0, 0, 0, 1, np.zeros(6)]
+    xs = sim.rollout(x, np.zeros((1000, 0)))
+    if stays:
+        _assert_flat_and_still(xs)
+    else:
+        assert xs[-1][2] < -0.1  # off the post
+
+
 @pytest.mark.parametrize("support, cx, tilt", [
     ("table", 0.985, 0.05), ("table", 0.985, -0.05), ("table", 0.97, 0.1), ("table", 0.985, 0.02),
     ("post", 0.01, 0.02), ("post", 0.01, 0.1)])

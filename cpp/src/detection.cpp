@@ -325,9 +325,9 @@ class Detector {
   Detector(nb::object geometry, std::vector<std::vector<int64_t>> pairs, std::vector<std::optional<Points>> vertices,
            double margin, double patch_depth, bool planar, double snap_tolerance, double flat_tolerance,
            double curved_slope, int64_t max_patch_points, Eigen::Matrix<double, 2, 4> directions4,
-           Eigen::Matrix<double, 2, 3> directions3)
+           Eigen::Matrix<double, 2, 3> directions3, Vec3 up)
       : geometry_(std::move(geometry)), gm_(geometry_of(geometry_)), margin_(margin), patch_depth_(patch_depth),
-        planar_(planar), snap_tolerance_(snap_tolerance), flat_tolerance_(flat_tolerance),
+        planar_(planar), up_(up), snap_tolerance_(snap_tolerance), flat_tolerance_(flat_tolerance),
         curved_slope_(curved_slope), max_patch_points_(max_patch_points), dir4_(directions4), dir3_(directions3) {
     const int64_t nobj = static_cast<int64_t>(gm_.geometryObjects.size());
     if (static_cast<int64_t>(vertices.size()) != nobj)
@@ -992,6 +992,20 @@ class Detector {
     return true;
   }
 
+  // _rim_toward_cap: the rim point of the cylinder's end facing the cylinder cap's cap of normal n toward that cap's
+  // axis (the far end of the two disks' overlap on the disk's side); false when the axes meet the disk's plane at one
+  // point (to 1e-9 of the radii)
+  static bool rim_toward_cap(const Shape& cyl, const pinocchio::SE3& M, const Vec3& n, double sign, const Shape& cap,
+                             const pinocchio::SE3& M_cap, Vec3& x) {
+    const Vec3 end = facing_end(cyl, M, n, sign);
+    const Vec3 af = signed_axis(M_cap, Vec3(-sign * n));  // the cap's outward normal
+    Vec3 d = end - M_cap.translation() - cap.half_length() * af;
+    const double da = dot3(d, af);
+    d = Vec3(d[0] - da * af[0], d[1] - da * af[1], d[2] - da * af[2]);
+    if (!(std::sqrt(dot3(d, d)) > 1e-9 * std::max(cyl.radius(), cap.radius()))) return false;
+    return rim_toward(end, M.rotation().col(2), cyl.radius(), Vec3(-d), x);
+  }
+
   // _onto_disk: the point of the disk's plane (through end, normal a) on the line through x along n
   static Vec3 onto_disk(const Vec3& x, const Vec3& end, const Vec3& a, const Vec3& n) {
     return x + (dot3(Vec3(end - x), a) / dot3(n, a)) * n;
@@ -1027,11 +1041,11 @@ class Detector {
       candidates.push_back(centre + R2 * RF.col(1));
       candidates.push_back(centre - R2 * RF.col(0));
       candidates.push_back(centre - R2 * RF.col(1));
+      Vec3 x;
+      if (rim_toward_cap(cyl, M, n, sign, face, M_face, x) && over_face(face, M_face, n, x)) out.push_back(x);
       if (dist > 1e-9 * std::max(r, R2)) {
         const Vec3 u = d / dist;
         candidates.push_back(centre + R2 * u);
-        Vec3 x;
-        if (rim_toward(end, a, r, Vec3(-u), x) && over_face(face, M_face, n, x)) out.push_back(x);
         if (std::abs(r - R2) < dist && dist < r + R2) {  // the two circles cross (in the cap's plane)
           const double along = (dist * dist + R2 * R2 - r * r) / (2.0 * dist);
           const double half = std::sqrt(std::max(R2 * R2 - along * along, 0.0));
@@ -1161,6 +1175,14 @@ class Detector {
           for (Eigen::Index e = 0; e < edge.rows(); ++e) Q.row(static_cast<Eigen::Index>(over.size()) + e) = edge.row(e);
           P = Q;
           exact = false;
+        } else if (face.kind == Kind::Cylinder && dot3(n, up_) * sign > 0.0) {
+          // a larger cap resting on this disk (its outward normal down): also the rim point toward its axis, where a
+          // can off centre on a smaller post tips; it slides on the rim, taken as fixed (ranked exact still)
+          Vec3 x;
+          if (rim_toward_cap(cyl, M_P, n, sign, face, M_N, x)) {
+            P.conservativeResize(P.rows() + 1, 3);
+            P.row(P.rows() - 1) = x.transpose();
+          }
         }
       }
       Eigen::Index np = P.rows();
@@ -1412,6 +1434,7 @@ class Detector {
   double margin_, patch_depth_;
   std::vector<double> reach_;  // per geometry object (speculative margins), or empty
   bool planar_;
+  Vec3 up_;  // the world's up axis (unit): which of two disks rests on the other
   double snap_tolerance_, flat_tolerance_, curved_slope_;
   int64_t max_patch_points_;
   Eigen::Matrix<double, 2, 4> dir4_;
@@ -1438,10 +1461,11 @@ void bind_detection(nb::module_& m) {
   nb::class_<Detector>(m, "Detector",
                        "The compiled twin of CollisionScene.detect (contact/detection.py), built once per scene")
       .def(nb::init<nb::object, std::vector<std::vector<int64_t>>, std::vector<std::optional<Points>>, double, double,
-                    bool, double, double, double, int64_t, Eigen::Matrix<double, 2, 4>, Eigen::Matrix<double, 2, 3>>(),
+                    bool, double, double, double, int64_t, Eigen::Matrix<double, 2, 4>, Eigen::Matrix<double, 2, 3>,
+                    Vec3>(),
            nb::arg("geometry"), nb::arg("pairs"), nb::arg("vertices"), nb::arg("margin"), nb::arg("patch_depth"),
            nb::arg("planar"), nb::arg("snap_tolerance"), nb::arg("flat_tolerance"), nb::arg("curved_slope"),
-           nb::arg("max_patch_points"), nb::arg("directions4"), nb::arg("directions3"))
+           nb::arg("max_patch_points"), nb::arg("directions4"), nb::arg("directions3"), nb::arg("up"))
       .def_rw("test_reject", &Detector::reject_,
               "tests only: 1 treats coal's first patch of every pair as invalid (the retry with tighter "
               "GJK tolerances runs), 2 every patch (the retry fails with its error); 0 (default) neither")
