@@ -408,7 +408,10 @@ class CollisionScene:
                 # the line of the cores' closest points (the point on P, the normal's N: _classify)
                 xA, xB, slide, rA, rB = line
                 L = float(np.linalg.norm(xA - xB))
-                if L > 0.0:
+                if L > 0.0 and _separation_beyond(sA, gdata.oMg[iA], sB, gdata.oMg[iB], L - rA - rB,
+                                                  np.array(patch.getNormal())):
+                    line = None  # not where they touch: a can sunk into a post's cap is not side by side with it
+                elif L > 0.0:
                     n = (xA - xB) / L
                     if vertex_body == jA:  # P = A: x_N = x_B = x_A - L n; the point on A's surface, rA behind
                         xP, gap, radius = xA, L, -rA
@@ -418,7 +421,7 @@ class CollisionScene:
                     phi = np.array([L - rA - rB])
                     parts.append((P, n, phi, jA, jB, carrier, vertex_body, radius, k, None, gap, slide))
                     continue
-                # concentric: no line (coal's normal, carried by N)
+                # concentric, or another direction parts them more: no line (coal's normal, carried by N)
             on_A = vertex_body == jA
             rim = self._rim_on_face(k, gdata, np.array(patch.getNormal()))
             if rim is not None:
@@ -1075,6 +1078,33 @@ def _line_cores(sA, MA: pin.SE3, sB, MB: pin.SE3):
     if endA or endB:
         return None
     return xA, xB, slide, float(sA.radius), float(sB.radius)
+
+
+def _extent(shape, M: pin.SE3, d: np.ndarray) -> float:
+    """``max over the shape of d . x`` for a round shape or a cylinder (pose ``M``): its centre's, plus the
+    half length along its axis and the radius across (a ball's and a capsule's: its whole length ``|d|``)."""
+    c = np.asarray(M.translation)
+    if isinstance(shape, coal.Sphere):
+        return _dot3(d, c) + float(shape.radius) * math.sqrt(_dot3(d, d))
+    a = np.asarray(M.rotation)[:, 2]
+    da = _dot3(d, a)
+    across = d if isinstance(shape, coal.Capsule) else d - da * a
+    return _dot3(d, c) + float(shape.halfLength) * abs(da) + float(shape.radius) * math.sqrt(_dot3(across, across))
+
+
+def _separation_beyond(sA, MA: pin.SE3, sB, MB: pin.SE3, phi: float, n_coal: np.ndarray) -> bool:
+    """Whether two round shapes or cylinders (:func:`_line_cores`') are parted by more than ``phi`` (to
+    FLAT_TOLERANCE) along coal's normal or a cylinder's axis (either way): then the line of their cores' closest
+    points, whose distance is ``phi``, is not where they touch (their signed distance is the largest separation over
+    all directions). Two parallel cylinders end to end whose segments overlap (a can sunk 1e-5 into a post's cap)
+    have their closest points anywhere along the overlap and read as side by side: -0.34 m from a 30 cm post's side,
+    a can thrown up by 7 cm or turned by 0.8 rad in one step."""
+    dirs = [n_coal] + [np.asarray(M.rotation)[:, 2] for s, M in ((sA, MA), (sB, MB)) if isinstance(s, coal.Cylinder)]
+    for d in dirs:
+        for e in (d, -d):  # from B to A: min over A of e . x - max over B
+            if -_extent(sA, MA, -e) - _extent(sB, MB, e) > phi + FLAT_TOLERANCE:
+                return True
+    return False
 
 
 #: samples of a rod's segment before the Newton iterations of its closest point to a rim circle (_rod_rim)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 import os
 
+import coal
 import numpy as np
 import pinocchio as pin
 import pytest
@@ -530,6 +531,55 @@ def test_a_cylinder_disk_overhanging_a_small_face(face):
         assert seen > 200, seen
     # parts of five or more points: the overlap's corners besides the disk's four rim points
     assert all(sum(c >= 5 for c in counts) > 10 for counts in found), [np.bincount(c) for c in found]
+
+
+@pytest.mark.parametrize("upper, lower", [("can", "post"), ("can", "can"), ("ball", "post"), ("capsule", "can")])
+def test_round_shapes_sunk_end_to_end_are_not_side_by_side(upper, lower):
+    """A can, ball or capsule over a post's or can's cap, their axes parallel or tilted by up to 0.05 rad, sunk by
+    1e-5 to 1 cm into it or 0.1 mm above, anywhere over the cap (or beside it): both detectors agree, and no contact
+    reads a distance below the separation along the contact's normal, coal's or either axis (their signed distance
+    is the largest over all directions). Before (2026-11-28), two parallel cylinders end to end whose segments
+    overlapped had their closest points anywhere along the overlap and read as side by side: a can sunk 1e-5 into a
+    30 cm post read -0.34 m, and a step threw it up 7 cm or turned it by 0.8 rad (72 of 295 such poses)."""
+    from contact.detection import _extent
+
+    shapes = {"can": coal.Cylinder(0.04, 0.12), "post": coal.Cylinder(0.3, 0.2), "ball": coal.Sphere(0.05),
+              "capsule": coal.Capsule(0.04, 0.2)}
+    model, geom = pin.Model(), pin.GeometryModel()
+    for i, name in enumerate((upper, lower)):
+        j = model.addJoint(0, pin.JointModelFreeFlyer(), pin.SE3.Identity(), f"j{i}")
+        model.appendBodyToJoint(j, pin.Inertia.FromSphere(1.0, 0.05), pin.SE3.Identity())
+        geom.addGeometryObject(pin.GeometryObject(name, j, pin.SE3.Identity(), shapes[name]))
+    scene = CollisionScene(model, geom, ground=None, margin=5e-3)
+    sA, sB = shapes[upper], shapes[lower]
+
+    def separation(MA, MB, e):  # min over A of e . x - max over B
+        return -_extent(sA, MA, -e) - _extent(sB, MB, e)
+
+    rng = np.random.default_rng(3)
+    qs, poses = [], []
+    for _ in range(300):
+        tilt = rng.choice([0.0, 0.0, 1e-3, 0.05])
+        rb = pin.rpy.rpyToMatrix(*rng.normal(0, 0.3, 3))
+        ra = rb @ pin.rpy.rpyToMatrix(tilt * rng.normal(), tilt * rng.normal(), rng.uniform(0, 6))
+        MB = pin.SE3(rb, np.zeros(3))
+        MA = pin.SE3(ra, rb @ np.r_[rng.uniform(-1.2, 1.2, 2) * float(sB.radius), 0.0])
+        target = rng.choice([-1e-2, -1e-3, -1e-5, 1e-4])  # A's separation along B's axis
+        MA.translation = MA.translation + (target - separation(MA, MB, rb[:, 2])) * rb[:, 2]
+        qs.append(np.r_[pin.SE3ToXYZQUAT(MA), pin.SE3ToXYZQUAT(MB)])
+        poses.append((MA, MB))
+    seen, _ = compare(scene, model, qs)
+    data, gd = model.createData(), scene.create_data()
+    checked = 0
+    for q, (MA, MB) in zip(qs, poses):
+        c = scene.detect(model, data, gd, q)
+        if not len(c):
+            continue
+        checked += 1
+        dirs = [c.normals[0], MA.rotation[:, 2], MB.rotation[:, 2]]
+        best = max(separation(MA, MB, s * e) for e in dirs for s in (1.0, -1.0))
+        assert c.phi.min() >= best - 1e-6, (c.phi, best, c.normals)
+    assert seen > 150 and checked > 150, (seen, checked)
 
 
 def test_a_cylinder_disk_over_a_box_edge():

@@ -249,6 +249,22 @@ def test_a_can_off_centre_on_a_thin_post(frac, stays, angle):
         assert xs[-1][2] < -0.1  # off the post
 
 
+@pytest.mark.parametrize("radius", [0.3, 0.03])
+@pytest.mark.parametrize("depth", [1e-5, 1e-3])
+def test_a_can_sunk_into_a_post_comes_straight_out(depth, radius):
+    """A can (radius 4 cm) released upright ``depth`` into the cap of a static post (radius 30 or 3 cm), 5 mm off
+    its axis: it is pushed straight out as from a table (the same heights, step by step, to 1e-9), upright and at
+    its x, y, and comes to rest on the cap. Before (2026-11-28), two parallel cylinders end to end whose segments
+    overlapped read as side by side (-0.34 m from the large post's side): one step threw the can up by 7 mm, turned
+    it by 0.77 rad and set it spinning at 1 rad/s."""
+    x = np.r_[0.003, 0.004, 0.06 - depth, 0, 0, 0, 1, np.zeros(6)]
+    xs = _can_on(("cylinder", radius, 0.2, (0.0, 0.0, -0.1)), "post").rollout(x, np.zeros((400, 0)))
+    table = _can_on(("box", (2, 2, 0.2), (0, 0, -0.1)), "table").rollout(x, np.zeros((400, 0)))
+    assert np.abs(xs[:, 2] - table[:, 2]).max() < 1e-9
+    assert np.abs(xs[:, :2] - x[:2]).max() < 1e-9 and np.abs(xs[:, 3:6]).max() < 1e-9
+    _assert_flat_and_still(xs)
+
+
 @pytest.mark.parametrize("support, cx, tilt", [
     ("table", 0.985, 0.05), ("table", 0.985, -0.05), ("table", 0.97, 0.1), ("table", 0.985, 0.02),
     ("post", 0.01, 0.02), ("post", 0.01, 0.1)])

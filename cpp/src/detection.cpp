@@ -494,7 +494,8 @@ class Detector {
       // the line of the cores' closest points (the point on P, the normal's N: _classify)
       const Vec3 d = xA - xB;
       const double L = d.norm();
-      if (L > 0.0) {
+      // not where they touch when another direction parts them more (a can sunk into a post's cap: no line)
+      if (L > 0.0 && !separation_beyond(sA, M_A, sB, M_B, L - rA - rB, patch->getNormal())) {
         n = d / L;
         const bool P_is_A = vertex_body == p.jA;  // P = A: x_N = x_B = x_A - L n; else x_N = x_A = x_B + L n
         const Vec3& xP = P_is_A ? xA : xB;
@@ -510,7 +511,7 @@ class Detector {
         const std::vector<double> ph{L - rA - rB};
         out.add(P, n, ph, p.jA, p.jB, carrier, vertex_body, radius, static_cast<int64_t>(k), nullptr, gap, slPN);
         return;
-      }  // concentric: no line (coal's normal, carried by N)
+      }  // concentric, or parted more along another direction: no line (coal's normal, carried by N)
     }
     const bool on_A = vertex_body == p.jA;
     if (rim_on_face(k, gd, patch->getNormal(), out)) return;
@@ -604,6 +605,32 @@ class Detector {
     if (std::abs(axial) < cyl.half_length()) return Feature::Side;
     return rho > cyl.radius() ? Feature::Rim : Feature::Face;
   }
+  // _extent: max over a round shape or a cylinder of d . x (its centre's, plus the half length along its axis and the
+  // radius across; a ball's and a capsule's across its whole length |d|)
+  static double extent(const Shape& s, const pinocchio::SE3& M, const Vec3& d) {
+    const Vec3& c = M.translation();
+    if (s.kind == Kind::Sphere) return dot3(d, c) + s.radius() * std::sqrt(dot3(d, d));
+    const Vec3 a = M.rotation().col(2);
+    const double da = dot3(d, a);
+    const Vec3 across = s.kind == Kind::Capsule ? d : Vec3(d[0] - da * a[0], d[1] - da * a[1], d[2] - da * a[2]);
+    return dot3(d, c) + s.half_length() * std::abs(da) + s.radius() * std::sqrt(dot3(across, across));
+  }
+
+  // _separation_beyond: whether two round shapes or cylinders are parted by more than phi (to flat_tolerance_) along
+  // coal's normal or a cylinder's axis (either way): then the line of their cores' closest points is not their contact
+  bool separation_beyond(const Shape& sA, const pinocchio::SE3& MA, const Shape& sB, const pinocchio::SE3& MB,
+                         double phi, const Vec3& n_coal) const {
+    std::vector<Vec3> dirs{n_coal};
+    if (sA.kind == Kind::Cylinder) dirs.push_back(MA.rotation().col(2));
+    if (sB.kind == Kind::Cylinder) dirs.push_back(MB.rotation().col(2));
+    for (const Vec3& d : dirs)
+      for (const double s : {1.0, -1.0}) {
+        const Vec3 e = s * d;  // from B to A: min over A of e . x - max over B
+        if (-extent(sA, MA, Vec3(-e)) - extent(sB, MB, e) > phi + flat_tolerance_) return true;
+      }
+    return false;
+  }
+
   // contact/detection.py _line_cores: whether the contact lies on the line of the cores' closest points (two round
   // shapes; a cylinder's side where the other core's closest point on its axis is strictly inside; a ball on a
   // cylinder's rim, whose point slides along the rim's tangent a x u at R / rho of the relative tangential velocity:
