@@ -582,6 +582,15 @@ def test_round_shapes_sunk_end_to_end_are_not_side_by_side(upper, lower):
     assert seen > 150 and checked > 150, (seen, checked)
 
 
+@pytest.mark.parametrize("up", [(0.0, 0.0, 0.0), (0.0, np.nan, 1.0), (0.0, 1.0)])
+def test_the_up_axis_must_be_a_nonzero_3_vector(up):
+    """A scene's ``up`` (the ground's normal, which of two disks is on top) is checked before anything is built:
+    before (2026-11-28), a zero one without a ground was taken and one with a ground divided by zero."""
+    model, geom, _ = _face_and_can("up", box=(0.1, 0.1, 0.1))
+    with pytest.raises(ValueError, match="up must be a nonzero finite 3-vector"):
+        CollisionScene(model, geom, ground=0.0, up=up)
+
+
 def test_a_cylinder_disk_over_a_box_edge():
     """A can nearly flat (0 - 0.06 rad) on a rotated free box's top face, anywhere from its middle to past its edges
     and corners: both detectors agree, the disks overhanging an edge held by their rim's points over the face and
