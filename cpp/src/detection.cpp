@@ -620,12 +620,13 @@ class Detector {
   // coal's normal or a cylinder's axis (either way): then the line of their cores' closest points is not their contact
   bool separation_beyond(const Shape& sA, const pinocchio::SE3& MA, const Shape& sB, const pinocchio::SE3& MB,
                          double phi, const Vec3& n_coal) const {
-    std::vector<Vec3> dirs{n_coal};
-    if (sA.kind == Kind::Cylinder) dirs.push_back(MA.rotation().col(2));
-    if (sB.kind == Kind::Cylinder) dirs.push_back(MB.rotation().col(2));
-    for (const Vec3& d : dirs)
+    Vec3 dirs[3] = {n_coal, Vec3::Zero(), Vec3::Zero()};  // on the hot path: no allocation
+    int nd = 1;
+    if (sA.kind == Kind::Cylinder) dirs[nd++] = MA.rotation().col(2);
+    if (sB.kind == Kind::Cylinder) dirs[nd++] = MB.rotation().col(2);
+    for (int i = 0; i < nd; ++i)
       for (const double s : {1.0, -1.0}) {
-        const Vec3 e = s * d;  // from B to A: min over A of e . x - max over B
+        const Vec3 e = s * dirs[i];  // from B to A: min over A of e . x - max over B
         if (-extent(sA, MA, Vec3(-e)) - extent(sB, MB, e) > phi + flat_tolerance_) return true;
       }
     return false;
