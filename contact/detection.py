@@ -99,6 +99,9 @@ PATCH_DEPTH = 1e-3
 #: Height difference (m) below which the lowest vertex of a patch counts as level with its extreme
 #: ones (it is then not added: a flat face tilted by round-off keeps the same points).
 FLAT_TOLERANCE = 1e-7
+#: how much deeper than coal's signed distance a cylinder's face part may read before it is taken for a face where the
+#: shapes do not touch (_rim_on_face; coal's depth and ours agree to GJK's tolerance where they do)
+FACE_SLACK = 1e-3
 _ROUND = (coal.Sphere, coal.Capsule)
 _RODS = (coal.Capsule, coal.Cylinder)
 _LINE = (coal.Sphere, coal.Capsule, coal.Cylinder)  # cores on a centre line (_line_cores)
@@ -273,7 +276,7 @@ class CollisionScene:
                     for (jA, jB, _, _, iA, iB), hull, rod in zip(self._info, self._hull_ground, self._rod)]
             self._detector = core.module.Detector(
                 gm, rows, self._vertices, self.margin, self._patch_depth, bool(planar), SNAP_TOLERANCE,
-                FLAT_TOLERANCE, CURVED_SLOPE, MAX_PATCH_POINTS, _DIRECTIONS_4, _DIRECTIONS_3, self._up)
+                FLAT_TOLERANCE, CURVED_SLOPE, MAX_PATCH_POINTS, _DIRECTIONS_4, _DIRECTIONS_3, self._up, FACE_SLACK)
         #: each object's reach about its joint's origin (speculative margins; 0 on the world), else None
         for o in objs if self.speculative else ():
             if o.parentJoint != 0 and isinstance(o.geometry, _FLAT):
@@ -423,7 +426,7 @@ class CollisionScene:
                     continue
                 # concentric, or another direction parts them more: no line (coal's normal, carried by N)
             on_A = vertex_body == jA
-            rim = self._rim_on_face(k, gdata, np.array(patch.getNormal()))
+            rim = self._rim_on_face(k, gdata, np.array(patch.getNormal()), float(patch.penetration_depth))
             if rim is not None:
                 parts.append(rim)
                 continue
@@ -519,7 +522,7 @@ class CollisionScene:
         jr, jf = (jA, jB) if sign < 0 else (jB, jA)
         return (P, n, phi, jA, jB, jf, jr, radius, k, axis)
 
-    def _rim_on_face(self, k: int, gdata: pin.GeometryData, n_coal: np.ndarray):
+    def _rim_on_face(self, k: int, gdata: pin.GeometryData, n_coal: np.ndarray, d_coal: float):
         """Pair ``k``'s part for a cylinder whose rim touches a box's face or another cylinder's cap face, or None
         (then coal's patch).
 
@@ -546,7 +549,10 @@ class CollisionScene:
         kicked over by it).
         Between two cylinders each may be the face: a part whose points all move as the Jacobians hold (the smaller
         disk on the larger cap) is kept before one with overlap corners, then the larger separation along the face's
-        normal (the better separating plane), separations within FLAT_TOLERANCE counting as level."""
+        normal (the better separating plane), separations within FLAT_TOLERANCE counting as level. A part deeper than
+        coal's signed distance ``d_coal`` by more than FACE_SLACK is not where the shapes touch (no direction parts
+        convex shapes by less than their signed distance) and is dropped: a box lying on a log (a cylinder on its side)
+        faced its side by the log's axis, whose far end read -0.237 m there and launched the box."""
         jA, jB, sA, sB, iA, iB = self._info[k]
         margin = gdata.collisionRequests[k].security_margin
         best, best_rank = None, (False, 0.0)  # the part kept, whether exact and its lowest distance (before a merge)
@@ -611,6 +617,8 @@ class CollisionScene:
             # disk), then the larger separation; separations within FLAT_TOLERANCE are level (two parallel disks: the
             # first order kept, not the one that round-off favours)
             low = float(phi.min())
+            if low < d_coal - FACE_SLACK:
+                continue
             if best is not None and (exact < best_rank[0] or
                                      (exact == best_rank[0] and low <= best_rank[1] + FLAT_TOLERANCE)):
                 continue

@@ -325,10 +325,10 @@ class Detector {
   Detector(nb::object geometry, std::vector<std::vector<int64_t>> pairs, std::vector<std::optional<Points>> vertices,
            double margin, double patch_depth, bool planar, double snap_tolerance, double flat_tolerance,
            double curved_slope, int64_t max_patch_points, Eigen::Matrix<double, 2, 4> directions4,
-           Eigen::Matrix<double, 2, 3> directions3, Vec3 up)
+           Eigen::Matrix<double, 2, 3> directions3, Vec3 up, double face_slack)
       : geometry_(std::move(geometry)), gm_(geometry_of(geometry_)), margin_(margin), patch_depth_(patch_depth),
         planar_(planar), up_(up), snap_tolerance_(snap_tolerance), flat_tolerance_(flat_tolerance),
-        curved_slope_(curved_slope), max_patch_points_(max_patch_points), dir4_(directions4), dir3_(directions3) {
+        face_slack_(face_slack), curved_slope_(curved_slope), max_patch_points_(max_patch_points), dir4_(directions4), dir3_(directions3) {
     const int64_t nobj = static_cast<int64_t>(gm_.geometryObjects.size());
     if (static_cast<int64_t>(vertices.size()) != nobj)
       throw nb::value_error("Detector: one vertices entry (array or None) per geometry object is needed");
@@ -514,7 +514,7 @@ class Detector {
       }  // concentric, or parted more along another direction: no line (coal's normal, carried by N)
     }
     const bool on_A = vertex_body == p.jA;
-    if (rim_on_face(k, gd, patch->getNormal(), out)) return;
+    if (rim_on_face(k, gd, patch->getNormal(), patch->penetration_depth, out)) return;
     Points P = witness_points(*patch, on_A);
     if (!finite_points(P)) {
       again = retry(k, gd);
@@ -1151,8 +1151,8 @@ class Detector {
   // over the face wherever within the margin, else on a box, tilted less than 45 deg, the face's border under the disk
   // against the disk (border_under_disk); on a box also the face its axis faces (coal's normal at an exact touch of an
   // edge can be any); between two cylinders an exact part first, then the larger separation (within
-  // flat_tolerance_: level); false: none
-  bool rim_on_face(size_t k, pinocchio::GeometryData& gd, const Vec3& n_coal, Output& out) const {
+  // flat_tolerance_: level); a part deeper than coal's signed distance d_coal by face_slack_ dropped; false: none
+  bool rim_on_face(size_t k, pinocchio::GeometryData& gd, const Vec3& n_coal, double d_coal, Output& out) const {
     const PairInfo& p = pairs_[k];
     const double margin = gd.collisionRequests[k].security_margin;
     bool found = false;
@@ -1259,6 +1259,9 @@ class Detector {
         measure();
         if (!any) continue;
       }
+      // not where they touch when deeper than coal's signed distance by more than face_slack_ (a box on a log faced
+      // its side by the log's axis: -0.237 m)
+      if (lowest < d_coal - face_slack_) continue;
       // an exact part first (a small disk on a larger cap rather than the cap's points carried onto the larger
       // disk), then the larger separation; separations within flat_tolerance_ are level (the first order kept)
       if (found && (exact < best_exact || (exact == best_exact && lowest <= best_min + flat_tolerance_))) continue;
@@ -1463,7 +1466,7 @@ class Detector {
   std::vector<double> reach_;  // per geometry object (speculative margins), or empty
   bool planar_;
   Vec3 up_;  // the world's up axis (unit): which of two disks rests on the other
-  double snap_tolerance_, flat_tolerance_, curved_slope_;
+  double snap_tolerance_, flat_tolerance_, face_slack_, curved_slope_;
   int64_t max_patch_points_;
   Eigen::Matrix<double, 2, 4> dir4_;
   Eigen::Matrix<double, 2, 3> dir3_;
@@ -1490,10 +1493,10 @@ void bind_detection(nb::module_& m) {
                        "The compiled twin of CollisionScene.detect (contact/detection.py), built once per scene")
       .def(nb::init<nb::object, std::vector<std::vector<int64_t>>, std::vector<std::optional<Points>>, double, double,
                     bool, double, double, double, int64_t, Eigen::Matrix<double, 2, 4>, Eigen::Matrix<double, 2, 3>,
-                    Vec3>(),
+                    Vec3, double>(),
            nb::arg("geometry"), nb::arg("pairs"), nb::arg("vertices"), nb::arg("margin"), nb::arg("patch_depth"),
            nb::arg("planar"), nb::arg("snap_tolerance"), nb::arg("flat_tolerance"), nb::arg("curved_slope"),
-           nb::arg("max_patch_points"), nb::arg("directions4"), nb::arg("directions3"), nb::arg("up"))
+           nb::arg("max_patch_points"), nb::arg("directions4"), nb::arg("directions3"), nb::arg("up"), nb::arg("face_slack"))
       .def_rw("test_reject", &Detector::reject_,
               "tests only: 1 treats coal's first patch of every pair as invalid (the retry with tighter "
               "GJK tolerances runs), 2 every patch (the retry fails with its error); 0 (default) neither")
