@@ -59,7 +59,9 @@ Conventions of a contact (all in the world frame):
   was 0.75 of the post's radius out between two of those points; the face carries its exact normal (coal's carries noise), as a cylinder's cap face does
   under a ball or a capsule's end. Tilted with its lowest rim point beyond a box's face (on a smaller post, over a
   table's edge), its disk rests on the face's border: the disk carries its exact normal and the face's corners
-  under it (exact) and its edges' points below the rim (not exact) are the points.
+  under it (exact) and its edges' points below the rim (not exact) are the points. On its side across a box's face
+  smaller than it (a log under a box), it rests on its lowest line where that is over the face (the ends, where the
+  face's edges cross it, taken as fixed on the cylinder: not exact).
 """
 
 from __future__ import annotations
@@ -601,6 +603,18 @@ class CollisionScene:
                 t = (margin - phi[i]) / (phi[1 - i] - phi[i])
                 span = (P[i], P[i] + t * (P[1 - i] - P[i]))
             flat, M_flat, flip = face, M_N, False  # flip: the disk carries the normal, the face's border the points
+            if (axis is not None and isinstance(face, coal.Box) and not abs(_dot3(axis, n)) > math.sqrt(0.5)
+                    and not all(_over_face(face, M_N, n, x) for x in span)):
+                # on its side across a box's face (a log under a box): its lowest line where it is over the face
+                clipped = _clip_to_face(face, M_N, -sign * n, P[0], P[1])
+                if clipped is None:
+                    continue
+                P, exact = clipped, False
+                phi = self._flat_distance(P, n, sign, face, M_N)
+                keep = phi <= margin
+                if not keep.any():
+                    continue
+                span = ()
             if not all(_over_face(face, M_N, n, x) for x in span):
                 # a tilted disk whose lowest rim point is beyond a box's face: on the face's border under the disk
                 border = None if axis is None or not isinstance(face, coal.Box) else \
@@ -924,6 +938,33 @@ def _border_under_disk(cyl, M: pin.SE3, n: np.ndarray, sign: float, box, M_box: 
     if not out:
         return None
     return np.array(out, dtype=float), sign * _signed_axis(M, -nf)
+
+
+def _clip_to_face(box, M: pin.SE3, nf: np.ndarray, P0: np.ndarray, P1: np.ndarray):
+    """The part of the segment ``P0 P1`` whose projection along ``nf`` lies on the box's face of outward normal
+    ``nf`` (pose ``M``): its two ends (2, 3) on the segment, where it crosses the face's edges (or ``P0``, ``P1``
+    inside), or None when none of it is over the face. A cylinder on its side across a face (a log under a box)
+    rests there: the ends slide along its lowest line with the face's edges, which the Jacobians take as fixed on the
+    cylinder (a box rocking on a log: Fx wholly off central differences, as it was on coal's witness points)."""
+    centre, _ = _face_corners(box, M, nf)
+    R = np.asarray(M.rotation)
+    k = _box_axis(M, nf)
+    h = np.asarray(box.halfSide, dtype=float)
+    D = P1 - P0
+    t0, t1 = 0.0, 1.0
+    for i in range(3):
+        if i == k:
+            continue
+        p, q = _dot3(D, R[:, i]), _dot3(P0 - centre, R[:, i])  # -h <= q + t p <= h
+        if p == 0.0:
+            if abs(q) > h[i]:
+                return None
+            continue
+        lo, hi = sorted(((-h[i] - q) / p, (h[i] - q) / p))
+        t0, t1 = max(t0, lo), min(t1, hi)
+    if not t0 < t1:
+        return None
+    return np.array([P0 + t0 * D, P0 + t1 * D])
 
 
 def _face_corners(box, M: pin.SE3, nf: np.ndarray):

@@ -582,6 +582,47 @@ def test_round_shapes_sunk_end_to_end_are_not_side_by_side(upper, lower):
     assert seen > 150 and checked > 150, (seen, checked)
 
 
+def test_a_cylinder_on_its_side_across_a_box_face():
+    """A log (cylinder 3 cm x 40 cm) on its side across a free box's top face (8 x 12 cm, turned at random), tilted
+    by up to 0.3 rad, turned about the vertical at random, anywhere from over the face to past its edges, 1 mm into to
+    3 mm above it: both detectors agree; where the log is over the face, it rests on its lowest line's part over the
+    face (two points within the face, its exact normal), at their exact distances along it."""
+    rng = np.random.default_rng(5)
+    b = ModelBuilder("log")
+    j = b.add_joint("free", name="j0")
+    b.add_body(j, mass=1.0, box=(0.08, 0.12, 0.1))
+    j = b.add_joint("free", name="j1")
+    b.add_body(j, mass=1.0, cylinder=(0.03, 0.4))
+    model, geom = b.build()
+    scene = CollisionScene(model, geom, ground=-5.0, margin=5e-3)
+    qs = []
+    for _ in range(300):
+        rb = pin.rpy.rpyToMatrix(*rng.normal(0, 0.3, 3))
+        tilt = rng.choice([0.0, 1e-3, 0.05, 0.3])
+        rl = rb @ pin.rpy.rpyToMatrix(0.0, 0.0, rng.uniform(0, 6)) @ pin.rpy.rpyToMatrix(tilt * rng.normal(),
+                                                                                      np.pi / 2, 0.0)
+        # the log's lowest line over the top's point c (in the box's frame), then raised along the top's normal
+        c = np.r_[rng.uniform(-0.1, 0.1, 2), 0.05]
+        u = rl[:, 2] - (rl[:, 2] @ rb[:, 2]) * rb[:, 2]
+        low = 0.2 * abs(rl[:, 2] @ rb[:, 2]) + 0.03 * np.linalg.norm(np.cross(rl[:, 2], rb[:, 2]))
+        centre = rb @ c + (low + rng.uniform(-1e-3, 3e-3)) * rb[:, 2] + rng.uniform(-0.15, 0.15) * u
+        qs.append(np.r_[0, 0, 0, pin.Quaternion(rb).coeffs(), centre, pin.Quaternion(rl).coeffs()])
+    seen, _ = compare(scene, model, qs)
+    data, gd = model.createData(), scene.create_data()
+    across = 0
+    for q in qs:
+        c = scene.detect(model, data, gd, q)
+        rb = pin.Quaternion(q[3:7]).toRotationMatrix()
+        if len(c) != 2 or not np.allclose(c.normals, rb[:, 2], rtol=0, atol=1e-12) or np.any(c.radius == 0.0):
+            continue
+        local = (c.points - q[:3]) @ rb  # the points in the box's frame: on its top, within it
+        if np.all(np.abs(local[:, :2]) <= (0.04 + 1e-12, 0.06 + 1e-12)) and np.any(
+                np.isclose(np.abs(local[:, :2]), (0.04, 0.06), rtol=0, atol=1e-12)):
+            across += 1  # a part clipped at the face's edges
+            assert np.allclose(c.phi, local[:, 2] - 0.05, rtol=0, atol=1e-12), (c.phi, local)
+    assert seen > 300 and across > 20, (seen, across)
+
+
 @pytest.mark.parametrize("up", [(0.0, 0.0, 0.0), (0.0, np.nan, 1.0), (0.0, 1.0)])
 def test_the_up_axis_must_be_a_nonzero_3_vector(up):
     """A scene's ``up`` (the ground's normal, which of two disks is on top) is checked before anything is built:

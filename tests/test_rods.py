@@ -265,13 +265,15 @@ def test_a_can_sunk_into_a_post_comes_straight_out(depth, radius):
     _assert_flat_and_still(xs)
 
 
-def test_a_box_rocks_on_a_log_as_a_rolling_block():
-    """A cube (half height h = 4 cm) released level on a static log (a cylinder on its side, R = 5 cm, friction
-    1, LCP), its centre e = 1 mm off the log's top line: it rolls without slipping on the log, rocking between level
-    and the tilt where its centre of mass is back at its start height, (R + h) cos t + (R t - e) sin t = R + h
-    (0.2066 rad; measured 0.2067). Before (2026-11-28), the log's axis faced the cube's side, whose face read the
-    log's far end 0.237 m deep: the cube was thrown up 16 mm and spun at 8.6 rad/s. (Not yet right: centred, it
-    drifts, 3e-4 rad in 0.7 s, and under NCP it falls; coal's witness points on the log carry those.)"""
+@pytest.mark.parametrize("contact", ["lcp", "ncp"])
+def test_a_box_rocks_on_a_log_as_a_rolling_block(contact):
+    """A cube (half height h = 4 cm) released level on a static log (a cylinder on its side, R = 5 cm, 40 cm long,
+    friction 1), its centre e = 1 mm off the log's top line: it rolls without slipping on the log, rocking between
+    level and the tilt where its centre of mass is back at its start height, (R + h) cos t + (R t - e) sin t = R + h
+    (0.206647 rad; measured 0.206650); centred it stays still. The log rests on the cube's face by its lowest line
+    where that is over the face (_clip_to_face). Before (2026-11-28): the log's axis faced the cube's side, whose
+    face read the log's far end 0.237 m deep, and the cube was thrown up 16 mm and spun at 8.6 rad/s; then on coal's
+    witness points (3e-8 of noise) it rocked to 0.20670, drifted centred (3e-4 rad in 0.7 s) and fell under NCP."""
     from scipy.optimize import brentq
 
     R, h, e = 0.05, 0.04, 0.001
@@ -281,13 +283,17 @@ def test_a_box_rocks_on_a_log_as_a_rolling_block():
     j = b.add_joint("free", name="cube")
     b.add_body(j, mass=1.0, box=(2 * h, 2 * h, 2 * h))
     model, geom = b.build()
-    sim = Simulator(model, geometry=geom, dt=1e-3, ground=None, friction=1.0, contact="lcp")
+    sim = Simulator(model, geometry=geom, dt=1e-3, ground=None, friction=1.0, contact=contact)
     turn = brentq(lambda t: (R + h) * np.cos(t) + (R * t - e) * np.sin(t) - (R + h), 0.05, 0.5)
-    xs = sim.rollout(np.r_[0.0, e, h, 0, 0, 0, 1, np.zeros(6)], np.zeros((700, 0)))
-    tilt = np.array([np.arctan2(-pin.Quaternion(s[3:7]).toRotationMatrix()[2, 1],
-                                pin.Quaternion(s[3:7]).toRotationMatrix()[2, 2]) for s in xs])
-    assert abs(tilt.max() - turn) < 1e-3 and tilt.min() > -1e-4, (tilt.min(), tilt.max(), turn)
-    assert xs[:, 2].max() < h + 1e-4
+    for off in (0.0, e):
+        xs = sim.rollout(np.r_[0.0, off, h, 0, 0, 0, 1, np.zeros(6)], np.zeros((700, 0)))
+        tilt = np.array([np.arctan2(-pin.Quaternion(s[3:7]).toRotationMatrix()[2, 1],
+                                    pin.Quaternion(s[3:7]).toRotationMatrix()[2, 2]) for s in xs])
+        if off:
+            assert abs(tilt.max() - turn) < 1e-5 and tilt.min() > -1e-9, (tilt.min(), tilt.max(), turn)
+        else:
+            assert np.abs(tilt).max() < 1e-9 and np.abs(xs[:, 7:]).max() < 1e-9
+        assert xs[:, 2].max() < h + 1e-8 and np.abs(xs[:, 0]).max() < 1e-9
 
 
 @pytest.mark.parametrize("support, cx, tilt", [

@@ -996,6 +996,35 @@ class Detector {
     return true;
   }
 
+  // _clip_to_face: the part of the segment P0 P1 whose projection along nf lies on the box's face of outward normal
+  // nf: its two ends on the segment (where it crosses the face's edges, or P0, P1 inside); false when none is over it
+  static bool clip_to_face(const Shape& box, const pinocchio::SE3& M, const Vec3& nf, const Vec3& P0, const Vec3& P1,
+                           Points& Q) {
+    std::vector<Vec3> corners;
+    const Vec3 centre = face_corners(box, M, nf, corners);
+    const Mat3& R = M.rotation();
+    const int k = box_axis(M, nf);
+    const Vec3& h = box.box()->halfSide;
+    const Vec3 D = P1 - P0;
+    double t0 = 0.0, t1 = 1.0;
+    for (int i = 0; i < 3; ++i) {
+      if (i == k) continue;
+      const double p = dot3(D, Vec3(R.col(i))), q = dot3(Vec3(P0 - centre), Vec3(R.col(i)));  // -h <= q + t p <= h
+      if (p == 0.0) {
+        if (std::abs(q) > h[i]) return false;
+        continue;
+      }
+      const double a = (-h[i] - q) / p, b = (h[i] - q) / p;
+      t0 = std::max(t0, std::min(a, b));
+      t1 = std::min(t1, std::max(a, b));
+    }
+    if (!(t0 < t1)) return false;
+    Q.resize(2, 3);
+    Q.row(0) = (P0 + t0 * D).transpose();
+    Q.row(1) = (P0 + t1 * D).transpose();
+    return true;
+  }
+
   // _face_corners: the middle of the box's face of outward normal nf (returned) and its four corners (appended to
   // corners, sides (-, -), (-, +), (+, -), (+, +) along its two other axes)
   static Vec3 face_corners(const Shape& box, const pinocchio::SE3& M, const Vec3& nf, std::vector<Vec3>& corners) {
@@ -1243,6 +1272,19 @@ class Detector {
           span[1] = span[0] + t * (Vec3(P.row(1 - i).transpose()) - span[0]);
         }
         over = over_face(face, M_N, n, span[0]) && over_face(face, M_N, n, span[1]);
+        if (!over && face.kind == Kind::Box && !(std::abs(dot3(a, n)) > std::sqrt(0.5))) {
+          // on its side across a box's face (a log under a box): its lowest line where it is over the face
+          Points Q;
+          if (!clip_to_face(face, M_N, Vec3(-sign * n), Vec3(P.row(0).transpose()), Vec3(P.row(1).transpose()), Q))
+            continue;
+          P = Q;
+          exact = false;
+          np = P.rows();
+          phi = flat_distance(P, n, sign, face, M_N);
+          measure();
+          if (!any) continue;
+          over = true;
+        }
       }
       if (!over) {  // a tilted disk whose lowest rim point is beyond a box's face: on the face's border under the disk
         Vec3 n_disk;
