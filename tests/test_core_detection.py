@@ -460,14 +460,14 @@ def test_a_cylinder_rim_on_a_face(face):
                 assert np.allclose(np.abs(c.normals), [0.0, 0.0, 1.0], rtol=0, atol=1e-12), c.normals
 
 
-def _face_and_can(name, **face):
+def _face_and_can(name, can=(0.04, 0.12), **face):
     """``(model, geometry, scene)``: a free body of shape ``face`` (``box=`` or ``cylinder=`` sizes, 1 kg, joint 1)
-    and a free can (cylinder 4 cm x 12 cm, joint 2); the scene's ground far below, margin 5 mm."""
+    and a free can (cylinder of ``can`` = (radius, length), 1 kg, joint 2); the scene's ground far below, margin 5 mm."""
     b = ModelBuilder(name)
     j = b.add_joint("free", name="j0")
     b.add_body(j, mass=1.0, **face)
     j = b.add_joint("free", name="j1")
-    b.add_body(j, mass=1.0, cylinder=(0.04, 0.12))
+    b.add_body(j, mass=1.0, cylinder=can)
     model, geom = b.build()
     return model, geom, CollisionScene(model, geom, ground=-5.0, margin=5e-3)
 
@@ -588,13 +588,7 @@ def test_a_cylinder_on_its_side_across_a_box_face():
     3 mm above it: both detectors agree; where the log is over the face, it rests on its lowest line's part over the
     face (two points within the face, its exact normal), at their exact distances along it."""
     rng = np.random.default_rng(5)
-    b = ModelBuilder("log")
-    j = b.add_joint("free", name="j0")
-    b.add_body(j, mass=1.0, box=(0.08, 0.12, 0.1))
-    j = b.add_joint("free", name="j1")
-    b.add_body(j, mass=1.0, cylinder=(0.03, 0.4))
-    model, geom = b.build()
-    scene = CollisionScene(model, geom, ground=-5.0, margin=5e-3)
+    model, geom, scene = _face_and_can("log", can=(0.03, 0.4), box=(0.08, 0.12, 0.1))
     qs = []
     for _ in range(300):
         rb = pin.rpy.rpyToMatrix(*rng.normal(0, 0.3, 3))
