@@ -56,8 +56,8 @@ Conventions of a contact (all in the world frame):
   not exact there); between two cylinders a smaller disk wholly on the other's cap rests on its own four points
   instead (exact), and when it is the lower one (``up``) also on its rim point toward the upper one's axis, which
   slides on its rim (taken as fixed): by the square alone a can on a post of half its radius tipped once its centre
-  was 0.75 of the post's radius out between two of those points; the face carries its exact normal (coal's carries noise), as a cylinder's cap face does
-  under a ball or a capsule's end. Tilted with its lowest rim point beyond a box's face (on a smaller post, over a
+  was 0.75 of the post's radius out between two of those points; the face carries its exact normal (coal's
+  carries noise), as a cylinder's cap face does under a ball or a capsule's end. Tilted with its lowest rim point beyond a box's face (on a smaller post, over a
   table's edge), its disk rests on the face's border: the disk carries its exact normal and the face's corners
   under it (exact) and its edges' points below the rim (not exact) are the points. On its side across a box's face
   smaller than it (a log under a box), it rests on its lowest line where that is over the face (the ends, where the

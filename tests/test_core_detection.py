@@ -462,7 +462,8 @@ def test_a_cylinder_rim_on_a_face(face):
 
 def _face_and_can(name, can=(0.04, 0.12), **face):
     """``(model, geometry, scene)``: a free body of shape ``face`` (``box=`` or ``cylinder=`` sizes, 1 kg, joint 1)
-    and a free can (cylinder of ``can`` = (radius, length), 1 kg, joint 2); the scene's ground far below, margin 5 mm."""
+    and a free can (cylinder of ``can`` = (radius, length), 1 kg, joint 2); the scene's ground far below, margin
+    5 mm."""
     b = ModelBuilder(name)
     j = b.add_joint("free", name="j0")
     b.add_body(j, mass=1.0, **face)

@@ -328,7 +328,8 @@ class Detector {
            Eigen::Matrix<double, 2, 3> directions3, Vec3 up, double face_slack)
       : geometry_(std::move(geometry)), gm_(geometry_of(geometry_)), margin_(margin), patch_depth_(patch_depth),
         planar_(planar), up_(up), snap_tolerance_(snap_tolerance), flat_tolerance_(flat_tolerance),
-        face_slack_(face_slack), curved_slope_(curved_slope), max_patch_points_(max_patch_points), dir4_(directions4), dir3_(directions3) {
+        face_slack_(face_slack), curved_slope_(curved_slope), max_patch_points_(max_patch_points), dir4_(directions4),
+        dir3_(directions3) {
     const int64_t nobj = static_cast<int64_t>(gm_.geometryObjects.size());
     if (static_cast<int64_t>(vertices.size()) != nobj)
       throw nb::value_error("Detector: one vertices entry (array or None) per geometry object is needed");
@@ -1538,7 +1539,8 @@ void bind_detection(nb::module_& m) {
                     Vec3, double>(),
            nb::arg("geometry"), nb::arg("pairs"), nb::arg("vertices"), nb::arg("margin"), nb::arg("patch_depth"),
            nb::arg("planar"), nb::arg("snap_tolerance"), nb::arg("flat_tolerance"), nb::arg("curved_slope"),
-           nb::arg("max_patch_points"), nb::arg("directions4"), nb::arg("directions3"), nb::arg("up"), nb::arg("face_slack"))
+           nb::arg("max_patch_points"), nb::arg("directions4"), nb::arg("directions3"), nb::arg("up"),
+           nb::arg("face_slack"))
       .def_rw("test_reject", &Detector::reject_,
               "tests only: 1 treats coal's first patch of every pair as invalid (the retry with tighter "
               "GJK tolerances runs), 2 every patch (the retry fails with its error); 0 (default) neither")
