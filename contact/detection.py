@@ -946,9 +946,8 @@ def _clip_to_face(box, M: pin.SE3, nf: np.ndarray, P0: np.ndarray, P1: np.ndarra
     inside), or None when none of it is over the face. A cylinder on its side across a face (a log under a box)
     rests there: the ends slide along its lowest line with the face's edges, which the Jacobians take as fixed on the
     cylinder (a box rocking on a log: Fx wholly off central differences, as it was on coal's witness points)."""
-    centre, _ = _face_corners(box, M, nf)
+    centre, k = _face_centre(box, M, nf)
     R = np.asarray(M.rotation)
-    k = _box_axis(M, nf)
     h = np.asarray(box.halfSide, dtype=float)
     D = P1 - P0
     t0, t1 = 0.0, 1.0
@@ -967,14 +966,22 @@ def _clip_to_face(box, M: pin.SE3, nf: np.ndarray, P0: np.ndarray, P1: np.ndarra
     return np.array([P0 + t0 * D, P0 + t1 * D])
 
 
+def _face_centre(box, M: pin.SE3, nf: np.ndarray):
+    """``(centre, k)``: the middle of the face of outward normal ``nf`` of the box ``box`` (pose ``M``) and the index
+    of the box's axis normal to it."""
+    R, t = np.asarray(M.rotation), np.asarray(M.translation)
+    k = _box_axis(M, nf)
+    hk = float(box.halfSide[k])
+    return t + (hk if _dot3(R[:, k], nf) > 0.0 else -hk) * R[:, k], k
+
+
 def _face_corners(box, M: pin.SE3, nf: np.ndarray):
     """``(centre, corners)``: the middle of the face of outward normal ``nf`` of the box ``box`` (pose ``M``) and its
     four corners (a list, sides ``(-, -), (-, +), (+, -), (+, +)`` along its two other axes in order)."""
-    R, t = np.asarray(M.rotation), np.asarray(M.translation)
-    k = _box_axis(M, nf)
+    R = np.asarray(M.rotation)
+    centre, k = _face_centre(box, M, nf)
     i, j = [m for m in range(3) if m != k]
     h = np.asarray(box.halfSide, dtype=float)
-    centre = t + (h[k] if _dot3(R[:, k], nf) > 0.0 else -h[k]) * R[:, k]
     return centre, [centre + si * h[i] * R[:, i] + sj * h[j] * R[:, j] for si in (-1.0, 1.0) for sj in (-1.0, 1.0)]
 
 

@@ -1001,10 +1001,9 @@ class Detector {
   // nf: its two ends on the segment (where it crosses the face's edges, or P0, P1 inside); false when none is over it
   static bool clip_to_face(const Shape& box, const pinocchio::SE3& M, const Vec3& nf, const Vec3& P0, const Vec3& P1,
                            Points& Q) {
-    std::vector<Vec3> corners;
-    const Vec3 centre = face_corners(box, M, nf, corners);
+    int k;
+    const Vec3 centre = face_centre(box, M, nf, k);
     const Mat3& R = M.rotation();
-    const int k = box_axis(M, nf);
     const Vec3& h = box.box()->halfSide;
     const Vec3 D = P1 - P0;
     double t0 = 0.0, t1 = 1.0;
@@ -1026,14 +1025,22 @@ class Detector {
     return true;
   }
 
+  // _face_centre: the middle of the box's face of outward normal nf (returned) and the box's axis k normal to it
+  static Vec3 face_centre(const Shape& box, const pinocchio::SE3& M, const Vec3& nf, int& k) {
+    const Mat3& R = M.rotation();
+    k = box_axis(M, nf);
+    const Vec3& h = box.box()->halfSide;
+    return M.translation() + (dot3(Vec3(R.col(k)), nf) > 0.0 ? h[k] : -h[k]) * R.col(k);
+  }
+
   // _face_corners: the middle of the box's face of outward normal nf (returned) and its four corners (appended to
   // corners, sides (-, -), (-, +), (+, -), (+, +) along its two other axes)
   static Vec3 face_corners(const Shape& box, const pinocchio::SE3& M, const Vec3& nf, std::vector<Vec3>& corners) {
     const Mat3& R = M.rotation();
-    const int k = box_axis(M, nf);
+    int k;
+    const Vec3 centre = face_centre(box, M, nf, k);
     const int i = k == 0 ? 1 : 0, j = k == 2 ? 1 : 2;
     const Vec3& h = box.box()->halfSide;
-    const Vec3 centre = M.translation() + (dot3(Vec3(R.col(k)), nf) > 0.0 ? h[k] : -h[k]) * R.col(k);
     for (const double si : {-1.0, 1.0})
       for (const double sj : {-1.0, 1.0}) corners.push_back(centre + (si * h[i]) * R.col(i) + (sj * h[j]) * R.col(j));
     return centre;
