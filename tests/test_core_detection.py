@@ -646,3 +646,42 @@ def test_a_cylinder_disk_over_a_box_edge():
                  np.allclose(np.abs(c.normals @ pin.Quaternion(q[10:14]).toRotationMatrix()[:, 2]), 1.0, atol=1e-12)
                  for c, q in zip(parts, qs))
     assert border > 10, border
+
+
+def test_a_normal_that_contradicts_coal_distance_is_replaced():
+    """Two shapes touching exactly can get from coal a distance of 0 with any normal. An 8 cm cube resting on a
+    5 cm square post (a state of a rollout) got one 45 deg off the vertical, read along the post's side face (phi
+    -0.035 m, a box thrown off the post); a can lying across a free box's top edge got a horizontal one (phi
+    -0.15 m). The normal is replaced by the direction parting the shapes most among their face normals and edge
+    crossings (CollisionScene._consistent): the cube stands on the post's top along +z at phi 0 by its 4 corners,
+    the can on the box's top along +z at phi >= 0. Both detectors agree."""
+    b = ModelBuilder("box-on-post")
+    b.add_static_box("post", (0.05, 0.05, 0.2), (0.0, 0.0, -0.1))
+    b.add_body(b.add_joint("free", name="box"), mass=0.3, box=(0.08, 0.08, 0.08))
+    model, geom = b.build()
+    scene = CollisionScene(model, geom, ground=None, margin=5e-3)
+    q = np.array([9.999999998880559e-03, 1.000000000112240e-02, 4.000000000399950e-02, 8.633997310560200e-12,
+                  8.674759888064109e-12, -7.020719936343496e-19, 1.0])
+    gd = scene.create_data()
+    pin.computeCollisions(model, model.createData(), scene.geometry, gd, q, False)
+    pin.computeContactPatches(scene.geometry, gd)
+    assert abs(gd.contactPatchResults[0].getContactPatch(0).getNormal()[2]) < 0.5  # coal's, at this state
+    c = scene.detect(model, model.createData(), scene.create_data(), q)
+    assert len(c) == 4 and np.allclose(c.normals, [0, 0, 1], rtol=0, atol=1e-12) and np.abs(c.phi).max() < 1e-11
+    assert np.allclose(np.sort(np.abs(c.points[:, :2]), axis=0), 0.025, rtol=0, atol=1e-9)  # the post's corners
+    compare(scene, model, [q])
+
+    b = ModelBuilder("can-on-box")
+    b.add_body(b.add_joint("free", name="lower"), mass=2.0, box=(0.3, 0.3, 0.1))
+    b.add_body(b.add_joint("free", name="can"), mass=0.3, cylinder=(0.04, 0.12))
+    model, geom = b.build()
+    scene = CollisionScene(model, geom, ground=-0.1, margin=5e-3)
+    q = np.array([-1.7106113229300819e-04, -1.9431794651183656e-20, -5.0000000000000003e-02,
+                  -2.7313348705798355e-19, 7.5984682955411070e-18, -1.4576297813867368e-20, 1.0,
+                  1.2837940106083989e-01, -2.9143386104532568e-19, 4.0001797621515553e-02, -1.1537052477774367e-17,
+                  7.0713640850137749e-01, 9.9226919148308065e-19, 7.0707715263030024e-01])
+    c = scene.detect(model, model.createData(), scene.create_data(), q)
+    on_box = c.body_a == 2
+    assert on_box.sum() == 2 and np.allclose(c.normals[on_box], [0, 0, 1], rtol=0, atol=1e-12)
+    assert c.phi.min() > -1e-12, c.phi
+    compare(scene, model, [q])

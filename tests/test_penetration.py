@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pinocchio as pin
 import pytest
 
 from dynamics import ModelBuilder, Simulator, example_robot_urdf
@@ -205,3 +206,36 @@ def test_a_planar_patch_point_is_the_box_vertex_it_stands_for(compiled):
     assert len(on_box) == 5
     for i in on_box:  # a corner of the 10 cm box: |offset| = 5 cm in x and in y
         assert np.allclose(np.abs(c.points[i, :2] - box), 0.05, atol=1e-9), (i, c.points[i], box)
+
+
+def _box_on_post(contact):
+    """An 8 cm cube (0.3 kg) over a static 5 x 5 x 20 cm square post whose top is at z = 0, no ground."""
+    b = ModelBuilder("box-on-post")
+    b.add_static_box("post", (0.05, 0.05, 0.2), (0.0, 0.0, -0.1))
+    b.add_body(b.add_joint("free", name="box"), mass=0.3, box=(0.08, 0.08, 0.08))
+    model, geom = b.build()
+    return Simulator(model, geometry=geom, dt=1e-3, ground=None, friction=0.5, contact=contact)
+
+
+def resting_on_post(n, seed=0):
+    """``n`` states of the cube at rest on the post, touching it (to 1e-12 m, 1e-11 rad), its centre over the post's
+    diagonal (x = y, up to 12 mm off the axis), where coal's normal is now and then wrong (a distance of 0 with a
+    normal 45 deg off the vertical, 12 times in 200)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        a = rng.uniform(-0.012, 0.012)
+        quat = pin.Quaternion(pin.rpy.rpyToMatrix(*rng.normal(0.0, 1e-11, 2), 0.0)).coeffs()
+        out.append(np.r_[a, a, 0.04 + rng.normal(0.0, 1e-12), quat, np.zeros(6)])
+    return out
+
+
+@pytest.mark.parametrize("contact", ["lcp", "ncp"])
+def test_a_box_resting_exactly_on_a_smaller_post_stays(contact):
+    """The cube at rest on the post, touching it: one step leaves it at rest (|v| < 1e-6 m/s, |w| < 1e-5 rad/s).
+    Before (2026-11-28), where coal's normal was wrong, it read along the post's side face (phi -0.035 m): the step
+    threw the cube sideways at up to 11 m/s (LCP); a battery's rollout re-landing so was thrown off the post."""
+    sim = _box_on_post(contact)
+    for x in resting_on_post(200):
+        x1 = sim.step(x, np.zeros(0))
+        assert np.abs(x1[7:10]).max() < 1e-6 and np.abs(x1[10:13]).max() < 1e-5, (x, x1)

@@ -325,10 +325,10 @@ class Detector {
   Detector(nb::object geometry, std::vector<std::vector<int64_t>> pairs, std::vector<std::optional<Points>> vertices,
            double margin, double patch_depth, bool planar, double snap_tolerance, double flat_tolerance,
            double curved_slope, int64_t max_patch_points, Eigen::Matrix<double, 2, 4> directions4,
-           Eigen::Matrix<double, 2, 3> directions3, Vec3 up, double face_slack)
+           Eigen::Matrix<double, 2, 3> directions3, Vec3 up, double face_slack, double normal_slack)
       : geometry_(std::move(geometry)), gm_(geometry_of(geometry_)), margin_(margin), patch_depth_(patch_depth),
         planar_(planar), up_(up), snap_tolerance_(snap_tolerance), flat_tolerance_(flat_tolerance),
-        face_slack_(face_slack), curved_slope_(curved_slope), max_patch_points_(max_patch_points), dir4_(directions4),
+        face_slack_(face_slack), normal_slack_(normal_slack), curved_slope_(curved_slope), max_patch_points_(max_patch_points), dir4_(directions4),
         dir3_(directions3) {
     const int64_t nobj = static_cast<int64_t>(gm_.geometryObjects.size());
     if (static_cast<int64_t>(vertices.size()) != nobj)
@@ -470,6 +470,8 @@ class Detector {
       again = retry(k, gd);
       patch = &again;
     }
+    coal::ContactPatch along;
+    if (consistent(k, gd, *patch, along)) patch = &along;
     Vec3 n = patch->getNormal();
     if (sA.kind == Kind::Convex && sB.kind == Kind::Box && aligned(sB, M_B, n)) {
       // A hull on a box's face: the same vertex patch as on the ground, kept within the face.
@@ -531,6 +533,16 @@ class Detector {
     }
     const Points& V = vertices_[iP];
     if (V.rows() > 0) snap_to_vertices(M_P.rotation(), M_P.translation(), V, P, n, on_A ? -1.0 : 1.0);
+    const Shape& sP = on_A ? sA : sB;
+    if (sP.kind == Kind::Box || (sP.kind == Kind::Convex && aligned(sP, M_P, n))) {
+      // face on face: coal's points moved along n onto the point body's face (off it by coal's normal's noise)
+      const Vec3 a = face_normal(sP, M_P, on_A ? Vec3(-n) : n);
+      const double h = *support(sP, M_P, a), na = dot3(n, a);
+      for (Eigen::Index i = 0; i < P.rows(); ++i) {
+        const double t = (h - (P(i, 0) * a[0] + P(i, 1) * a[1] + P(i, 2) * a[2])) / na;
+        for (int c = 0; c < 3; ++c) P(i, c) += t * n[c];
+      }
+    }
     if (planar_) P = merge_planar(P);
     std::vector<double> phi(P.rows());
     const std::optional<double> level = on_A ? support(sB, M_B, n) : support(sA, M_A, Vec3(-n));
@@ -869,6 +881,95 @@ class Detector {
       if (best >= 0)
         for (int i = 0; i < 3; ++i) pts(j, i) = V(best, i);
     }
+  }
+
+  // _full_support: max over a box, hull or cylinder of d . x, in every direction
+  static double full_support(const Shape& s, const pinocchio::SE3& M, const Vec3& d) {
+    return s.kind == Kind::Cylinder ? extent(s, M, d) : *support(s, M, d);
+  }
+
+  // _separation: how far two boxes, hulls or cylinders part along e (from B to A)
+  static double separation(const Shape& sA, const pinocchio::SE3& MA, const Shape& sB, const pinocchio::SE3& MB,
+                           const Vec3& e) {
+    return -full_support(sA, MA, Vec3(-e)) - full_support(sB, MB, e);
+  }
+
+  // _consistent: coal's patch of pair k along a better normal, in out (true), where a direction of the separating
+  // axis test parts the shapes by more than coal's normal does, by normal_slack_ (two shapes touching exactly: a
+  // normal off by mrad or by 45 deg); the candidates are _separating_axes', in its order: the face normals of A, of
+  // B (a hull's only where coal's normal parts them by less than coal's distance minus face_slack_), the crossings
+  // of their edges; each direction, then its opposite
+  bool consistent(size_t k, pinocchio::GeometryData& gd, const coal::ContactPatch& patch,
+                  coal::ContactPatch& out) const {
+    const PairInfo& p = pairs_[k];
+    const Shape sA = shape(p.iA), sB = shape(p.iB);
+    auto poly = [](const Shape& s) { return s.kind == Kind::Box || s.kind == Kind::Convex || s.kind == Kind::Cylinder; };
+    if (!poly(sA) || !poly(sB)) return false;
+    const pinocchio::SE3& MA = gd.oMg[p.iA];
+    const pinocchio::SE3& MB = gd.oMg[p.iB];
+    const double s_n = separation(sA, MA, sB, MB, patch.getNormal());
+    const bool hulls = s_n < patch.penetration_depth - face_slack_;
+    double best = s_n + normal_slack_;
+    Vec3 e_best;
+    bool found = false;
+    auto consider = [&](const Vec3& d) {
+      for (const double sg : {1.0, -1.0}) {
+        const Vec3 e = sg * d;
+        const double s = separation(sA, MA, sB, MB, e);
+        if (s > best) best = s, e_best = e, found = true;
+      }
+    };
+    auto faces = [&](const Shape& s, const pinocchio::SE3& M) {
+      const Mat3& R = M.rotation();
+      if (s.kind == Kind::Box) {
+        for (int i = 0; i < 3; ++i) consider(Vec3(R.col(i)));
+      } else if (s.kind == Kind::Convex) {
+        if (!hulls) return;
+        const auto& N = normals_of(s);
+        for (unsigned i = 0; i < s.convex()->num_normals_and_offsets; ++i) consider(r_mul(R, N[i]));
+      } else {
+        consider(Vec3(R.col(2)));
+      }
+    };
+    auto edges = [](const Shape& s, const pinocchio::SE3& M, Vec3* e) {
+      const Mat3& R = M.rotation();
+      if (s.kind == Kind::Box) {
+        for (int i = 0; i < 3; ++i) e[i] = R.col(i);
+        return 3;
+      }
+      if (s.kind == Kind::Cylinder) {
+        e[0] = R.col(2);
+        return 1;
+      }
+      return 0;
+    };
+    faces(sA, MA);
+    faces(sB, MB);
+    Vec3 ea[3], eb[3];
+    const int na = edges(sA, MA, ea), nb = edges(sB, MB, eb);
+    for (int i = 0; i < na; ++i)
+      for (int j = 0; j < nb; ++j) {
+        const Vec3 c = ea[i].cross(eb[j]);
+        const double norm = std::sqrt(dot3(c, c));
+        if (norm > 1e-6) consider(Vec3(c / norm));
+      }
+    if (!found) return false;
+    // the patch's plane: midway between the shapes along e, through coal's point across
+    const Vec3 p0 = patch.getPoint(0);
+    const double mid = 0.5 * (full_support(sB, MB, e_best) - full_support(sA, MA, Vec3(-e_best)));
+    const Vec3 pos = p0 + (mid - dot3(e_best, p0)) * e_best;
+    const coal::CollisionGeometry* gA = gm_.geometryObjects[p.iA].geometry.get();
+    const coal::CollisionGeometry* gB = gm_.geometryObjects[p.iB].geometry.get();
+    coal::CollisionResult res;
+    res.addContact(coal::Contact(gB, gA, coal::Contact::NONE, coal::Contact::NONE, pos, e_best, best));
+    const coal::ContactPatchRequest& preq = gd.contactPatchRequests[k];
+    coal::ContactPatchResult pres(preq);
+    coal::computeContactPatch(gB, pinocchio::toCoalTransform3s(MB), gA, pinocchio::toCoalTransform3s(MA), res, preq,
+                              pres);
+    const coal::ContactPatch& again = pres.getContactPatch(0);
+    if (!valid(again)) return false;
+    out = again;
+    return true;
   }
 
   // _retry: pair k recomputed by coal directly with a tighter GJK tolerance
@@ -1516,7 +1617,7 @@ class Detector {
   std::vector<double> reach_;  // per geometry object (speculative margins), or empty
   bool planar_;
   Vec3 up_;  // the world's up axis (unit): which of two disks rests on the other
-  double snap_tolerance_, flat_tolerance_, face_slack_, curved_slope_;
+  double snap_tolerance_, flat_tolerance_, face_slack_, normal_slack_, curved_slope_;
   int64_t max_patch_points_;
   Eigen::Matrix<double, 2, 4> dir4_;
   Eigen::Matrix<double, 2, 3> dir3_;
@@ -1543,11 +1644,11 @@ void bind_detection(nb::module_& m) {
                        "The compiled twin of CollisionScene.detect (contact/detection.py), built once per scene")
       .def(nb::init<nb::object, std::vector<std::vector<int64_t>>, std::vector<std::optional<Points>>, double, double,
                     bool, double, double, double, int64_t, Eigen::Matrix<double, 2, 4>, Eigen::Matrix<double, 2, 3>,
-                    Vec3, double>(),
+                    Vec3, double, double>(),
            nb::arg("geometry"), nb::arg("pairs"), nb::arg("vertices"), nb::arg("margin"), nb::arg("patch_depth"),
            nb::arg("planar"), nb::arg("snap_tolerance"), nb::arg("flat_tolerance"), nb::arg("curved_slope"),
            nb::arg("max_patch_points"), nb::arg("directions4"), nb::arg("directions3"), nb::arg("up"),
-           nb::arg("face_slack"))
+           nb::arg("face_slack"), nb::arg("normal_slack"))
       .def_rw("test_reject", &Detector::reject_,
               "tests only: 1 treats coal's first patch of every pair as invalid (the retry with tighter "
               "GJK tolerances runs), 2 every patch (the retry fails with its error); 0 (default) neither")
