@@ -55,8 +55,9 @@ Conventions of a contact (all in the world frame):
   border and the face's corners or cap points under the disk (taken as fixed on the disk, so the Jacobians are
   not exact there); between two cylinders a smaller disk wholly on the other's cap rests on its own four points
   instead (exact), and when it is the lower one (``up``) also on its rim point toward the upper one's axis, which
-  slides on its rim (taken as fixed): by the square alone a can on a post of half its radius tipped once its centre
-  was 0.75 of the post's radius out between two of those points; the face carries its exact normal (coal's
+  slides on its rim (taken as fixed), as a disk under a box also holds its rim point toward the box's centre: by
+  the square alone a can or a box on a post of half its radius tipped once its centre was 0.75 of the post's radius
+  out between two of those points; the face carries its exact normal (coal's
   carries noise), as a cylinder's cap face does under a ball or a capsule's end. Tilted with its lowest rim point beyond a box's face (on a smaller post, over a
   table's edge), its disk rests on the face's border: the disk carries its exact normal and the face's corners
   under it (exact) and its edges' points below the rim (not exact) are the points. On its side across a box's face
@@ -602,11 +603,17 @@ class CollisionScene:
                 if not over.all():
                     P = np.vstack((P[over], _disk_overhang_points(cyl, M_P, n, sign, face, M_N)))
                     exact = False
-                elif isinstance(face, coal.Cylinder) and _dot3(n, self._up) * sign > 0.0:
-                    # a larger cap resting on this disk (its outward normal down): also the rim point toward its
-                    # axis, where a can off centre on a smaller post tips (four points alone: at 0.75 of the post's
-                    # radius between two of them); it slides on the rim, taken as fixed (ranked exact still)
-                    toward = _rim_toward_cap(cyl, M_P, n, sign, face, M_N)
+                elif isinstance(face, (coal.Cylinder, coal.Box)) and _dot3(n, self._up) * sign > 0.0:
+                    # a larger cap or a box resting on this disk (its outward normal down): also the rim point toward
+                    # its axis or centre, where a can or a box off centre on a smaller post tips (four points alone:
+                    # at 0.75 of the post's radius between two of them); it slides on the rim, taken as fixed (ranked
+                    # exact still)
+                    if isinstance(face, coal.Cylinder):
+                        toward = _rim_toward_cap(cyl, M_P, n, sign, face, M_N)
+                    else:
+                        toward = _rim_toward_centre(cyl, M_P, n, sign, M_N)
+                        if toward is not None and not _over_face(face, M_N, n, toward):
+                            toward = None
                     if toward is not None:
                         P = np.vstack((P, toward))
             phi = self._flat_distance(P, n, sign, face, M_N)
@@ -962,6 +969,18 @@ def _rim_toward_cap(cyl, M: pin.SE3, n: np.ndarray, sign: float, cap, M_cap: pin
     d = end - np.asarray(M_cap.translation) - float(cap.halfLength) * af
     d = d - _dot3(d, af) * af  # the disk's centre projected onto the cap's plane, from the cap's centre
     if not math.sqrt(_dot3(d, d)) > 1e-9 * max(float(cyl.radius), float(cap.radius)):
+        return None
+    return _rim_toward(end, np.asarray(M.rotation)[:, 2], float(cyl.radius), -d)
+
+
+def _rim_toward_centre(cyl, M: pin.SE3, n: np.ndarray, sign: float, M_box: pin.SE3):
+    """The rim point of the end of the cylinder ``cyl`` (pose ``M``) facing a box's face of normal ``n`` (``sign``
+    as :func:`_rod_points`') toward the box's centre (pose ``M_box``; a uniform box's centre of mass), or None when
+    that centre is over the disk's (to 1e-9 of the radius)."""
+    end = _facing_end(cyl, M, n, sign)
+    d = end - np.asarray(M_box.translation)
+    d = d - _dot3(d, n) * n  # the disk's centre from the box's, across n
+    if not math.sqrt(_dot3(d, d)) > 1e-9 * float(cyl.radius):
         return None
     return _rim_toward(end, np.asarray(M.rotation)[:, 2], float(cyl.radius), -d)
 

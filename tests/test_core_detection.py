@@ -685,3 +685,32 @@ def test_a_normal_that_contradicts_coal_distance_is_replaced():
     assert on_box.sum() == 2 and np.allclose(c.normals[on_box], [0, 0, 1], rtol=0, atol=1e-12)
     assert c.phi.min() > -1e-12, c.phi
     compare(scene, model, [q])
+
+
+def test_a_box_on_a_thin_post():
+    """An 8 cm cube over a 1.5 cm cylinder post, turned about the vertical, nearly flat (0 - 1e-4 rad), its centre
+    anywhere up to 1.2 post radii out, touching to 1 mm above: both detectors agree, and a flat cube whose centre is
+    off the post's axis stands on the post's four rim points and its rim point toward the cube's centre."""
+    rng = np.random.default_rng(3)
+    b = ModelBuilder("box-on-post")
+    b.geometry.addGeometryObject(pin.GeometryObject("post", 0, pin.SE3(np.eye(3), np.array([0.0, 0.0, -0.1])),
+                                                    coal.Cylinder(0.015, 0.2)))
+    b.add_body(b.add_joint("free", name="box"), mass=0.3, box=(0.08, 0.08, 0.08))
+    model, geom = b.build()
+    scene = CollisionScene(model, geom, ground=None, margin=5e-3)
+    qs = []
+    for _ in range(200):
+        tilt = rng.choice([0.0, 0.0, 1e-4])
+        R = pin.rpy.rpyToMatrix(tilt * rng.normal(), tilt * rng.normal(), rng.uniform(-3, 3))
+        r, a = 0.015 * rng.uniform(0.0, 1.2), rng.uniform(-3, 3)
+        qs.append(np.r_[r * np.cos(a), r * np.sin(a), 0.04 + rng.uniform(0.0, 1e-3), pin.Quaternion(R).coeffs()])
+    seen, _ = compare(scene, model, qs)
+    toward = 0
+    for q in qs:
+        c = scene.detect(model, model.createData(), scene.create_data(), q)
+        if len(c) == 5 and q[3] == 0.0 and q[4] == 0.0:
+            x = c.points[4, :2]  # the fifth: on the rim, toward the centre
+            assert abs(np.linalg.norm(x) - 0.015) < 1e-12 and x @ q[:2] > 0.0
+            assert abs(x[0] * q[1] - x[1] * q[0]) < 1e-12
+            toward += 1
+    assert seen > 600 and toward > 100, (seen, toward)

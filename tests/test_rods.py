@@ -249,6 +249,28 @@ def test_a_can_off_centre_on_a_thin_post(frac, stays, angle):
         assert xs[-1][2] < -0.1  # off the post
 
 
+@pytest.mark.parametrize("angle, yaw", [(0.0, 0.0), (0.3, 0.5), (0.785, 0.0)])
+@pytest.mark.parametrize("frac, stays", [(0.9, True), (1.15, False)])
+def test_a_box_off_centre_on_a_thin_post(frac, stays, angle, yaw):
+    """An 8 cm cube (0.3 kg) standing on a static cylinder post of radius 1.5 cm, turned by ``yaw`` about the
+    vertical, its centre ``frac`` of the post's radius out at ``angle``: over the cap it stays, flat and still; beyond
+    it, it tips off. The post holds it by its four rim points and the rim point toward the cube's centre. Before
+    (2026-11-28), by the four alone: it fell at 0.75 of the post's radius between two of them (a battery)."""
+    b = ModelBuilder("box-on-post")
+    b.geometry.addGeometryObject(pin.GeometryObject("post", 0, pin.SE3(np.eye(3), np.array([0.0, 0.0, -0.1])),
+                                                    coal.Cylinder(0.015, 0.2)))
+    b.add_body(b.add_joint("free", name="box"), mass=0.3, box=(0.08, 0.08, 0.08))
+    model, geom = b.build()
+    sim = Simulator(model, geometry=geom, dt=1e-3, ground=None, friction=0.5, contact="lcp")
+    quat = pin.Quaternion(pin.rpy.rpyToMatrix(0.0, 0.0, yaw)).coeffs()
+    x = np.r_[frac * 0.015 * np.cos(angle), frac * 0.015 * np.sin(angle), 0.04 + 1e-4, quat, np.zeros(6)]
+    xs = sim.rollout(x, np.zeros((1000, 0)))
+    if stays:
+        _assert_flat_and_still(xs, height=0.04)
+    else:
+        assert xs[-1][2] < -0.1  # off the post
+
+
 @pytest.mark.parametrize("radius", [0.3, 0.03])
 @pytest.mark.parametrize("depth", [1e-5, 1e-3])
 def test_a_can_sunk_into_a_post_comes_straight_out(depth, radius):

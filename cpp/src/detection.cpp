@@ -1172,6 +1172,18 @@ class Detector {
     return rim_toward(end, M.rotation().col(2), cyl.radius(), Vec3(-d), x);
   }
 
+  // _rim_toward_centre: the rim point of the cylinder's end facing a box's face of normal n toward the box's centre;
+  // false when that centre is over the disk's (to 1e-9 of the radius)
+  static bool rim_toward_centre(const Shape& cyl, const pinocchio::SE3& M, const Vec3& n, double sign,
+                                const pinocchio::SE3& M_box, Vec3& x) {
+    const Vec3 end = facing_end(cyl, M, n, sign);
+    Vec3 d = end - M_box.translation();
+    const double dn = dot3(d, n);
+    d = Vec3(d[0] - dn * n[0], d[1] - dn * n[1], d[2] - dn * n[2]);
+    if (!(std::sqrt(dot3(d, d)) > 1e-9 * cyl.radius())) return false;
+    return rim_toward(end, M.rotation().col(2), cyl.radius(), Vec3(-d), x);
+  }
+
   // _onto_disk: the point of the disk's plane (through end, normal a) on the line through x along n
   static Vec3 onto_disk(const Vec3& x, const Vec3& end, const Vec3& a, const Vec3& n) {
     return x + (dot3(Vec3(end - x), a) / dot3(n, a)) * n;
@@ -1341,11 +1353,14 @@ class Detector {
           for (Eigen::Index e = 0; e < edge.rows(); ++e) Q.row(static_cast<Eigen::Index>(over.size()) + e) = edge.row(e);
           P = Q;
           exact = false;
-        } else if (face.kind == Kind::Cylinder && dot3(n, up_) * sign > 0.0) {
-          // a larger cap resting on this disk (its outward normal down): also the rim point toward its axis, where a
-          // can off centre on a smaller post tips; it slides on the rim, taken as fixed (ranked exact still)
+        } else if ((face.kind == Kind::Cylinder || face.kind == Kind::Box) && dot3(n, up_) * sign > 0.0) {
+          // a larger cap or a box resting on this disk (its outward normal down): also the rim point toward its axis
+          // or centre, where a can or a box off centre on a smaller post tips; it slides on the rim, taken as fixed
+          // (ranked exact still)
           Vec3 x;
-          if (rim_toward_cap(cyl, M_P, n, sign, face, M_N, x)) {
+          if (face.kind == Kind::Cylinder ? rim_toward_cap(cyl, M_P, n, sign, face, M_N, x)
+                                          : rim_toward_centre(cyl, M_P, n, sign, M_N, x) &&
+                                                over_face(face, M_N, n, x)) {
             P.conservativeResize(P.rows() + 1, 3);
             P.row(P.rows() - 1) = x.transpose();
           }
