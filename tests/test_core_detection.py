@@ -714,3 +714,35 @@ def test_a_box_on_a_thin_post():
             assert abs(x[0] * q[1] - x[1] * q[0]) < 1e-12
             toward += 1
     assert seen > 600 and toward > 100, (seen, toward)
+
+
+@pytest.mark.parametrize("floor", ["table", "cap"])
+def test_a_capsule_lying_on_a_face(floor):
+    """A capsule (R x LENGTH) lying on a static box's top or a cylinder's cap (top at z = 0), tilted up to 0.1 rad,
+    turned about the vertical, anywhere from the middle to past the edge, 1 mm into to 3 mm above it: both detectors
+    agree, and where both ends are over the face it touches at each end's hemisphere point, along the face's normal,
+    at that point's own height."""
+    rng = np.random.default_rng(11)
+    model, geometry = rod_model("capsule", floor)
+    scene = CollisionScene(model, geometry, ground=None, margin=5e-3)
+    edge = 1.0 if floor == "table" else 0.3
+    qs = []
+    for _ in range(200):
+        tilt = rng.choice([0.0, 1e-4, 0.01, 0.1]) * rng.normal()
+        R_ = pin.rpy.rpyToMatrix(0.0, 0.0, rng.uniform(-3, 3)) @ pin.rpy.rpyToMatrix(0.0, tilt, 0.0)  # along x
+        centre = np.r_[rng.uniform(-1.1, 1.1, 2) * edge / np.sqrt(2), 0.0]
+        centre[2] = R + abs(np.sin(tilt)) * LENGTH / 2 + rng.uniform(-1e-3, 3e-3)  # the lower end that high
+        qs.append(np.r_[centre, pin.Quaternion(R_).coeffs()])
+    seen, _ = compare(scene, model, qs)
+    ends = 0
+    for q in qs:
+        c = scene.detect(model, model.createData(), scene.create_data(), q)
+        a = pin.Quaternion(q[3:7]).toRotationMatrix()[:, 0]  # the capsule's axis (rod_model: along x)
+        tips = [q[:3] + s * LENGTH / 2 * a for s in (-1, 1)]
+        over = all(abs(t[0]) < edge and abs(t[1]) < edge if floor == "table" else np.hypot(*t[:2]) < edge
+                   for t in tips)
+        if over and len(c) == 2:
+            assert np.allclose(c.normals, [0, 0, 1], rtol=0, atol=1e-12) and np.allclose(c.radius, -R)
+            assert np.allclose(np.sort(c.phi), np.sort([t[2] - R for t in tips]), rtol=0, atol=1e-12)
+            ends += 1
+    assert seen > 200 and ends > 30, (seen, ends)

@@ -22,9 +22,15 @@ from trajopt import max_relative_error, step_jacobians_fd
 R, LENGTH = 0.05, 0.4  # radius and axis length (m); the rod's axis is the world x axis at rest
 
 
-def rod_model(shape):
-    """A free 1 kg capsule or cylinder lying along x."""
+def rod_model(shape, floor="ground"):
+    """A free 1 kg capsule or cylinder lying along x; ``floor`` "table" or "cap" adds a static support whose top is
+    at z = 0 (a 2 m box, a cylinder of radius 0.3 m), for a simulator without ground."""
     b = ModelBuilder(shape)
+    if floor == "table":
+        b.add_static_box("table", (2.0, 2.0, 0.2), (0.0, 0.0, -0.1))
+    elif floor == "cap":
+        b.geometry.addGeometryObject(pin.GeometryObject("cap", 0, pin.SE3(np.eye(3), np.array([0.0, 0.0, -0.1])),
+                                                        coal.Cylinder(0.3, 0.2)))
     j = b.add_joint("free", name="root")
     b.add_body(j, mass=1.0, rotation=(0, np.pi / 2, 0), **{shape: (R, LENGTH)})
     return b.build()
@@ -75,9 +81,10 @@ SLIDING = ("sliding", "sliding and spinning")
 H = 1e-7
 
 
-def _errors(shape, contact, names):
-    model, geometry = rod_model(shape)
-    sim = Simulator(model, geometry=geometry, dt=1e-3, ground=0.0, friction=0.5, contact=contact)
+def _errors(shape, contact, names, floor="ground"):
+    model, geometry = rod_model(shape, floor)
+    sim = Simulator(model, geometry=geometry, dt=1e-3, ground=0.0 if floor == "ground" else None, friction=0.5,
+                    contact=contact)
     errors = {}
     for name in names:
         x = rod_state(model, **STATES[name])
@@ -94,6 +101,28 @@ def test_lying_rod_step_jacobians_match_central_differences(shape, contact):
     errors = _errors(shape, contact, names)
     # Before the fix: 1.0 (resting: an absolute error of 1/dt = 1000 in the tilt column).
     assert max(errors.values()) < 1e-6, errors
+
+
+@pytest.mark.parametrize("contact", ["ncp", "lcp"])
+@pytest.mark.parametrize("floor", ["table", "cap"])
+def test_a_capsule_lying_on_a_face_has_exact_jacobians_and_the_grounds_motion(floor, contact):
+    """A capsule lying on a static box's top or a cylinder's cap (their top at z = 0) touches it, as the ground, at
+    each end's hemisphere point with its own distance (CollisionScene._capsule_on_face): its step Jacobians match
+    central differences (the non-sliding states under NCP, as on the ground), and released with one end raised by
+    0.01 or 0.05 rad it comes down flat as on the ground, state for state to 1e-9. Before (2026-11-28), coal's patch
+    flattened both ends onto the lower one's plane: released at 0.01 rad it rested with that end 0.96 mm up."""
+    names = [k for k in STATES if contact == "lcp" or k not in SLIDING]
+    errors = _errors("capsule", contact, names, floor)
+    assert max(errors.values()) < 1e-6, errors
+    model, geometry = rod_model("capsule", floor)
+    sim = Simulator(model, geometry=geometry, dt=1e-3, ground=None, friction=0.5, contact=contact)
+    model_g, geometry_g = rod_model("capsule")
+    ground = Simulator(model_g, geometry=geometry_g, dt=1e-3, ground=0.0, friction=0.5, contact=contact)
+    for tilt in (0.01, 0.05):
+        x = rod_state(model, z=R + np.sin(tilt) * LENGTH / 2, rot=(0, tilt, 0))
+        xs, xg = sim.rollout(x, np.zeros((600, 0))), ground.rollout(x, np.zeros((600, 0)))
+        assert np.abs(xs - xg).max() < 1e-9
+        assert abs(xs[-1, 2] - R) < 1e-6 and np.abs(xs[-1, 7:]).max() < 1e-6 and np.abs(xs[-1, 3:6]).max() < 1e-9
 
 
 @pytest.mark.parametrize("shape", ["capsule", "cylinder"])

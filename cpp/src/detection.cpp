@@ -518,6 +518,7 @@ class Detector {
     }
     const bool on_A = vertex_body == p.jA;
     if (rim_on_face(k, gd, patch->getNormal(), patch->penetration_depth, out)) return;
+    if (capsule_on_face(k, gd, n, on_A, patch->penetration_depth, out)) return;
     Points P = witness_points(*patch, on_A);
     if (!finite_points(P)) {
       again = retry(k, gd);
@@ -1462,6 +1463,43 @@ class Detector {
   }
 
   // _rod_on_flat: a capsule or cylinder against a flat carrier
+  // _capsule_on_face: a capsule (A when on_A) lying on a box's face or a cylinder's cap face of exact normal n, both
+  // ends over it: each end's hemisphere point with its own distance, those within the margin (true: added to out)
+  bool capsule_on_face(size_t k, pinocchio::GeometryData& gd, const Vec3& n, bool on_A, double d_coal,
+                       Output& out) const {
+    const PairInfo& p = pairs_[k];
+    const int64_t iP = on_A ? p.iA : p.iB, iN = on_A ? p.iB : p.iA;
+    const Shape cap = shape(iP), face = shape(iN);
+    if (cap.kind != Kind::Capsule) return false;
+    const pinocchio::SE3& M_P = gd.oMg[iP];
+    const pinocchio::SE3& M_N = gd.oMg[iN];
+    if (!((face.kind == Kind::Box && aligned(face, M_N, n)) || on_cap(face, M_N, n))) return false;
+    const double sign = on_A ? -1.0 : 1.0;
+    Points P;
+    rod_points(cap, M_P, n, sign, patch_depth_, P);
+    for (Eigen::Index e = 0; e < P.rows(); ++e)
+      if (!over_face(face, M_N, n, Vec3(P.row(e).transpose()))) return false;
+    std::vector<double> phi = flat_distance(P, n, sign, face, M_N);
+    if (*std::min_element(phi.begin(), phi.end()) < d_coal - face_slack_) return false;
+    const double margin = gd.collisionRequests[k].security_margin;
+    Points kept(P.rows(), 3);
+    std::vector<double> phik;
+    for (Eigen::Index e = 0; e < P.rows(); ++e)
+      if (phi[e] <= margin) {
+        kept.row(static_cast<Eigen::Index>(phik.size())) = P.row(e);
+        phik.push_back(phi[e]);
+      }
+    if (phik.empty()) return false;
+    kept.conservativeResize(static_cast<Eigen::Index>(phik.size()), 3);
+    if (planar_) {
+      kept = merge_planar(kept);
+      phik = flat_distance(kept, n, sign, face, M_N);
+    }
+    const int64_t carrier = on_A ? p.jB : p.jA, point_body = on_A ? p.jA : p.jB;
+    out.add(kept, n, phik, p.jA, p.jB, carrier, point_body, sign * cap.radius(), static_cast<int64_t>(k), nullptr);
+    return true;
+  }
+
   void rod_on_flat(size_t k, pinocchio::GeometryData& gd, Output& out) const {
     const PairInfo& p = pairs_[k];
     const double sign = p.rod_sign;
