@@ -63,6 +63,8 @@ Conventions of a contact (all in the world frame):
   under it (exact) and its edges' points below the rim (not exact) are the points. On its side across a box's face
   smaller than it (a log under a box), it rests on its lowest line where that is over the face (the ends, where the
   face's edges cross it, taken as fixed on the cylinder: not exact).
+- a convex hull on a box's face rests on its vertices over the face, and where it overhangs the face (a hull on a
+  smaller post) also on the face's corners under it (taken as fixed on the hull: not exact).
 - a capsule lying on a box's face or a cylinder's cap, both ends over it, touches it as the ground at each end's
   hemisphere point with its own distance (coal's patch flattens both ends onto the lower one's plane).
 - coal's normal between two boxes, hulls or cylinders is replaced where a direction of the separating axis test
@@ -710,11 +712,20 @@ class CollisionScene:
         """Pair ``k``'s part for a convex body A on a flat body B (the ground, or a box face when
         ``face``) along ``n``: A's own vertex patch (:meth:`_ground_patch`), each point with its
         distance to B; None when no vertex is close."""
-        jA, jB, _, sB, iA, iB = self._info[k]
+        jA, jB, sA, sB, iA, iB = self._info[k]
         M_B = gdata.oMg[iB]
         P = self._ground_patch(iA, gdata.oMg[iA], n, face=(sB, M_B) if face else None)
         if len(P) == 0:
             return None
+        if face:
+            # overhanging the face (a hull on a smaller post): also the face's corners under the hull, on the hull's
+            # surface above them (taken as fixed on the hull: not exact), those within the patch depth of the
+            # lowest point; by its vertices over the face alone it rocked on the post without end
+            under = _corners_under_hull(sA, gdata.oMg[iA], sB, M_B, n)
+            if len(under):
+                low = float(self._flat_distance(P, n, -1.0, sB, M_B).min())
+                under = under[self._flat_distance(under, n, -1.0, sB, M_B) <= low + self._patch_depth]
+                P = np.vstack((P, under))
         if self.planar:
             P = _merge_planar(P)
         return (P, n, self._flat_distance(P, n, -1.0, sB, M_B), jA, jB, jB, jA, 0.0, k, None)
@@ -1093,6 +1104,37 @@ def _face_corners(box, M: pin.SE3, nf: np.ndarray):
     i, j = [m for m in range(3) if m != k]
     h = np.asarray(box.halfSide, dtype=float)
     return centre, [centre + si * h[i] * R[:, i] + sj * h[j] * R[:, j] for si in (-1.0, 1.0) for sj in (-1.0, 1.0)]
+
+
+def _corners_under_hull(hull, M: pin.SE3, box, M_box: pin.SE3, n: np.ndarray) -> np.ndarray:
+    """The points (k, 3) of the hull ``hull`` (pose ``M``) right above the corners of the face of outward normal
+    ``n`` of the box ``box`` (pose ``M_box``), along ``n``, for those corners under the hull (the line through the
+    corner along ``n`` meets it: for each face plane N . x + d <= 0 of the hull's, an interval of the line), in the
+    corners' order."""
+    R, t = np.asarray(M.rotation), np.asarray(M.translation)
+    N, d = np.asarray(hull.normals()), np.asarray(hull.offsets())
+    nl = _rt(R, n)
+    b = N[:, 0] * nl[0] + N[:, 1] * nl[1] + N[:, 2] * nl[2]
+    out = []
+    for c in _face_corners(box, M_box, n)[1]:
+        cl = _rt(R, c - t)
+        a = N[:, 0] * cl[0] + N[:, 1] * cl[1] + N[:, 2] * cl[2] + d  # a + s b <= 0 on the line c + s n
+        lo, hi, meets = -math.inf, math.inf, True
+        for ai, bi in zip(a.tolist(), b.tolist()):
+            if bi > 0.0:
+                hi = min(hi, -ai / bi)
+            elif bi < 0.0:
+                lo = max(lo, -ai / bi)
+            elif ai > 0.0:
+                meets = False
+        if meets and lo <= hi and lo > -math.inf:
+            out.append(c + lo * n)
+    return np.array(out, dtype=float).reshape(-1, 3)
+
+
+def _rt(R: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """``R^T d``, each entry summed left to right (the compiled twin's order)."""
+    return np.array([R[0, i] * d[0] + R[1, i] * d[1] + R[2, i] * d[2] for i in range(3)])
 
 
 def _rim_toward(end: np.ndarray, a: np.ndarray, r: float, d: np.ndarray):

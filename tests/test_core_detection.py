@@ -746,3 +746,29 @@ def test_a_capsule_lying_on_a_face(floor):
             assert np.allclose(np.sort(c.phi), np.sort([t[2] - R for t in tips]), rtol=0, atol=1e-12)
             ends += 1
     assert seen > 200 and ends > 30, (seen, ends)
+
+
+def test_a_hull_overhanging_a_post():
+    """An octagonal prism (a mesh's hull) over a 5 cm square post, turned about the vertical, nearly flat (0 - 1e-3
+    rad), its centre up to 2 cm off the post's axis, touching to 1 mm above: both detectors agree, and a flat prism
+    stands on its vertices over the post's top and the post's corners under it (points over the corners, at the
+    prism's bottom)."""
+    from test_mesh_collision import _prism_on_post
+
+    sim = _prism_on_post()
+    model, scene = sim.model, sim.contact_model.scene
+    rng = np.random.default_rng(4)
+    qs = []
+    for _ in range(200):
+        tilt = rng.choice([0.0, 0.0, 1e-3])
+        R_ = pin.rpy.rpyToMatrix(tilt * rng.normal(), tilt * rng.normal(), rng.uniform(-3, 3))
+        qs.append(np.r_[rng.uniform(-0.02, 0.02, 2), 0.04 + rng.uniform(0.0, 1e-3), pin.Quaternion(R_).coeffs()])
+    seen, _ = compare(scene, model, qs)
+    corners = 0
+    for q in qs:
+        c = scene.detect(model, model.createData(), scene.create_data(), q)
+        if q[3] == 0.0 and q[4] == 0.0 and len(c):
+            on = np.all(np.isclose(np.abs(c.points[:, :2]), 0.025, rtol=0, atol=1e-12), axis=1)
+            assert np.allclose(c.phi[on], q[2] - 0.04, rtol=0, atol=1e-12)
+            corners += int(on.sum())
+    assert seen > 600 and corners > 200, (seen, corners)

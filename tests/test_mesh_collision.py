@@ -384,3 +384,40 @@ def test_solo_meshes_rest_on_the_ground_without_sinking():
     x[sim.nq: sim.nq + 2] = (0.5, 0.2)  # sliding
     _, Fx, _ = sim.step_derivatives(x, u)
     assert max_relative_error(Fx, step_jacobians_fd(sim, x, u, method="central").Fx) < 1e-6
+
+
+def _prism_on_post(contact="lcp"):
+    """An octagonal prism (radius 4 cm, 8 cm tall, 0.3 kg, a mesh of its 16 corners: collides as its hull; its sides
+    facing the post's) over a static 5 x 5 x 20 cm square post whose top is at z = 0, no ground. (With a vertex in
+    the middle of its bottom face, as :func:`_prism` makes, that vertex alone held it over the post.)"""
+    from dynamics import ModelBuilder, Simulator
+
+    b = ModelBuilder("prism-on-post")
+    b.add_static_box("post", (0.05, 0.05, 0.2), (0.0, 0.0, -0.1))
+    j = b.add_joint("free", name="prism")
+    b.add_body(j, mass=0.3, cylinder=(0.04, 0.08), collision=False)
+    from scipy.spatial import ConvexHull
+
+    a = 2 * np.pi * (np.arange(8) + 0.5) / 8  # sides facing the post's sides; no vertex inside a face
+    V = np.array([[0.04 * np.cos(t), 0.04 * np.sin(t), z] for z in (-0.04, 0.04) for t in a])
+    F = ConvexHull(V).simplices.copy()
+    for f in F:  # outward winding
+        if np.cross(V[f[1]] - V[f[0]], V[f[2]] - V[f[0]]) @ V[f[0]] < 0:
+            f[1], f[2] = f[2], f[1]
+    b.geometry.addGeometryObject(pin.GeometryObject("prism", j, pin.SE3.Identity(), _bvh(V, F)))
+    model, geom = b.build()
+    return Simulator(model, geometry=geom, dt=1e-3, ground=None, friction=0.5, contact=contact)
+
+
+@pytest.mark.parametrize("contact", ["lcp", "ncp"])
+@pytest.mark.parametrize("xy, dz", [((0.01, 0.01), 0.0), ((0.01, 0.01), 1e-4), ((0.003, 0.004), 1e-4), ((0.02, 0.0), 1e-4)])
+def test_a_hull_overhanging_a_post_comes_to_rest(xy, dz, contact):
+    """The prism released flat, touching or 0.1 mm over the post (its bottom overhangs the post's top on every side),
+    its centre off the post's axis: it lands flat and comes to rest (|v| < 1e-6 over the last 100 steps), held by its
+    vertices over the post's top and the post's corners under it. Before (2026-11-28), by its vertices over the top
+    alone (the post's corners were no contact): centred 1 cm off on the diagonal it rocked without end (0.05 - 0.26
+    rad/s, a battery)."""
+    sim = _prism_on_post(contact)
+    x = np.r_[xy, 0.04 + dz, 0, 0, 0, 1, np.zeros(6)]
+    xs = sim.rollout(x, np.zeros((600, 0)))
+    assert np.abs(xs[-100:, 7:]).max() < 1e-6 and abs(xs[-1, 2] - 0.04) < 1e-6 and np.abs(xs[-1, 3:6]).max() < 1e-6

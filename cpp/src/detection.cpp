@@ -1540,9 +1540,56 @@ class Detector {
     const pinocchio::SE3& M_B = gd.oMg[p.iB];
     Points P = ground_patch(p.iA, gd.oMg[p.iA], n, face ? &sB : nullptr, M_B);
     if (P.rows() == 0) return false;
+    if (face) {
+      // overhanging the face: also the face's corners under the hull, within the patch depth of the lowest point
+      const Points under = corners_under_hull(shape(p.iA), gd.oMg[p.iA], sB, M_B, n);
+      if (under.rows() > 0) {
+        const std::vector<double> phi = flat_distance(P, n, -1.0, sB, M_B);
+        const std::vector<double> phi_u = flat_distance(under, n, -1.0, sB, M_B);
+        const double low = *std::min_element(phi.begin(), phi.end());
+        Eigen::Index m = P.rows();
+        for (Eigen::Index e = 0; e < under.rows(); ++e)
+          if (phi_u[e] <= low + patch_depth_) {
+            P.conservativeResize(m + 1, 3);
+            P.row(m++) = under.row(e);
+          }
+      }
+    }
     if (planar_) P = merge_planar(P);
     out.add(P, n, flat_distance(P, n, -1.0, sB, M_B), p.jA, p.jB, p.jB, p.jA, 0.0, static_cast<int64_t>(k), nullptr);
     return true;
+  }
+
+  // _corners_under_hull: the hull's points right above the corners of the box's face of outward normal n, along n,
+  // for those corners under the hull (the line through the corner meets every face plane N . x + d <= 0's half)
+  static Points corners_under_hull(const Shape& hull, const pinocchio::SE3& M, const Shape& box,
+                                   const pinocchio::SE3& M_box, const Vec3& n) {
+    const Mat3& R = M.rotation();
+    const Vec3& t = M.translation();
+    const auto& N = normals_of(hull);
+    const auto& d = *hull.convex()->offsets;
+    const unsigned nf = hull.convex()->num_normals_and_offsets;
+    const Vec3 nl = rt_mul(R, n);
+    std::vector<Vec3> corners;
+    face_corners(box, M_box, n, corners);
+    Points out(0, 3);
+    for (const Vec3& c : corners) {
+      const Vec3 cl = rt_mul(R, Vec3(c - t));
+      double lo = -std::numeric_limits<double>::infinity(), hi = std::numeric_limits<double>::infinity();
+      bool meets = true;
+      for (unsigned f = 0; f < nf; ++f) {
+        const double b = N[f][0] * nl[0] + N[f][1] * nl[1] + N[f][2] * nl[2];
+        const double a = N[f][0] * cl[0] + N[f][1] * cl[1] + N[f][2] * cl[2] + d[f];
+        if (b > 0.0) hi = std::min(hi, -a / b);
+        else if (b < 0.0) lo = std::max(lo, -a / b);
+        else if (a > 0.0) meets = false;
+      }
+      if (meets && lo <= hi && lo > -std::numeric_limits<double>::infinity()) {
+        out.conservativeResize(out.rows() + 1, 3);
+        for (int i = 0; i < 3; ++i) out(out.rows() - 1, i) = c[i] + lo * n[i];
+      }
+    }
+    return out;
   }
 
   // _extremes: indices (sorted, distinct) into the rows `idx` of C farthest along each direction
