@@ -430,6 +430,7 @@ def test_empty_parameter_list_keeps_the_tuple():
         x = cube_state(z, v=(1.0, 0.0, 0.0))
         out = sim.step_derivatives(x, NONE, params=[])
         assert len(out) == 4 and out[3].shape == (sim.ndx, 0)
+        assert all(np.array_equal(a, b) for a, b in zip(out, sim.step_derivatives(x, NONE)))  # the same numbers
         out = sim.step_derivatives(x, NONE, params=[], impulses=True)
         assert len(out) == 5 and out[3].shape == (sim.ndx, 0)
         imp = out[4]
