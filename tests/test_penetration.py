@@ -208,10 +208,11 @@ def test_a_planar_patch_point_is_the_box_vertex_it_stands_for(compiled):
         assert np.allclose(np.abs(c.points[i, :2] - box), 0.05, atol=1e-9), (i, c.points[i], box)
 
 
-def _box_on_post(contact):
-    """An 8 cm cube (0.3 kg) over a static 5 x 5 x 20 cm square post whose top is at z = 0, no ground."""
+def _box_on_post(contact, post=0.05):
+    """An 8 cm cube (0.3 kg) over a static ``post`` x ``post`` x 20 cm square post whose top is at z = 0, no
+    ground."""
     b = ModelBuilder("box-on-post")
-    b.add_static_box("post", (0.05, 0.05, 0.2), (0.0, 0.0, -0.1))
+    b.add_static_box("post", (post, post, 0.2), (0.0, 0.0, -0.1))
     b.add_body(b.add_joint("free", name="box"), mass=0.3, box=(0.08, 0.08, 0.08))
     model, geom = b.build()
     return Simulator(model, geometry=geom, dt=1e-3, ground=None, friction=0.5, contact=contact)
@@ -239,3 +240,19 @@ def test_a_box_resting_exactly_on_a_smaller_post_stays(contact):
     for x in resting_on_post(200):
         x1 = sim.step(x, np.zeros(0))
         assert np.abs(x1[7:10]).max() < 1e-6 and np.abs(x1[10:13]).max() < 1e-5, (x, x1)
+
+
+@pytest.mark.parametrize("contact", ["lcp", "ncp"])
+@pytest.mark.parametrize("tilt", [5e-3, 0.02])
+def test_a_box_tilted_on_a_post_of_its_footprint_comes_down_flat(tilt, contact):
+    """The cube released at rest touching, tilted by ``tilt`` about x, its centre (3, 4) mm off the axis of a post
+    of its own 8 cm footprint: it comes down flat and stays, as on a table. Before (2026-11-28), coal's patch points
+    (the post's edge under the cube's tilted face) lay on coal's plane, not on the cube's face, and the cube rested
+    still tilted (5e-3 -> 5e-3 rad, 0.02 -> 0.012 rad; a battery)."""
+    sim = _box_on_post(contact, post=0.08)
+    R = pin.rpy.rpyToMatrix(tilt, 0.0, 0.0)
+    z = 0.04 * (np.cos(tilt) + np.sin(tilt))  # its lower edge (over the post: y = 4 mm - 4 cm) on the post's top
+    x = np.r_[0.003, 0.004, z, pin.Quaternion(R).coeffs(), np.zeros(6)]
+    xs = sim.rollout(x, np.zeros((1000, 0)))
+    up = pin.Quaternion(xs[-1, 3:7]).toRotationMatrix()[:, 2]
+    assert np.arccos(min(up[2], 1.0)) < 1e-6 and abs(xs[-1, 2] - 0.04) < 1e-6 and np.abs(xs[-50:, 7:]).max() < 1e-6
