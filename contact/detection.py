@@ -63,6 +63,9 @@ Conventions of a contact (all in the world frame):
   under it (exact) and its edges' points below the rim (not exact) are the points. On its side across a box's face
   smaller than it (a log under a box), it rests on its lowest line where that is over the face (the ends, where the
   face's edges cross it, taken as fixed on the cylinder: not exact).
+- a capsule or cylinder lying across a cylinder's end along a chord, touching its rim at one end (the line of the
+  cores), also rests on its lowest point over the chord's other end, against the cap's plane (taken as fixed on the
+  rod: not exact).
 - a convex hull on a box's face rests on its vertices over the face, and where it overhangs the face (a hull on a
   smaller post) also on the face's corners under it (taken as fixed on the hull: not exact).
 - a capsule lying on a box's face or a cylinder's cap, both ends over it, touches it as the ground at each end's
@@ -426,7 +429,7 @@ class CollisionScene:
             line = _line_cores(sA, gdata.oMg[iA], sB, gdata.oMg[iB])
             if line is not None:
                 # the line of the cores' closest points (the point on P, the normal's N: _classify)
-                xA, xB, slide, rA, rB = line
+                xA, xB, slide, rA, rB, chord = line
                 L = float(np.linalg.norm(xA - xB))
                 if L > 0.0 and _separation_beyond(sA, gdata.oMg[iA], sB, gdata.oMg[iB], L - rA - rB,
                                                   np.array(patch.getNormal())):
@@ -440,6 +443,10 @@ class CollisionScene:
                     P = (xP + radius * n)[None, :]
                     phi = np.array([L - rA - rB])
                     parts.append((P, n, phi, jA, jB, carrier, vertex_body, radius, k, None, gap, slide))
+                    if chord is not None and phi[0] <= FLAT_TOLERANCE:
+                        other = self._chord_end(k, gdata, *chord)
+                        if other is not None:
+                            parts.append(other)
                     continue
                 # concentric, or another direction parts them more: no line (coal's normal, carried by N)
             on_A = vertex_body == jA
@@ -675,6 +682,29 @@ class CollisionScene:
             carrier, vertex_body = (jB, jA) if on_A != flip else (jA, jB)
             best = (P, n, phi, jA, jB, carrier, vertex_body, radius, k, axis)
         return best
+
+    def _chord_end(self, k: int, gdata: pin.GeometryData, x_seg: np.ndarray, rod_is_A: bool, x_end: np.ndarray):
+        """Pair ``k``'s part for the other end of the chord along which a rod (a capsule, a cylinder by its side; body
+        A when ``rod_is_A``) lies across a cylinder's end (at ``x_end``), touching its rim at one end (the line of the
+        cores' contact), or None beyond the pair's margin: the rod's lowest point over that end, ``x_seg`` on its
+        segment, fixed on the rod, against the cap's plane (the cap carries its normal). By the one rim contact
+        alone, a can or a capsule lying across a thin post rocked on it without end. Only while that rim contact is
+        touching (its distance at most FLAT_TOLERANCE). The point slides along the rod as the rod moves, taken as
+        fixed on it: the Jacobians are not exact (1e-4 relative at rest on a 1.5 cm post)."""
+        jA, jB, sA, sB, iA, iB = self._info[k]
+        rod, iR = (sA, iA) if rod_is_A else (sB, iB)
+        cyl, iC = (sB, iB) if rod_is_A else (sA, iA)
+        b = np.asarray(gdata.oMg[iR].rotation)[:, 2]
+        a = _signed_axis(gdata.oMg[iC], x_end - np.asarray(gdata.oMg[iC].translation))  # out of this end
+        u = a - _dot3(a, b) * b if isinstance(rod, coal.Cylinder) else a
+        u = u / math.sqrt(_dot3(u, u))
+        x = x_seg - float(rod.radius) * u
+        phi = _dot3(a, x - x_end)
+        if not phi <= gdata.collisionRequests[k].security_margin:
+            return None
+        n = a if rod_is_A else -a  # from B to A
+        carrier, point_body = (jB, jA) if rod_is_A else (jA, jB)
+        return (x[None, :], n, np.array([phi]), jA, jB, carrier, point_body, 0.0, k, None)
 
     def _capsule_on_face(self, k: int, gdata: pin.GeometryData, n: np.ndarray, on_A: bool, d_coal: float):
         """Pair ``k``'s part for a capsule (body A when ``on_A``) lying on a box's face or a cylinder's cap face of
@@ -1258,15 +1288,15 @@ def _line_cores(sA, MA: pin.SE3, sB, MB: pin.SE3):
                 return None
             if feature == "side":  # a capsule's side there
                 xA, xB, slide = _round_cores(sA, MA, sB, MB)
-                return xA, xB, slide, float(sA.radius), float(sB.radius)
+                return xA, xB, slide, float(sA.radius), float(sB.radius), None
             a = np.asarray(M2.rotation)[:, 2]
             end = np.asarray(M2.translation) + math.copysign(float(s2.halfLength), axial) * a
             x_r, sl_rim = _rim_point(end, a, float(s2.radius), w, rho)
             slide = np.zeros(6)
             slide[3:] = sl_rim  # the rim's slide, on the cylinder's side
             if first:  # A: the sphere
-                return c.copy(), x_r, slide, float(s1.radius), 0.0
-            return x_r, c.copy(), np.concatenate((slide[3:], slide[:3])), 0.0, float(s1.radius)
+                return c.copy(), x_r, slide, float(s1.radius), 0.0, None
+            return x_r, c.copy(), np.concatenate((slide[3:], slide[:3])), 0.0, float(s1.radius), None
     if not (isinstance(sA, _LINE) and isinstance(sB, _LINE)):
         return None
     xA, xB, slide = _round_cores(sA, MA, sB, MB)
@@ -1279,13 +1309,14 @@ def _line_cores(sA, MA: pin.SE3, sB, MB: pin.SE3):
         rim = _rod_rim(rod, M_rod, cyl, M_cyl, x_end)
         if rim is None:
             continue
-        x_rod, x_rim, sl_rod, sl_rim = rim
+        x_rod, x_rim, sl_rod, sl_rim, x_other = rim
+        chord = None if x_other is None else (x_other, rim_on_B, x_end)
         if rim_on_B:
-            return x_rod, x_rim, np.concatenate((sl_rod, sl_rim)), float(rod.radius), 0.0
-        return x_rim, x_rod, np.concatenate((sl_rim, sl_rod)), 0.0, float(rod.radius)
+            return x_rod, x_rim, np.concatenate((sl_rod, sl_rim)), float(rod.radius), 0.0, chord
+        return x_rim, x_rod, np.concatenate((sl_rim, sl_rod)), 0.0, float(rod.radius), chord
     if endA or endB:
         return None
-    return xA, xB, slide, float(sA.radius), float(sB.radius)
+    return xA, xB, slide, float(sA.radius), float(sB.radius), None
 
 
 def _extent(shape, M: pin.SE3, d: np.ndarray) -> float:
@@ -1434,17 +1465,20 @@ def _rod_rim(rod, M_rod: pin.SE3, cyl, M_cyl: pin.SE3, x_end: np.ndarray):
     bp = b - ab * a
     A2, B2, C2 = _dot3(bp, bp), 2.0 * _dot3(w0, bp), _dot3(w0, w0) - R * R
     rim_distance = math.sqrt(z * z + (rho - R) * (rho - R))
+    x_other = None  # the segment's point over the chord's other end, where it crosses the end along a chord
     if A2 > 0.0:
         disc = B2 * B2 - 4.0 * A2 * C2
         if disc > 0.0:
-            s1, s2 = (-B2 - math.sqrt(disc)) / (2.0 * A2), (-B2 + math.sqrt(disc)) / (2.0 * A2)
-            s1, s2 = max(s1, -h2), min(s2, h2)
+            r1, r2 = (-B2 - math.sqrt(disc)) / (2.0 * A2), (-B2 + math.sqrt(disc)) / (2.0 * A2)
+            s1, s2 = max(r1, -h2), min(r2, h2)
             if s1 <= s2 and min(at(s1)[0], at(s2)[0]) < rim_distance:
                 return None
+            if -h2 <= r1 and r2 <= h2:
+                x_other = p0 + (r2 if abs(r2 - s) > abs(r1 - s) else r1) * b
     elif C2 <= 0.0:
         return None  # the whole segment over the disk
     x_rim, sl_rim = _rim_point(x_end, a, R, w, rho)
-    return p0 + s * b, x_rim, (b.copy() if inside else np.zeros(3)), sl_rim
+    return p0 + s * b, x_rim, (b.copy() if inside else np.zeros(3)), sl_rim, x_other
 
 
 def _rim_point(end: np.ndarray, a: np.ndarray, R: float, w: np.ndarray, rho: float):

@@ -772,3 +772,35 @@ def test_a_hull_overhanging_a_post():
             assert np.allclose(c.phi[on], q[2] - 0.04, rtol=0, atol=1e-12)
             corners += int(on.sum())
     assert seen > 600 and corners > 200, (seen, corners)
+
+
+@pytest.mark.parametrize("rod", ["capsule", "cylinder"])
+def test_a_rod_lying_across_a_post(rod):
+    """A capsule or can lying across a 1.5 cm cylinder post's cap along a chord, level or tilted by up to 1e-4 rad,
+    turned about the vertical, touching it (to 1e-9 m) or 1 mm above: both detectors agree; touching, the rod rests on
+    the rim contact at one end of the chord and on its lowest point over the other end, along the post's axis, at
+    that point's own height."""
+    rng = np.random.default_rng(8)
+    b = ModelBuilder("across")
+    b.geometry.addGeometryObject(pin.GeometryObject("post", 0, pin.SE3(np.eye(3), np.array([0.0, 0.0, -0.1])),
+                                                    coal.Cylinder(0.015, 0.2)))
+    b.add_body(b.add_joint("free", name="rod"), mass=0.3, **{rod: (0.04, 0.12)})
+    model, geom = b.build()
+    scene = CollisionScene(model, geom, ground=None, margin=5e-3)
+    qs = []
+    for _ in range(200):
+        tilt = rng.choice([0.0, 1e-4]) * rng.normal()
+        R_ = pin.rpy.rpyToMatrix(0.0, 0.0, rng.uniform(-3, 3)) @ pin.rpy.rpyToMatrix(0.0, np.pi / 2 + tilt, 0.0)
+        xy = rng.uniform(-0.008, 0.008, 2)
+        lift = rng.choice([0.0, 1e-3]) + rng.uniform(-1e-9, 1e-9)
+        qs.append(np.r_[xy, 0.04 + 0.06 * abs(np.sin(tilt)) + lift, pin.Quaternion(R_).coeffs()])
+    seen, _ = compare(scene, model, qs)
+    chords = 0
+    for q in qs:
+        c = scene.detect(model, model.createData(), scene.create_data(), q)
+        if len(c) == 2 and c.gap[0] != 0.0 and c.gap[1] == 0.0:  # a rim contact, then the chord's other end
+            assert c.phi[0] <= 1e-7 and np.allclose(c.normals[1], [0, 0, 1], rtol=0, atol=1e-12)
+            # over the rim (a tilted can's lowest point is off its segment's by r sin(tilt) along the rod)
+            assert abs(c.phi[1] - c.points[1, 2]) < 1e-12 and abs(np.hypot(*c.points[1, :2]) - 0.015) < 1e-5
+            chords += 1
+    assert seen > 200 and chords > 30, (seen, chords)

@@ -125,6 +125,26 @@ def test_a_capsule_lying_on_a_face_has_exact_jacobians_and_the_grounds_motion(fl
         assert abs(xs[-1, 2] - R) < 1e-6 and np.abs(xs[-1, 7:]).max() < 1e-6 and np.abs(xs[-1, 3:6]).max() < 1e-9
 
 
+@pytest.mark.parametrize("contact", ["lcp", "ncp"])
+@pytest.mark.parametrize("post", [0.015, 0.03])
+@pytest.mark.parametrize("shape", ["capsule", "cylinder"])
+def test_a_rod_lying_across_a_thin_post_rests(shape, post, contact):
+    """A capsule or can (radius 4 cm, 12 cm) released level and touching across the cap of a static cylinder post
+    of radius 1.5 or 3 cm, its centre (3, 4) mm off the post's axis: it rests there, level and still, on the two ends
+    of the chord it lies along (the rim contact of the cores' line, and the rod's lowest point over the other end).
+    Before (2026-11-28), on the one rim contact alone it rocked without end (0.1 rad/s, turned by 6e-3 rad)."""
+    b = ModelBuilder("across")
+    b.geometry.addGeometryObject(pin.GeometryObject("post", 0, pin.SE3(np.eye(3), np.array([0.0, 0.0, -0.1])),
+                                                    coal.Cylinder(post, 0.2)))
+    b.add_body(b.add_joint("free", name="rod"), mass=0.3, **{shape: (0.04, 0.12)})
+    model, geom = b.build()
+    sim = Simulator(model, geometry=geom, dt=1e-3, ground=None, friction=0.5, contact=contact)
+    lying = pin.Quaternion(pin.rpy.rpyToMatrix(0.0, np.pi / 2, 0.0)).coeffs()
+    xs = sim.rollout(np.r_[0.003, 0.004, 0.04, lying, np.zeros(6)], np.zeros((1500, 0)))
+    assert len(sim.contacts.phi) == 2
+    assert np.abs(xs[:, :7] - np.r_[0.003, 0.004, 0.04, lying]).max() < 1e-9 and np.abs(xs[-200:, 7:]).max() < 1e-9
+
+
 @pytest.mark.parametrize("shape", ["capsule", "cylinder"])
 def test_lying_rod_sliding_ncp_jacobians(shape):
     """Failed (xfail) until the NCP's Newton polished its answer: stopped at its tolerance, the impulses sat

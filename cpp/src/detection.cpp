@@ -493,7 +493,8 @@ class Detector {
     }
     Vec3 xA, xB;
     double sl[6], rA, rB;
-    if (line_cores(sA, M_A, sB, M_B, xA, xB, sl, rA, rB)) {
+    Chord chord;
+    if (line_cores(sA, M_A, sB, M_B, xA, xB, sl, rA, rB, chord)) {
       // the line of the cores' closest points (the point on P, the normal's N: _classify)
       const Vec3 d = xA - xB;
       const double L = d.norm();
@@ -513,6 +514,7 @@ class Detector {
         for (int i = 0; i < 3; ++i) P(0, i) = xP[i] + radius * n[i];
         const std::vector<double> ph{L - rA - rB};
         out.add(P, n, ph, p.jA, p.jB, carrier, vertex_body, radius, static_cast<int64_t>(k), nullptr, gap, slPN);
+        if (chord.has && ph[0] <= flat_tolerance_) chord_end(k, gd, chord, out);
         return;
       }  // concentric, or parted more along another direction: no line (coal's normal, carried by N)
     }
@@ -651,8 +653,16 @@ class Detector {
   // cylinder's rim, whose point slides along the rim's tangent a x u at R / rho of the relative tangential velocity:
   // the slide sqrt(R / rho) (a x u), the kernels' slide being bilinear in it), and then the points, their slides and
   // the radii the surfaces stand off them (a rim's: 0)
+  // the other end of the chord along which a rod lies across a cylinder's end (rod_rim's x_other)
+  struct Chord {
+    bool has = false;
+    Vec3 x_seg, x_end;
+    bool rod_is_A = false;
+  };
+
   static bool line_cores(const Shape& sA, const pinocchio::SE3& MA, const Shape& sB, const pinocchio::SE3& MB,
-                         Vec3& xA, Vec3& xB, double* slide, double& rA, double& rB) {
+                         Vec3& xA, Vec3& xB, double* slide, double& rA, double& rB, Chord& chord) {
+    chord.has = false;
     const Shape* s1[2] = {&sA, &sB};
     const Shape* s2[2] = {&sB, &sA};
     const pinocchio::SE3* M1[2] = {&MA, &MB};
@@ -695,10 +705,13 @@ class Detector {
       const bool rim_on_B = endA && endB ? i == 0 : endB;
       const Shape& rod = rim_on_B ? sA : sB;
       const Shape& cyl = rim_on_B ? sB : sA;
-      Vec3 x_rod, x_rim, sl_rod, sl_rim;
-      if (!rod_rim(rod, rim_on_B ? MA : MB, cyl, rim_on_B ? MB : MA, rim_on_B ? xB : xA, x_rod, x_rim, sl_rod,
-                   sl_rim))
+      Vec3 x_rod, x_rim, sl_rod, sl_rim, x_other;
+      bool has_other;
+      const Vec3 x_end = rim_on_B ? xB : xA;
+      if (!rod_rim(rod, rim_on_B ? MA : MB, cyl, rim_on_B ? MB : MA, x_end, x_rod, x_rim, sl_rod, sl_rim, has_other,
+                   x_other))
         continue;
+      chord.has = has_other, chord.x_seg = x_other, chord.x_end = x_end, chord.rod_is_A = rim_on_B;
       for (int e = 0; e < 3; ++e) {
         slide[e] = rim_on_B ? sl_rod[e] : sl_rim[e];
         slide[3 + e] = rim_on_B ? sl_rim[e] : sl_rod[e];
@@ -718,7 +731,9 @@ class Detector {
   // x_end: the closest points of the rod's segment and the rim circle and their slides, or false where the contact
   // is not on the rim; the same samples, Newton steps and tests in the same order
   static bool rod_rim(const Shape& rod, const pinocchio::SE3& M_rod, const Shape& cyl, const pinocchio::SE3& M_cyl,
-                      const Vec3& x_end, Vec3& x_rod, Vec3& x_rim, Vec3& sl_rod, Vec3& sl_rim) {
+                      const Vec3& x_end, Vec3& x_rod, Vec3& x_rim, Vec3& sl_rod, Vec3& sl_rim, bool& has_other,
+                      Vec3& x_other) {
+    has_other = false;  // the segment's point over the chord's other end, where it crosses the end along a chord
     constexpr int kRimSamples = 32;  // RIM_SAMPLES
     const Vec3 p0 = M_rod.translation(), b = M_rod.rotation().col(2);
     const double h2 = rod.half_length();
@@ -778,14 +793,19 @@ class Detector {
     if (A2 > 0.0) {
       const double disc = B2 * B2 - 4.0 * A2 * C2;
       if (disc > 0.0) {
-        const double s1 = std::max((-B2 - std::sqrt(disc)) / (2.0 * A2), -h2);
-        const double s2 = std::min((-B2 + std::sqrt(disc)) / (2.0 * A2), h2);
+        const double q1 = (-B2 - std::sqrt(disc)) / (2.0 * A2), q2 = (-B2 + std::sqrt(disc)) / (2.0 * A2);
+        const double s1 = std::max(q1, -h2);
+        const double s2 = std::min(q2, h2);
         if (s1 <= s2) {
           double z1, z2, r1, r2;
           Vec3 w1, w2;
           at(s1, z1, w1, r1);
           at(s2, z2, w2, r2);
           if (std::min(z1, z2) < rim_distance) return false;
+        }
+        if (-h2 <= q1 && q2 <= h2) {
+          has_other = true;
+          x_other = p0 + (std::abs(q2 - s) > std::abs(q1 - s) ? q2 : q1) * b;
         }
       }
     } else if (C2 <= 0.0) {
@@ -1463,6 +1483,32 @@ class Detector {
   }
 
   // _rod_on_flat: a capsule or cylinder against a flat carrier
+  // _chord_end: the other end of the chord along which a rod lies across a cylinder's end, touching its rim at one
+  // end: the rod's lowest point over it (fixed on the rod) against the cap's plane, within the margin
+  void chord_end(size_t k, pinocchio::GeometryData& gd, const Chord& chord, Output& out) const {
+    const PairInfo& p = pairs_[k];
+    const int64_t iR = chord.rod_is_A ? p.iA : p.iB, iC = chord.rod_is_A ? p.iB : p.iA;
+    const Shape rod = shape(iR);
+    const Vec3 b = gd.oMg[iR].rotation().col(2);
+    const Vec3 a = signed_axis(gd.oMg[iC], Vec3(chord.x_end - gd.oMg[iC].translation()));  // out of this end
+    Vec3 u = a;
+    if (rod.kind == Kind::Cylinder) {
+      const double ab = dot3(a, b);
+      u = Vec3(a[0] - ab * b[0], a[1] - ab * b[1], a[2] - ab * b[2]);
+    }
+    u = u / std::sqrt(dot3(u, u));
+    const double r = rod.radius();
+    const Vec3 x(chord.x_seg[0] - r * u[0], chord.x_seg[1] - r * u[1], chord.x_seg[2] - r * u[2]);
+    const double phi = dot3(a, Vec3(x - chord.x_end));
+    if (!(phi <= gd.collisionRequests[k].security_margin)) return;
+    Points P(1, 3);
+    for (int i = 0; i < 3; ++i) P(0, i) = x[i];
+    const std::vector<double> ph{phi};
+    const Vec3 n = chord.rod_is_A ? a : Vec3(-a);
+    out.add(P, n, ph, p.jA, p.jB, chord.rod_is_A ? p.jB : p.jA, chord.rod_is_A ? p.jA : p.jB, 0.0,
+            static_cast<int64_t>(k), nullptr);
+  }
+
   // _capsule_on_face: a capsule (A when on_A) lying on a box's face or a cylinder's cap face of exact normal n, both
   // ends over it: each end's hemisphere point with its own distance, those within the margin (true: added to out)
   bool capsule_on_face(size_t k, pinocchio::GeometryData& gd, const Vec3& n, bool on_A, double d_coal,
