@@ -1525,9 +1525,19 @@ class Detector {
     rod_points(cap, M_P, n, sign, patch_depth_, P);
     for (Eigen::Index e = 0; e < P.rows(); ++e)
       if (!over_face(face, M_N, n, Vec3(P.row(e).transpose()))) return false;
-    std::vector<double> phi = flat_distance(P, n, sign, face, M_N);
+    const std::vector<double> phi = flat_distance(P, n, sign, face, M_N);
     if (*std::min_element(phi.begin(), phi.end()) < d_coal - face_slack_) return false;
-    const double margin = gd.collisionRequests[k].security_margin;
+    const std::vector<double> phik = within_margin(P, phi, gd.collisionRequests[k].security_margin, n, sign, face, M_N);
+    if (phik.empty()) return false;
+    const int64_t carrier = on_A ? p.jB : p.jA, point_body = on_A ? p.jA : p.jB;
+    out.add(P, n, phik, p.jA, p.jB, carrier, point_body, sign * cap.radius(), static_cast<int64_t>(k), nullptr);
+    return true;
+  }
+
+  // the rows of P within the margin (P keeps them) and their distances to the flat carrier along n, merged in a
+  // planar scene (the distances then measured again)
+  std::vector<double> within_margin(Points& P, const std::vector<double>& phi, double margin, const Vec3& n,
+                                    double sign, const Shape& flat, const pinocchio::SE3& M_flat) const {
     Points kept(P.rows(), 3);
     std::vector<double> phik;
     for (Eigen::Index e = 0; e < P.rows(); ++e)
@@ -1535,15 +1545,13 @@ class Detector {
         kept.row(static_cast<Eigen::Index>(phik.size())) = P.row(e);
         phik.push_back(phi[e]);
       }
-    if (phik.empty()) return false;
     kept.conservativeResize(static_cast<Eigen::Index>(phik.size()), 3);
-    if (planar_) {
-      kept = merge_planar(kept);
-      phik = flat_distance(kept, n, sign, face, M_N);
+    P = kept;
+    if (planar_ && P.rows() > 0) {
+      P = merge_planar(P);
+      phik = flat_distance(P, n, sign, flat, M_flat);
     }
-    const int64_t carrier = on_A ? p.jB : p.jA, point_body = on_A ? p.jA : p.jB;
-    out.add(kept, n, phik, p.jA, p.jB, carrier, point_body, sign * cap.radius(), static_cast<int64_t>(k), nullptr);
-    return true;
+    return phik;
   }
 
   void rod_on_flat(size_t k, pinocchio::GeometryData& gd, Output& out) const {
@@ -1561,22 +1569,11 @@ class Detector {
     const Vec3 a = M_rod.rotation().col(2);
     const double radius = rim ? sign * rod.radius() : 0.0;
     const bool with_axis = rim && rod.kind == Kind::Cylinder;
-    std::vector<double> phi = flat_distance(P, n, sign, flat, M_flat);
-    Points kept(P.rows(), 3);
-    std::vector<double> phik;
-    for (Eigen::Index e = 0; e < P.rows(); ++e)
-      if (phi[e] <= margin) {
-        kept.row(static_cast<Eigen::Index>(phik.size())) = P.row(e);
-        phik.push_back(phi[e]);
-      }
-    kept.conservativeResize(static_cast<Eigen::Index>(phik.size()), 3);
-    if (planar_ && kept.rows() > 0) {
-      kept = merge_planar(kept);
-      phik = flat_distance(kept, n, sign, flat, M_flat);
-    }
+    const std::vector<double> phik = within_margin(P, flat_distance(P, n, sign, flat, M_flat), margin, n, sign, flat,
+                                                   M_flat);
     const int64_t jr = sign < 0 ? p.jA : p.jB, jf = sign < 0 ? p.jB : p.jA;
-    if (kept.rows() > 0)
-      out.add(kept, n, phik, p.jA, p.jB, jf, jr, radius, static_cast<int64_t>(k), with_axis ? &a : nullptr);
+    if (P.rows() > 0)
+      out.add(P, n, phik, p.jA, p.jB, jf, jr, radius, static_cast<int64_t>(k), with_axis ? &a : nullptr);
   }
 
   // _hull_part: false when no vertex is close
