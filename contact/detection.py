@@ -114,8 +114,11 @@ PATCH_DEPTH = 1e-3
 #: ones (it is then not added: a flat face tilted by round-off keeps the same points).
 FLAT_TOLERANCE = 1e-7
 #: how much more than along coal's normal another direction must part two shapes for coal's normal to be replaced
-#: (CollisionScene._consistent; coal's normal carries ~1e-5 rad of noise, ~1e-6 m over a 10 cm box)
+#: (CollisionScene._consistent; coal's normal carries ~1e-5 rad of noise, ~1e-6 m over a 10 cm box: over a 2 m table
+#: the noise alone can pass it, and the patch is then recomputed along the face's exact normal, an extra coal call)
 NORMAL_SLACK = 1e-5
+#: a hull's face normal whose component along a line is below this is taken as parallel to it (_corners_under_hull)
+HULL_PARALLEL = 1e-12
 #: how much deeper than coal's signed distance a cylinder's face part may read before it is taken for a face where the
 #: shapes do not touch (_rim_on_face; coal's depth and ours agree to GJK's tolerance where they do)
 FACE_SLACK = 1e-3
@@ -475,11 +478,13 @@ class CollisionScene:
                 P = _kernels.snap_to_vertices(M_P.rotation, M_P.translation, vertices, P, n,
                                               -1.0 if on_A else 1.0, SNAP_TOLERANCE, bool(self.planar))
             sP, M_P = (sA, gdata.oMg[iA]) if on_A else (sB, gdata.oMg[iB])
-            if isinstance(sP, coal.Box) or isinstance(sP, coal.ConvexBase) and _aligned(sP, M_P, n):
+            toward = -n if on_A else n  # the point body's outward normal facing the carrier
+            a = _face_normal(sP, M_P, toward) if isinstance(sP, (coal.Box, coal.ConvexBase)) else None
+            if a is not None and (isinstance(sP, coal.Box) or _dot3(a, toward) > 1.0 - 1e-6):
                 # Face on face: coal's points off the point body's vertices (a smaller face's corners under a box)
                 # lie on coal's plane, off the faces by its normal's noise (1.5e-7 m over 5 cm: a cube resting on a
-                # post pushed at 1.5e-4 m/s, turned at 7e-3 rad/s); each is moved along n onto the point body's face.
-                a = _face_normal(sP, M_P, -n if on_A else n)
+                # post pushed at 1.5e-4 m/s, turned at 7e-3 rad/s); each is moved along n onto the point body's face
+                # (a box's facing the carrier holds its support feature; a hull's only where it faces the carrier).
                 t = (_support(sP, M_P, a) - (P[:, 0] * a[0] + P[:, 1] * a[1] + P[:, 2] * a[2])) / _dot3(n, a)
                 P = P + t[:, None] * n
             if self.planar:
@@ -755,7 +760,10 @@ class CollisionScene:
             if len(under):
                 low = float(self._flat_distance(P, n, -1.0, sB, M_B).min())
                 under = under[self._flat_distance(under, n, -1.0, sB, M_B) <= low + self._patch_depth]
-                P = np.vstack((P, under))
+                # not one of the hull's own points (a hull flush with the face's edge has its vertices there)
+                under = [x for x in under if not any(_dot3(x - y, x - y) <= SNAP_TOLERANCE * SNAP_TOLERANCE for y in P)]
+                if under:
+                    P = np.vstack((P, under))
         if self.planar:
             P = _merge_planar(P)
         return (P, n, self._flat_distance(P, n, -1.0, sB, M_B), jA, jB, jB, jA, 0.0, k, None)
@@ -1139,8 +1147,8 @@ def _face_corners(box, M: pin.SE3, nf: np.ndarray):
 def _corners_under_hull(hull, M: pin.SE3, box, M_box: pin.SE3, n: np.ndarray) -> np.ndarray:
     """The points (k, 3) of the hull ``hull`` (pose ``M``) right above the corners of the face of outward normal
     ``n`` of the box ``box`` (pose ``M_box``), along ``n``, for those corners under the hull (the line through the
-    corner along ``n`` meets it: for each face plane N . x + d <= 0 of the hull's, an interval of the line), in the
-    corners' order."""
+    corner along ``n`` meets it: for each face plane N . x + d <= 0 of the hull's, an interval of the line; a face
+    along ``n``, to :data:`HULL_PARALLEL`, keeps the line within it to as much), in the corners' order."""
     R, t = np.asarray(M.rotation), np.asarray(M.translation)
     N, d = np.asarray(hull.normals()), np.asarray(hull.offsets())
     nl = _rt(R, n)
@@ -1151,11 +1159,11 @@ def _corners_under_hull(hull, M: pin.SE3, box, M_box: pin.SE3, n: np.ndarray) ->
         a = N[:, 0] * cl[0] + N[:, 1] * cl[1] + N[:, 2] * cl[2] + d  # a + s b <= 0 on the line c + s n
         lo, hi, meets = -math.inf, math.inf, True
         for ai, bi in zip(a.tolist(), b.tolist()):
-            if bi > 0.0:
+            if bi > HULL_PARALLEL:
                 hi = min(hi, -ai / bi)
-            elif bi < 0.0:
+            elif bi < -HULL_PARALLEL:
                 lo = max(lo, -ai / bi)
-            elif ai > 0.0:
+            elif ai > HULL_PARALLEL:  # a side face along n: the line is within it (to round-off) or outside
                 meets = False
         if meets and lo <= hi and lo > -math.inf:
             out.append(c + lo * n)
@@ -1265,8 +1273,9 @@ def _cylinder_feature(c: np.ndarray, cylinder, M: pin.SE3):
 
 def _line_cores(sA, MA: pin.SE3, sB, MB: pin.SE3):
     """The centre line of two shapes whose contact lies on the line of their cores' closest points, or None:
-    ``(x_A, x_B, slides (6,), r_A, r_B)``, the closest points, their slides and the radii each surface stands off
-    its point (the contact's distance is ``|x_A - x_B| - r_A - r_B``).
+    ``(x_A, x_B, slides (6,), r_A, r_B, chord)``, the closest points, their slides and the radii each surface
+    stands off its point (the contact's distance is ``|x_A - x_B| - r_A - r_B``), and ``chord``: for a rod across a
+    cylinder's end along a chord, ``(x_seg, rod_is_A, x_end)`` for :meth:`CollisionScene._chord_end`, else None.
 
     Two round shapes (spheres, capsules; :func:`_round_cores`). A cylinder's side is a capsule's where the other
     core's closest point on its axis lies strictly between its end planes (the cylinder is inside the capsule of
@@ -1403,11 +1412,13 @@ RIM_SAMPLES = 32
 
 def _rod_rim(rod, M_rod: pin.SE3, cyl, M_cyl: pin.SE3, x_end: np.ndarray):
     """A rod (capsule, or a cylinder by its side) against the rim of the cylinder ``cyl`` at its end ``x_end``:
-    ``(x_rod, x_rim, slide_rod, slide_rim)``, the closest points of the rod's segment and the rim circle and their
-    slides (the segment's axis where its point is inside it; the rim's tangent times ``sqrt(R / rho)``, as for a
-    ball: the kernels' two-slide system holds with it, since it scales the rim's row by ``sqrt(R / rho)`` and its
-    unknown by the inverse), or None where the contact is not on the rim: the rod's point within the radius or
-    behind the end plane, a cap face closer than the rim, or a rod-cylinder's point at its own end.
+    ``(x_rod, x_rim, slide_rod, slide_rim, x_other)``, the closest points of the rod's segment and the rim
+    circle, their slides (the segment's axis where its point is inside it; the rim's tangent times
+    ``sqrt(R / rho)``, as for a ball: the kernels' two-slide system holds with it, since it scales the rim's row by
+    ``sqrt(R / rho)`` and its unknown by the inverse) and, where the rod crosses the end along a chord, the
+    segment's point over the chord's other end (else None; :meth:`CollisionScene._chord_end`), or None where the
+    contact is not on the rim: the rod's point within the radius or behind the end plane, a cap face closer than
+    the rim, or a rod-cylinder's point at its own end.
 
     The segment's point minimizes the squared distance to the circle, ``z^2 + (rho - R)^2`` (``z`` along the
     outward axis from the end, ``rho`` from the axis): Newton's method on the derivative from every local minimum

@@ -767,7 +767,7 @@ def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
     npar = blocks.npar
     if params is not None and not npar and not impulses:
         # an empty list: the state Jacobians' own call (the fused one where it runs) and no columns; through the
-        # path below it cost the catapult 51 us against 27 us for the same numbers
+        # path below it cost the catapult's kept call 27.8 us against 21.4 us for the same numbers
         _, _, _, out, Fx, Fu = sim._state_derivatives(x, u, data, adjoint)
         return out, Fx, Fu, np.zeros((sim.ndx, 0))
     if blocks.fusable and not impulses and adjoint is None and _FUSED_PLAN and _core is not None:

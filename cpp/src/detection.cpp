@@ -537,9 +537,11 @@ class Detector {
     const Points& V = vertices_[iP];
     if (V.rows() > 0) snap_to_vertices(M_P.rotation(), M_P.translation(), V, P, n, on_A ? -1.0 : 1.0);
     const Shape& sP = on_A ? sA : sB;
-    if (sP.kind == Kind::Box || (sP.kind == Kind::Convex && aligned(sP, M_P, n))) {
+    const Vec3 toward = on_A ? Vec3(-n) : n;  // the point body's outward normal facing the carrier
+    const bool polytope = sP.kind == Kind::Box || sP.kind == Kind::Convex;
+    const Vec3 a = polytope ? face_normal(sP, M_P, toward) : toward;
+    if (sP.kind == Kind::Box || (sP.kind == Kind::Convex && dot3(a, toward) > 1.0 - 1e-6)) {
       // face on face: coal's points moved along n onto the point body's face (off it by coal's normal's noise)
-      const Vec3 a = face_normal(sP, M_P, on_A ? Vec3(-n) : n);
       const double h = *support(sP, M_P, a), na = dot3(n, a);
       for (Eigen::Index i = 0; i < P.rows(); ++i) {
         const double t = (h - (P(i, 0) * a[0] + P(i, 1) * a[1] + P(i, 2) * a[2])) / na;
@@ -1482,7 +1484,6 @@ class Detector {
     return found;
   }
 
-  // _rod_on_flat: a capsule or cylinder against a flat carrier
   // _chord_end: the other end of the chord along which a rod lies across a cylinder's end, touching its rim at one
   // end: the rod's lowest point over it (fixed on the rod) against the cap's plane, within the margin
   void chord_end(size_t k, pinocchio::GeometryData& gd, const Chord& chord, Output& out) const {
@@ -1554,6 +1555,7 @@ class Detector {
     return phik;
   }
 
+  // _rod_on_flat: a capsule or cylinder against a flat carrier
   void rod_on_flat(size_t k, pinocchio::GeometryData& gd, Output& out) const {
     const PairInfo& p = pairs_[k];
     const double sign = p.rod_sign;
@@ -1590,12 +1592,19 @@ class Detector {
         const std::vector<double> phi = flat_distance(P, n, -1.0, sB, M_B);
         const std::vector<double> phi_u = flat_distance(under, n, -1.0, sB, M_B);
         const double low = *std::min_element(phi.begin(), phi.end());
-        Eigen::Index m = P.rows();
-        for (Eigen::Index e = 0; e < under.rows(); ++e)
-          if (phi_u[e] <= low + patch_depth_) {
-            P.conservativeResize(m + 1, 3);
-            P.row(m++) = under.row(e);
+        const Eigen::Index own = P.rows();  // not one of the hull's own points (flush with the face's edge)
+        Eigen::Index m = own;
+        for (Eigen::Index e = 0; e < under.rows(); ++e) {
+          if (!(phi_u[e] <= low + patch_depth_)) continue;
+          bool near = false;
+          for (Eigen::Index r = 0; r < own && !near; ++r) {
+            const Vec3 d(under(e, 0) - P(r, 0), under(e, 1) - P(r, 1), under(e, 2) - P(r, 2));
+            near = dot3(d, d) <= snap_tolerance_ * snap_tolerance_;
           }
+          if (near) continue;
+          P.conservativeResize(m + 1, 3);
+          P.row(m++) = under.row(e);
+        }
       }
     }
     if (planar_) P = merge_planar(P);
@@ -1607,11 +1616,13 @@ class Detector {
   // for those corners under the hull (the line through the corner meets every face plane N . x + d <= 0's half)
   static Points corners_under_hull(const Shape& hull, const pinocchio::SE3& M, const Shape& box,
                                    const pinocchio::SE3& M_box, const Vec3& n) {
+    constexpr double kHullParallel = 1e-12;  // HULL_PARALLEL
     const Mat3& R = M.rotation();
     const Vec3& t = M.translation();
     const auto& N = normals_of(hull);
-    const auto& d = *hull.convex()->offsets;
     const unsigned nf = hull.convex()->num_normals_and_offsets;
+    if (!hull.convex()->offsets || hull.convex()->offsets->size() < nf) throw HandBack{};
+    const auto& d = *hull.convex()->offsets;
     const Vec3 nl = rt_mul(R, n);
     std::vector<Vec3> corners;
     face_corners(box, M_box, n, corners);
@@ -1623,9 +1634,9 @@ class Detector {
       for (unsigned f = 0; f < nf; ++f) {
         const double b = N[f][0] * nl[0] + N[f][1] * nl[1] + N[f][2] * nl[2];
         const double a = N[f][0] * cl[0] + N[f][1] * cl[1] + N[f][2] * cl[2] + d[f];
-        if (b > 0.0) hi = std::min(hi, -a / b);
-        else if (b < 0.0) lo = std::max(lo, -a / b);
-        else if (a > 0.0) meets = false;
+        if (b > kHullParallel) hi = std::min(hi, -a / b);
+        else if (b < -kHullParallel) lo = std::max(lo, -a / b);
+        else if (a > kHullParallel) meets = false;  // a side face along n: the line within it or outside
       }
       if (meets && lo <= hi && lo > -std::numeric_limits<double>::infinity()) {
         out.conservativeResize(out.rows() + 1, 3);
