@@ -21,8 +21,10 @@ def test_bench_parameters_times_inertial_and_all_parameters():
                 "all_fresh_ratio", "all_kept_ratio"):
         assert 0.5 < rec[key] < 100.0
     # per column: the added time per parameter column over the state Jacobians' per column (a cube's 17 columns
-    # against its 12: finite and positive, and not a multiple of the whole call)
-    assert 0.0 < rec["all_kept_per_column"] < rec["all_kept_ratio"] * (sim.ndx + sim.nu)
+    # against its 12), from the kept ratio; its sign is timing's (with 10 ms per timing a loaded 2-core CI machine
+    # measured the all-parameter call 0.06% faster than the state Jacobians alone: -0.0004), so it is not asserted
+    per_column = (rec["all_kept_ratio"] - 1.0) * (sim.ndx + sim.nu) / rec["all_parameters"]
+    assert np.isfinite(rec["all_kept_per_column"]) and rec["all_kept_per_column"] == per_column
     table = format_parameter_table([{"problem": "cube", **rec}])
     assert table.splitlines()[2].startswith("cube") and "1.5x" in table
     # the table names what computed Fp when told (the core's tiles, or the reference without a core)
