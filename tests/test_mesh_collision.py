@@ -386,14 +386,19 @@ def test_solo_meshes_rest_on_the_ground_without_sinking():
     assert max_relative_error(Fx, step_jacobians_fd(sim, x, u, method="central").Fx) < 1e-6
 
 
-def _prism_on_post(contact="lcp"):
+def _prism_on_post(contact="lcp", post=None):
     """An octagonal prism (radius 4 cm, 8 cm tall, 0.3 kg, a mesh of its 16 corners: collides as its hull; its sides
-    facing the post's) over a static 5 x 5 x 20 cm square post whose top is at z = 0, no ground. (With a vertex in
-    the middle of its bottom face, as :func:`_prism` makes, that vertex alone held it over the post.)"""
+    facing the post's) over a static 5 x 5 x 20 cm square post, or a cylinder post of radius ``post``, whose top is
+    at z = 0, no ground. (With a vertex in the middle of its bottom face, as :func:`_prism` makes, that vertex alone
+    held it over the square post.)"""
     from dynamics import ModelBuilder, Simulator
 
     b = ModelBuilder("prism-on-post")
-    b.add_static_box("post", (0.05, 0.05, 0.2), (0.0, 0.0, -0.1))
+    if post is None:
+        b.add_static_box("post", (0.05, 0.05, 0.2), (0.0, 0.0, -0.1))
+    else:  # a cylinder post of radius ``post``
+        b.geometry.addGeometryObject(pin.GeometryObject("post", 0, pin.SE3(np.eye(3), np.array([0.0, 0.0, -0.1])),
+                                                        coal.Cylinder(post, 0.2)))
     j = b.add_joint("free", name="prism")
     b.add_body(j, mass=0.3, cylinder=(0.04, 0.08), collision=False)
     from scipy.spatial import ConvexHull
@@ -421,3 +426,16 @@ def test_a_hull_overhanging_a_post_comes_to_rest(xy, dz, contact):
     x = np.r_[xy, 0.04 + dz, 0, 0, 0, 1, np.zeros(6)]
     xs = sim.rollout(x, np.zeros((600, 0)))
     assert np.abs(xs[-100:, 7:]).max() < 1e-6 and abs(xs[-1, 2] - 0.04) < 1e-6 and np.abs(xs[-1, 3:6]).max() < 1e-6
+
+
+def test_a_hull_at_a_cylinder_posts_edge_stays_under_ncp():
+    """The prism sunk 1e-5 m into a 30 cm cylinder post's cap at its edge (its centre 2 cm inside the edge, its
+    bottom overhanging it by 2 cm), at rest: pushed out, it stays, under NCP as under LCP (|w| < 0.1 rad/s). Before
+    (2026-11-28), coal's normal between the hull and the cap's edge could be off the cap's axis; under NCP (its warm
+    start) the prism dropped 6.7 mm and turned 0.25 rad in one step, spinning at 2.1 rad/s (a battery); the
+    separating-axis check of coal's normal (CollisionScene._consistent) holds it."""
+    for contact in ("lcp", "ncp"):
+        sim = _prism_on_post(contact, post=0.3)
+        x = np.r_[0.28, 0.0, 0.04000000010000804 - 1e-5, 0, 0, 0, 1, np.zeros(6)]
+        xs = sim.rollout(x, np.zeros((500, 0)))
+        assert np.abs(xs[:, 10:13]).max() < 0.1 and np.abs(xs[-1, 2] - 0.04) < 1e-6, contact
