@@ -552,12 +552,7 @@ class CollisionScene:
             n = -n
         margin = gdata.collisionRequests[k].security_margin  # the pair's (speculative) margin
         P, axis, radius = _rod_points(rod, M_rod, n, sign, self._patch_depth)
-        phi = self._flat_distance(P, n, sign, flat, M_flat)
-        keep = phi <= margin
-        P, phi = P[keep], phi[keep]
-        if self.planar and len(P):
-            P = _merge_planar(P)  # an end behind the other in z gives the same planar rows
-            phi = self._flat_distance(P, n, sign, flat, M_flat)
+        P, phi = self._within_margin(P, self._flat_distance(P, n, sign, flat, M_flat), margin, n, sign, flat, M_flat)
         jr, jf = (jA, jB) if sign < 0 else (jB, jA)
         return (P, n, phi, jA, jB, jf, jr, radius, k, axis)
 
@@ -733,13 +728,9 @@ class CollisionScene:
         phi = self._flat_distance(P, n, sign, face, M_N)
         if float(phi.min()) < d_coal - FACE_SLACK:
             return None
-        keep = phi <= gdata.collisionRequests[k].security_margin
-        if not keep.any():
+        P, phi = self._within_margin(P, phi, gdata.collisionRequests[k].security_margin, n, sign, face, M_N)
+        if not len(P):
             return None
-        P, phi = P[keep], phi[keep]
-        if self.planar:
-            P = _merge_planar(P)
-            phi = self._flat_distance(P, n, sign, face, M_N)
         carrier, point_body = (jB, jA) if on_A else (jA, jB)
         return (P, n, phi, jA, jB, carrier, point_body, radius, k, None)
 
@@ -767,6 +758,16 @@ class CollisionScene:
         if self.planar:
             P = _merge_planar(P)
         return (P, n, self._flat_distance(P, n, -1.0, sB, M_B), jA, jB, jB, jA, 0.0, k, None)
+
+    def _within_margin(self, P, phi, margin, n, sign, flat, M_flat):
+        """``(P, phi)`` of the points within ``margin``, merged in a planar scene (an end behind the other in z gives
+        the same planar rows; their distances then measured again)."""
+        keep = phi <= margin
+        P, phi = P[keep], phi[keep]
+        if self.planar and len(P):
+            P = _merge_planar(P)
+            phi = self._flat_distance(P, n, sign, flat, M_flat)
+        return P, phi
 
     @staticmethod
     def _flat_distance(P, n, sign, flat, M_flat):
