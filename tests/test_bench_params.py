@@ -106,3 +106,30 @@ def test_time_call_times_fn_only_with_setup():
     seen = []
     t = time_call(seen.append, setup=setup, min_time=0.01, repeat=2)
     assert t < 1e-3 and seen == list(range(1, len(made) + 1))
+
+
+def test_time_call_times_with_the_garbage_collector_off_and_restores_it():
+    """A collection landing in some timed calls only would skew a ratio: time_call keeps the collector off while
+    it times (as timeit does), and leaves it as it found it, on or off, even when fn raises."""
+    import gc
+
+    import pytest
+
+    from trajopt.bench import time_call
+
+    states = []
+    time_call(lambda: states.append(gc.isenabled()), min_time=1e-3, repeat=2)
+    assert states and not any(states) and gc.isenabled()
+    gc.disable()
+    try:
+        time_call(lambda: None, min_time=1e-3, repeat=2)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+    def fails():
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        time_call(fails, min_time=1e-3)
+    assert gc.isenabled()

@@ -20,7 +20,21 @@ BLOCKS = ("dq+/dq", "dq+/dv", "dv+/dq", "dv+/dv", "dq+/du", "dv+/du")
 
 def time_call(fn, *, min_time: float = 0.1, repeat: int = 5, setup=None) -> float:
     """Seconds per call of ``fn()``: best of ``repeat`` means over loops of >= ``min_time``. With ``setup``,
-    ``fn(setup())``: each call's argument made outside the timed part (only ``fn`` is timed, call by call)."""
+    ``fn(setup())``: each call's argument made outside the timed part (only ``fn`` is timed, call by call).
+    The garbage collector is off while it times (as in ``timeit``): a collection of the workspaces ``setup``
+    leaves behind would otherwise land in some timed calls and not others."""
+    import gc
+
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _time_call(fn, min_time, repeat, setup)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _time_call(fn, min_time, repeat, setup):
     def loop(n):  # (timed seconds, wall seconds) of n calls
         start = time.perf_counter()
         if setup is None:
