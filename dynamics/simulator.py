@@ -309,7 +309,7 @@ class SimData:
     Solvers never look inside; they pass it back to the simulator that made it.
     """
 
-    __slots__ = ("pin", "tau", "geom", "contact", "stats", "kept", "layout")
+    __slots__ = ("pin", "tau", "geom", "contact", "stats", "kept", "layout", "owner")
 
     def __init__(self, sim: "Simulator"):
         self.pin = sim._step_model.createData()
@@ -324,6 +324,8 @@ class SimData:
         self.stats = {"contact_steps": 0, "guesses": 0, "warm_hits": 0, "aware_switches": 0, "reused": 0}
         # the contact solves of the last Simulator.KEPT_SOLVES steps: (x, u) bytes -> (v+, ContactState or None)
         self.kept = OrderedDict()
+        #: the simulator whose steps the contact state and the kept solves are (Simulator._workspace)
+        self.owner = sim._owner_token
 
 
 class Simulator:
@@ -604,6 +606,8 @@ class Simulator:
         n, nv = self.ndx, self.nv
         self._diag_qq = slice(0, nv * n, n + 1)
         self._diag_vv = slice(nv * n + nv, None, n + 1)
+        # a workspace's caches belong to the simulator that stepped on it last (Simulator._workspace)
+        self._owner_token = object()
         self._data = SimData(self)
         self.mjcf = None  # what an MJCF file said (from_mjcf), else None
         #: The whole step in one compiled call (``cpp/src/fused_step.cpp``: :meth:`step` and :meth:`rollout`'s
@@ -801,10 +805,13 @@ class Simulator:
 
     def _workspace(self, data) -> SimData:
         """``data`` (None: the simulator's own); a workspace made by another simulator (other sizes,
-        contact or none) raises ValueError instead of failing deep inside Pinocchio."""
+        contact or none) raises ValueError instead of failing deep inside Pinocchio. One of a simulator of
+        the same sizes (``with_parameters``, ``with_smoothing``) is taken with its caches dropped: its last
+        contact state carries the other's coefficients per row (friction) and its kept solves the other's
+        velocities, which the next step would reuse."""
         if data is None:
             return self._data
-        if type(data) is SimData and data.layout == self._data.layout:  # the sizes checked below, read once
+        if type(data) is SimData and data.owner is self._owner_token:  # made or adopted here: sizes checked
             return data
         if (not isinstance(data, SimData) or len(data.tau) != self.nv or len(data.pin.oMi) != self.model.njoints
                 or (data.geom is None) != (self.contact_model is None)):
@@ -814,6 +821,9 @@ class Simulator:
             raise ValueError(f"data= is a workspace of a simulator with{'' if data.layout[3] else 'out'} speculative "
                              f"margins, {self.name} has{'' if self._data.layout[3] else ' none'}: make it with "
                              "sim.create_data() on the simulator you step")
+        data.contact = None
+        data.kept.clear()
+        data.owner = self._owner_token
         return data
 
     def _check_x(self, x, what="state x"):

@@ -678,3 +678,28 @@ def test_parameters_round_trip_with_a_massless_link():
     h = 1e-7
     fd = sim.state_difference(sim.step(x, u), sim.with_parameters(massless, [h]).step(x, u)) / h
     assert np.abs(fd - Fp[:, 0]).max() <= 1e-4 * max(1.0, np.abs(fd).max())
+
+
+def test_a_workspace_stepped_by_a_sibling_simulator_gives_this_simulators_step():
+    """A workspace of the same sizes made or last stepped by another simulator (with_parameters) is taken with its
+    caches dropped: its last contact state held the other's friction per row, which the next contact solve with
+    the same contacts reused (ur5-box pushing the box: every output off, Fx by 1e3), and its kept solves hold the
+    other's velocities at the same (x, u). Found by a bad-input battery (2026-11-28)."""
+    ocp = problems.load("ur5-box")
+    sim = ocp.dynamics
+    us = np.random.default_rng(1).normal(scale=2.0, size=(201, sim.nu))
+    xs = sim.rollout(ocp.x0, us)
+    x, u = xs[200], us[200]
+    ref = sim.step_derivatives(x, u, params=["friction"], data=sim.create_data())
+    assert len(sim.contacts.impulses) > 0  # a state in contact
+    for names, values in ((["friction"], [0.05]), (["mass:forearm_link"], 2.0 * sim.get_parameters("mass:forearm_link"))):
+        other = sim.with_parameters(names, values)
+        d = other.create_data()
+        other.step(x, u, data=d)  # its contact state and its kept solve at (x, u)
+        theirs = other.step_derivatives(x, u, params=["friction"], data=d)
+        assert max(np.abs(a - b).max() for a, b in zip(theirs, ref, strict=True)) > 1e-6  # the other step differs
+        ours = sim.step_derivatives(x, u, params=["friction"], data=d)
+        for a, b in zip(ours, ref, strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9)
+        assert np.array_equal(sim.step(x, u, data=d), ref[0])
+        assert np.array_equal(other.step(x, u, data=d), theirs[0])  # and back
