@@ -374,7 +374,8 @@ def cube_sysid(*, steps: int = 300, every: int = 10, height: float = 0.05, dt: f
     defaults it flies 85 ms, lands on a corner, tumbles onto a face, slides and stops (~220 ms), observed
     every ``every`` steps up to ``steps`` (1 ms each). Unknowns ``z = (friction, twist (6, local frame))``;
     the start pose is known. Residual: the state error at every observed knot (module docstring). ``ValueError``
-    when no observed knot has the cube near the ground (friction would not act on the residual).
+    when no observed knot has the cube near the ground, or when every contact of the recording sticks (friction
+    would not act on the residual, or only as a lower bound).
 
     The corner impacts make that residual rough away from the answer: at the true twist its norm is 0 at
     friction 0.5, 1.7 at 0.49 and 3.0 at 0.48 (one knot 15 ms after the landing carries it: the second
@@ -493,6 +494,13 @@ def cube_sysid(*, steps: int = 300, every: int = 10, height: float = 0.05, dt: f
         raise ValueError(f"the observed cube never comes within {CUBE_FLIGHT_CLEARANCE} m of the ground up to the last "
                          f"knot (step {knots[-1]}; lowest point {lowest.min():.3g} m): friction does not act on the "
                          "recording and cannot be identified; observe longer (steps) or drop it from lower (height)")
+    if not np.any(rows(z_true, len(knots))[1][:, 0]):  # before any work: every contact sticks throughout
+        used = friction_used(true_twist, true_friction, len(knots))
+        raise ValueError(f"friction never reaches its limit in the recording up to the last knot (step {knots[-1]}): "
+                         f"every contact sticks (the largest |lambda_T| / lambda_n is {used:.4g}, below the true "
+                         f"friction {true_friction:g}), so the recorded states are the same for any friction above "
+                         f"{used:.4g} and it cannot be identified; observe longer (steps) or throw with a lower "
+                         "true_friction")
     t_start = time.perf_counter()
     z0 = guess.copy()
     if start == "staged":

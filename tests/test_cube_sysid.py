@@ -138,6 +138,20 @@ def test_cube_sysid_refuses_a_recording_where_friction_does_not_act():
     problems.load("cube-sysid", steps=90, start="raw")  # one knot after the landing: friction acts
 
 
+@pytest.mark.parametrize("contact", ["ncp", "lcp"])
+def test_cube_sysid_refuses_a_recording_where_every_contact_sticks(contact):
+    """A recording that ends while the cube still sticks (steps=120, true friction 1) fits any friction above the
+    largest ratio |lambda_T| / lambda_n it used (0.857): Gauss-Newton said 'converged' with parameter_error 0.14,
+    the same for a true friction of 2 or 1e6 (a bad-input battery, 2026-11-28). The factory names it before any
+    work; the same recording with friction 0.5 slides and is identified."""
+    for friction in (1.0, 2.0, 1e6):
+        with pytest.raises(ValueError, match=r"friction never reaches its limit .* every contact sticks \(the largest "
+                                             r"\|lambda_T\| / lambda_n is 0\.8\d+, below the true friction"):
+            problems.load("cube-sysid", steps=120, true_friction=friction, contact=contact)
+    lsq = problems.load("cube-sysid", steps=120, true_friction=0.5, contact=contact)
+    assert lsq.metrics(lsq.z0)["parameter_error"] < 1e-9
+
+
 def test_cube_sysid_cli_reports_the_start_it_solves_from(tmp_path, capsys):
     """The staged start identifies while the problem is made, so Gauss-Newton may take 0 iterations from it: the
     summary and the printout carry the start's time (and the total), not 0.01 s as the time of the whole fit."""
