@@ -24,7 +24,8 @@ name                   size  value
 =====================  ====  ===============================================================================
 
 ``<link>`` is the body a joint carries as Pinocchio stores it (fixed links merged in), named by the first
-body frame of the joint (the joint's name if it has none). Mass, COM and inertia are independent: changing
+body frame of the joint (the joint's name if it has none; a name two joints would share gets ``@<joint name>``,
+:func:`link_names`). Mass, COM and inertia are independent: changing
 the mass keeps ``c`` and ``I_C``. Planar systems (``planar=True``) refuse placement increments that turn a joint
 axis out of the plane (angular x and y: ``with_parameters`` checks the model stays planar, ModelError naming the
 parameters); a linear z increment keeps the motion planar and is taken (it moves the body along z, as in 3-D:
@@ -103,6 +104,7 @@ mu lambda_n^2 / D^2``). Penalty contact is not covered (NotImplementedError).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
@@ -184,12 +186,20 @@ def mat6(w) -> np.ndarray:
     return S
 
 
-def link_name(model: pin.Model, j: int) -> str:
-    """The name of the body joint ``j`` carries: its first body frame, else the joint's name."""
+def link_names(model: pin.Model) -> list[str]:
+    """The name of the body each joint carries (index: the joint id; 0, the universe, ``""``): its first body
+    frame, else the joint's name; a name two joints would share (a joint without a body frame named after
+    another joint's link, frames of the same name) becomes ``<name>@<joint>`` on each of them, and then, while
+    still shared, ``@<joint id>`` is added: ``parameter_names()`` names every body once."""
+    first = {}
     for f in model.frames:
-        if f.parentJoint == j and f.type == pin.FrameType.BODY:
-            return f.name
-    return model.names[j]
+        if f.type == pin.FrameType.BODY and 0 < f.parentJoint < model.njoints:
+            first.setdefault(int(f.parentJoint), f.name)
+    out = [""] + [first.get(j, model.names[j]) for j in range(1, model.njoints)]
+    for rename in (lambda j: f"{out[j]}@{model.names[j]}", lambda j: f"{out[j]}@{j}"):
+        counts = Counter(out[1:])
+        out = [out[0]] + [rename(j) if counts[out[j]] > 1 else out[j] for j in range(1, model.njoints)]
+    return out
 
 
 def _coefficient_names(sim) -> list[tuple[str, str, int]]:
@@ -213,8 +223,7 @@ def names(sim) -> list[str]:
     """Every parameter name of ``sim`` (module docstring): the contact coefficients first, then per joint."""
     m = sim.model
     out = [n for n, _, _ in _coefficient_names(sim)]
-    for j in range(1, m.njoints):
-        link = link_name(m, j)
+    for link in link_names(m)[1:]:
         out += [f"mass:{link}", f"com:{link}", f"inertia:{link}"]
     out += [f"placement:{m.names[j]}" for j in range(1, m.njoints)]
     return out
@@ -226,8 +235,7 @@ def _table(sim) -> dict:
     if t is None:
         m = sim.model
         t = {n: (kind, 0, k) for n, kind, k in _coefficient_names(sim)}
-        for j in range(1, m.njoints):
-            link = link_name(m, j)
+        for j, link in enumerate(link_names(m)[1:], start=1):
             for kind in ("mass", "com", "inertia"):
                 t.setdefault(f"{kind}:{link}", (kind, j, -1))
         for j in range(1, m.njoints):
@@ -401,7 +409,7 @@ def with_values(sim, params, values):
         c = np.array(kinds["com"]) if "com" in kinds else np.asarray(I.lever).copy()
         Ic = mat6(kinds["inertia"]) if "inertia" in kinds else np.asarray(I.inertia).copy()
         if "inertia" in kinds:
-            _check_inertia(f"inertia:{link_name(model, j)}", Ic, m)
+            _check_inertia(f"inertia:{link_names(model)[j]}", Ic, m)
         model.inertias[j] = pin.Inertia(m, c, Ic)
     from .simulator import ModelError, Simulator
 

@@ -151,8 +151,15 @@ def validate_model(model: pin.Model) -> None:
       limits is positive definite (smallest eigenvalue above :data:`SINGULAR_RTOL` times the
       largest); otherwise the error names the joint that dominates the singular direction;
     * position limits not NaN and not crossed (``lower <= upper``);
-    * joint placements finite, each at most :data:`MAX_JOINT_OFFSET` from its parent joint.
+    * joint placements finite, each at most :data:`MAX_JOINT_OFFSET` from its parent joint;
+    * joint names unique (controls, limits and parameters are named by them).
     """
+    seen = {}
+    for j in range(1, model.njoints):
+        if model.names[j] in seen:
+            raise ModelError(f"joints {seen[model.names[j]]} and {j} are both named {model.names[j]!r}: joint names "
+                             "must be unique (actuated joints, limits and parameters are named by them)")
+        seen[model.names[j]] = j
     lo, hi = np.asarray(model.lowerPositionLimit), np.asarray(model.upperPositionLimit)
     for j in range(1, model.njoints):
         M = model.jointPlacements[j]

@@ -703,3 +703,38 @@ def test_a_workspace_stepped_by_a_sibling_simulator_gives_this_simulators_step()
             np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9)
         assert np.array_equal(sim.step(x, u, data=d), ref[0])
         assert np.array_equal(other.step(x, u, data=d), theirs[0])  # and back
+
+
+def _two_link_model(first: str, second: str, frame: str | None):
+    """Two pendulum links on joints ``first`` and ``second`` (masses 1 and 2 kg); the first carries a body frame
+    ``frame`` (None: none)."""
+    m = pin.Model()
+    j1 = m.addJoint(0, pin.JointModelRY(), pin.SE3.Identity(), first)
+    m.appendBodyToJoint(j1, pin.Inertia(1.0, np.array([0, 0, -0.5]), np.eye(3) * 0.01), pin.SE3.Identity())
+    if frame is not None:
+        m.addBodyFrame(frame, j1, pin.SE3.Identity(), 0)
+    j2 = m.addJoint(j1, pin.JointModelRY(), pin.SE3(np.eye(3), np.array([0, 0, -1.0])), second)
+    m.appendBodyToJoint(j2, pin.Inertia(2.0, np.array([0, 0, -0.5]), np.eye(3) * 0.02), pin.SE3.Identity())
+    return m
+
+
+def test_every_body_has_its_own_parameter_names():
+    """A joint without a body frame is named by the joint; where that name is another joint's link (a model built
+    in code), both take '@<joint>': every body's mass, COM and inertia can be read and set (parameter_names()
+    listed 'mass:b' twice, and the second link's could not be reached). Joints of the same name are refused."""
+    from dynamics.simulator import ModelError
+
+    sim = Simulator(_two_link_model("a", "b", frame="b"))
+    names = sim.parameter_names()
+    assert len(set(names)) == len(names)
+    assert [n for n in names if n.startswith("mass:")] == ["mass:b@a", "mass:b@b"]
+    np.testing.assert_array_equal(sim.get_parameters(["mass:b@a", "mass:b@b"]), [1.0, 2.0])
+    heavier = sim.with_parameters(["mass:b@b"], [3.0])
+    assert heavier.model.inertias[2].mass == 3.0 and heavier.model.inertias[1].mass == 1.0
+    np.testing.assert_array_equal(sim.with_parameters(names, sim.get_parameters(names)).get_parameters(names),
+                                  sim.get_parameters(names))
+    # no clash: the names as they were
+    plain = Simulator(_two_link_model("a", "c", frame="b"))
+    assert [n for n in plain.parameter_names() if n.startswith("mass:")] == ["mass:b", "mass:c"]
+    with pytest.raises(ModelError, match=r"joints 1 and 2 are both named 'a': joint names must be unique"):
+        Simulator(_two_link_model("a", "a", frame=None))
