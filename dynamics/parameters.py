@@ -363,10 +363,10 @@ def with_values(sim, params, values):
     tolerances of :func:`dynamics.simulator.validate_model`, which the new simulator then runs on the model)."""
     blocks = resolve(sim, params)
     n = sum(b.size for b in blocks)
+    from .simulator import as_numbers
+
     try:
-        if values is None:
-            raise TypeError("None")
-        values = np.asarray(values, dtype=float)
+        values = as_numbers(values)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"values must be {n} number{'' if n == 1 else 's'} for parameters {[(b.name, b.size) for b in blocks]}, got "
                          f"{values!r} ({exc})") from None

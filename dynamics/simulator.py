@@ -116,15 +116,25 @@ def _link_name(model: pin.Model, j: int) -> str:
     return f"joint {model.names[j]!r}"
 
 
+def as_numbers(value) -> np.ndarray:
+    """``value`` as a float array; TypeError for None and text (a string, bytes, an array of strings), which NumPy
+    would read as NaN or parse, ValueError or TypeError from NumPy for anything else that is no array of numbers."""
+    if value is None or isinstance(value, (str, bytes)):
+        raise TypeError(type(value).__name__)
+    if not isinstance(value, np.ndarray):
+        value = np.asarray(value)
+    if value.dtype.kind in "USV":
+        raise TypeError(f"elements of type {value.dtype}")
+    return np.asarray(value, dtype=float)
+
+
 def _float_array(value, what: str, shape: str) -> np.ndarray:
     """``value`` as a float array; ValueError naming ``what`` (and its expected ``shape``) when it is no array of
     numbers (None, a string, a dict...), rather than NumPy's own message."""
-    why = type(value).__name__  # None and text: NumPy would read them as NaN or parse them
-    if value is not None and not isinstance(value, (str, bytes)):
-        try:
-            return np.asarray(value, dtype=float)
-        except (TypeError, ValueError) as exc:
-            why = str(exc)
+    try:
+        return as_numbers(value)
+    except (TypeError, ValueError) as exc:
+        why = str(exc)
     raise ValueError(f"{what} must be an array of numbers of shape {shape}, got {value!r:.80} ({why})")
 
 
@@ -142,8 +152,9 @@ def validate_model(model: pin.Model) -> None:
     * mass finite and ``>= 0``; a mass of 0 is allowed (massless intermediate links, as in
       MJCF bodies with several joints) as long as something with mass moves with the joint
       (its subtree's total mass is positive), since otherwise the joint has no inertia;
-    * centre of mass finite; rotational inertia (about the centre of mass) finite, symmetric
-      and positive semi-definite, and its principal moments obey the triangle inequality
+    * centre of mass finite and at most :data:`MAX_JOINT_OFFSET` from its joint; rotational
+      inertia (about the centre of mass) finite, symmetric and positive semi-definite, and its
+      principal moments obey the triangle inequality
       ``I_a <= I_b + I_c`` (true of every real mass distribution), all to the relative
       tolerance :data:`INERTIA_RTOL` of the largest moment. A zero moment (a point mass, a
       rod) is allowed here; whether the whole model is singular is checked next;
@@ -185,6 +196,9 @@ def validate_model(model: pin.Model) -> None:
             raise ModelError(f"{where} has mass {m!r}; a mass must be finite and >= 0 kg")
         if not (np.isfinite(c).all() and np.isfinite(Ic).all()):
             raise ModelError(f"{where} has a non-finite centre of mass {c} or inertia {Ic.tolist()}")
+        if math.hypot(*c) > MAX_JOINT_OFFSET:  # hypot: no overflow on a huge COM
+            raise ModelError(f"{where} has its centre of mass {math.hypot(*c):.6g} m from its joint; at "
+                             f"most {MAX_JOINT_OFFSET:g} m is simulated (as for a joint's placement)")
         # Relative to the largest moment, or to the mass at a 1 mm radius of gyration when that is larger:
         # a point mass's inertia, summed from merged links, comes out as round-off (icub: -5.4e-20 kg m^2).
         scale = max(float(np.abs(Ic).max()), m * 1e-6, 1e-300)

@@ -303,6 +303,9 @@ def test_bad_parameters():
         sim.with_parameters("mass:root_body1", [-1.0])  # a plain number, not numpy's np.float64(-1.0)
     with pytest.raises(ValueError, match=r"values must be 1 number for parameters"):
         sim.with_parameters("mass:root_body1", "heavy")
+    for text in ("1.0", ["1.0"], np.array(["1.0"]), b"1"):  # text NumPy would parse: refused as for the state
+        with pytest.raises(ValueError, match=r"values must be 1 number for parameters .*\((str|bytes|elements of)"):
+            sim.with_parameters("mass:root_body1", text)
     # the model's own checks (here a free body with no rotational inertia: a singular mass matrix) name the
     # parameters that were set
     with pytest.raises(ModelError, match=r"with the parameters inertia:root_body1 set to \[0.0, .*singular"):
@@ -324,6 +327,10 @@ def test_bad_parameters():
     # a placement beyond 10 km: was taken, and the step's Jacobians overflowed (inf, NaN) without an error
     with pytest.raises(ModelError, match=r"placement:root set to .*joint 'root' is placed 1e\+100 m from its parent"):
         sim.with_parameters("placement:root", [1e100, 0.0, 0.0, 0.0, 0.0, 0.0])
+    # a COM as far: was taken, and the step then said only that the simulation diverged
+    with pytest.raises(ModelError, match=r"com:root_body1 set to \[1e\+160, .*centre of mass 1e\+160 m from its joint; "
+                                         r"at most 10000 m"):
+        sim.with_parameters("com:root_body1", [1e160, 0.0, 0.0])
     assert sim.get_parameters("mass:root_body1")[0] == 1.0
 
 
