@@ -366,20 +366,21 @@ class _Flattener:
         I = R @ np.diag(geom_inertia(gtype, size, mass)) @ R.T
         return gtype, mass, pin.Inertia(mass, pos, I)
 
-    def joint_chain(self, body, joints):
-        """Read the joints of ``body``; return their flattened XML elements (one per joint)."""
+    def joint_chain(self, body, joints, body_name):
+        """Read the joints of ``body`` (named ``body_name``: its own, or MuJoCo's ``body<id>`` when unnamed); return
+        their flattened XML elements (one per joint; an unnamed one named after the body)."""
         out = []
         for k, j in enumerate(joints):
             if j.tag == "freejoint" or j.get("type") == "free":
                 if len(joints) > 1:
                     raise MJCFError(f"{self.where(body)}: a free joint must be the body's only joint")
                 self._unknown(j)
-                fj = ET.Element("freejoint", {"name": j.get("name") or f"{body.get('name')}_free"})
+                fj = ET.Element("freejoint", {"name": j.get("name") or f"{body_name}_free"})
                 out.append(fj)
                 continue
             self._unknown(j, ("ref",))
             jtype = j.get("type", "hinge")
-            name = j.get("name") or f"{body.get('name') or 'body'}_joint{k}"
+            name = j.get("name") or f"{body_name}_joint{k}"
             attrs = {"name": name, "type": jtype, "pos": j.get("pos", "0 0 0")}
             if jtype in ("hinge", "slide"):
                 axis = np.asarray(_floats(j.get("axis", "0 0 1")), float)
@@ -469,7 +470,7 @@ class _Flattener:
             self._write_inertia(inertial, 0.0, np.zeros(3), np.zeros((3, 3)))
         self.masses.append(inertial)
 
-        chain = self.joint_chain(body, joints)
+        chain = self.joint_chain(body, joints, name)
         # body frame carries the first joint; the others sit on massless bodies at the same frame
         outer = body
         if len(chain) > 1:

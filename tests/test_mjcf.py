@@ -438,3 +438,19 @@ def test_dm_control_rest_heights_match_mujoco(name):
     pin.framesForwardKinematics(sim.model, d, xs[-1][:sim.nq])
     z = d.oMf[sim.model.getFrameId("torso")].translation[2]
     assert abs(z - z_mujoco) < 0.02, (z, z_mujoco)
+
+
+def test_unnamed_joints_are_named_after_their_bodys_generated_name(tmp_path):
+    """Unnamed joints of unnamed bodies take the body's MuJoCo name (body<id>): they were all 'body_joint0' (and a
+    free joint 'None_free'), and the model failed to load on their shared name (a review, 2026-11-28)."""
+    path = _write(tmp_path, """
+<mujoco><worldbody>
+  <body pos="0 0 1"><freejoint/><geom type="box" size=".1 .1 .1" mass="1"/>
+    <body pos="0 0 -0.3"><joint type="hinge" axis="0 1 0"/><geom type="capsule" fromto="0 0 0 0 0 -0.3" size="0.02" mass="0.5"/>
+      <body pos="0 0 -0.3"><joint type="hinge" axis="0 1 0"/><geom type="capsule" fromto="0 0 0 0 0 -0.3" size="0.02" mass="0.5"/></body>
+    </body>
+  </body>
+</worldbody></mujoco>""")
+    sim = Simulator.from_mjcf(path)
+    assert list(sim.model.names) == ["universe", "body1_free", "body2_joint0", "body3_joint0"]
+    assert [n for n in sim.parameter_names() if n.startswith("mass:")] == ["mass:body1", "mass:body2", "mass:body3"]
