@@ -824,15 +824,16 @@ class Simulator:
             return None
         return fs
 
-    def _workspace(self, data) -> SimData:
+    def _workspace(self, data, *, adopt: bool = True) -> SimData:
         """``data`` (None: the simulator's own); a workspace made by another simulator (other sizes,
         contact or none) raises ValueError instead of failing deep inside Pinocchio. One of a simulator of
-        the same sizes (``with_parameters``, ``with_smoothing``) is taken with its caches dropped: its last
-        contact state carries the other's coefficients per row (friction) and its kept solves the other's
-        velocities, which the next step would reuse."""
+        the same sizes (``with_parameters``, ``with_smoothing``, other actuated joints or margins) is made anew
+        in place for this one (``adopt``; otherwise ValueError): its last contact state carries the other's
+        coefficients per row (friction), its kept solves the other's velocities, its collision requests the
+        other's margins and its torque buffer the other's controls on joints this one does not actuate."""
         if data is None:
             return self._data
-        if type(data) is SimData and data.owner is self._owner_token:  # made or adopted here: sizes checked
+        if getattr(data, "owner", None) is self._owner_token:  # made or adopted here: sizes checked
             return data
         if (not isinstance(data, SimData) or len(data.tau) != self.nv or len(data.pin.oMi) != self.model.njoints
                 or (data.geom is None) != (self.contact_model is None)):
@@ -842,9 +843,10 @@ class Simulator:
             raise ValueError(f"data= is a workspace of a simulator with{'' if data.layout[3] else 'out'} speculative "
                              f"margins, {self.name} has{'' if self._data.layout[3] else ' none'}: make it with "
                              "sim.create_data() on the simulator you step")
-        data.contact = None
-        data.kept.clear()
-        data.owner = self._owner_token
+        if not adopt:
+            raise ValueError(f"data= was last stepped by another simulator than {self.name} (one of the same sizes: "
+                             "with_parameters, with_smoothing...): its contacts are that simulator's; ask it")
+        SimData.__init__(data, self)
         return data
 
     def _check_x(self, x, what="state x"):
@@ -1337,7 +1339,7 @@ class Simulator:
         when the system has no contact at all."""
         if self.contact_model is None:
             return None
-        return self.contact_model.report(self._workspace(data).contact)
+        return self.contact_model.report(self._workspace(data, adopt=False).contact)  # a read: no adoption
 
     @property
     def planar(self) -> bool:

@@ -745,3 +745,37 @@ def test_every_body_has_its_own_parameter_names():
     assert [n for n in plain.parameter_names() if n.startswith("mass:")] == ["mass:b", "mass:c"]
     with pytest.raises(ModelError, match=r"joints 1 and 2 are both named 'a': joint names must be unique"):
         Simulator(_two_link_model("a", "a", frame=None))
+
+
+def test_a_workspace_of_other_actuation_or_margins_is_made_anew_and_a_report_does_not_take_it():
+    """What else a workspace holds of its maker (a review of the adoption above): its torque buffer, where a
+    simulator actuating other joints left its controls (the double cartpole actuated at one pole, then stepped on by
+    one actuated at the other: 353 off), and its collision requests' margins (a cube falling at 30 m/s 2 cm above the
+    ground, stepped with margin 0 on a workspace made with 5 cm: 4 contacts for none, 10 m/s off). Reading the
+    contacts of a workspace another simulator stepped on is refused rather than taking it over."""
+    base = problems.load("double-cartpole").dynamics
+    poles = list(base.model.names)[2:]
+    a, b = (Simulator(base.model, dt=base.dt, actuated=[p]) for p in poles)
+    x = np.zeros(a.nx)
+    x[:a.nq] = 0.1
+    d = a.create_data()
+    a.step(x, [100.0], data=d)
+    np.testing.assert_array_equal(b.step(x, [0.0], data=d), b.step(x, [0.0], data=b.create_data()))
+
+    def cube(margin):
+        sim = cube_simulator(contact="lcp")
+        return Simulator(sim.model, geometry=sim.geometry, dt=1e-3, ground=0.0, friction=0.5, contact="lcp",
+                         margin=margin)
+
+    wide, tight = cube(0.05), cube(0.0)
+    x = cube_state(0.1 + 0.02)
+    x[wide.nq + 2] = -30.0
+    d = wide.create_data()
+    ref = tight.step(x, NONE, data=tight.create_data())
+    np.testing.assert_array_equal(tight.step(x, NONE, data=d), ref)
+    assert len(tight.contact_report(d).impulses) == 0
+    wide.step(x, NONE, data=d)
+    assert len(wide.contact_report(d).impulses) > 0
+    with pytest.raises(ValueError, match="data= was last stepped by another simulator"):
+        tight.contact_report(d)
+    assert len(wide.contact_report(d).impulses) > 0  # still the workspace of the simulator that stepped on it
