@@ -123,8 +123,9 @@ def as_numbers(value) -> np.ndarray:
         raise TypeError(type(value).__name__)
     if not isinstance(value, np.ndarray):
         value = np.asarray(value)
-    if value.dtype.kind in "USV":
-        raise TypeError(f"elements of type {value.dtype}")
+    if value.dtype.kind in "USV" or (value.dtype.kind == "O" and any(isinstance(e, (str, bytes, type(None)))
+                                                                     for e in value.flat)):
+        raise TypeError(f"elements of type {value.dtype}" if value.dtype.kind != "O" else "text or None elements")
     return np.asarray(value, dtype=float)
 
 
@@ -1424,7 +1425,7 @@ class Simulator:
 
     def _check_controls(self, us, what: str) -> np.ndarray:
         """``us`` as a (T, nu) float array (a (T,) one when nu = 1), or a ValueError naming ``what``'s step."""
-        us = np.asarray(us, dtype=float)
+        us = _float_array(us, "controls us", f"(T, {self.nu})")
         if us.ndim == 1 and self.nu == 1:
             us = us[:, None]
         if us.ndim != 2 or us.shape[1] != self.nu:
@@ -1541,7 +1542,7 @@ class Simulator:
         """
         us = self._check_controls(us, "knot")
         T = len(us)
-        xs = np.asarray(xs, dtype=float)
+        xs = _float_array(xs, "knot states xs", f"({T}, {self.nx})")
         if xs.ndim != 2 or xs.shape[1] != self.nx or len(xs) not in (T, T + 1):
             raise ValueError(f"knot states xs have shape {xs.shape}, expected ({T}, {self.nx}) or "
                              f"({T + 1}, {self.nx}) for {T} controls on {self.name}")

@@ -92,6 +92,18 @@ def test_rollout_controls_wrong_shape(sim):
         sim.rollout(np.zeros(4), np.zeros((5, 2)))
 
 
+def test_text_is_not_taken_for_numbers(sim):
+    """Controls, knot states and parameter values given as text (or None) are refused as a single step's are: NumPy
+    parsed ['0.5'] (and an object array's '1.0') into numbers, and read None as NaN."""
+    for us in ([["0.5"], ["0.1"]], np.array([["1.0"]], dtype=object), [[0.5], [None]]):
+        with pytest.raises(ValueError, match=r"controls us must be an array of numbers of shape \(T, 1\)"):
+            sim.rollout(np.zeros(4), us)
+    with pytest.raises(ValueError, match=r"knot states xs must be an array of numbers of shape \(1, 4\)"):
+        sim.knot_derivatives([["0", "0", "0", "0"]], [[0.0]])
+    with pytest.raises(ValueError, match=r"values must be 1 number .*text or None elements"):
+        sim.with_parameters(sim.parameter_names()[:1], np.array(["1.0"], dtype=object))
+
+
 def test_divergence_is_reported_with_partial_trajectory():
     s = cartpole_simulator(1, dt=1.0)
     x0 = np.array([0.0, 3.0, 0.0, 1e150])
