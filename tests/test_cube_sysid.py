@@ -86,6 +86,7 @@ def test_cube_sysid_converges_from_the_raw_guess_only_near_the_answer(raw):
     assert raw.evaluate(sol.z)["parameter_error"] <= 1e-3
 
 
+@pytest.mark.slow  # 7 s for a known limitation (strict: a fix shows as XPASS under -m slow)
 @pytest.mark.xfail(strict=True, reason="known: from the raw guess (friction 0.3 for 0.5, twist offset up to 0.15) "
                                        "Gauss-Newton stops in a kink of the tumbling cube's residual; the staged "
                                        "start is what reaches the answer")
