@@ -361,10 +361,10 @@ def with_values(sim, params, values):
     parameter on a wrong size, a non-finite value, a mass < 0, a negative friction, a restitution outside
     [0, 1], or an inertia that is not positive semi-definite or breaks the triangle inequality (the checks and
     tolerances of :func:`dynamics.simulator.validate_model`, which the new simulator then runs on the model)."""
+    from .simulator import ModelError, Simulator, as_numbers
+
     blocks = resolve(sim, params)
     n = sum(b.size for b in blocks)
-    from .simulator import as_numbers
-
     try:
         values = as_numbers(values)
     except (TypeError, ValueError) as exc:
@@ -403,16 +403,15 @@ def with_values(sim, params, values):
             if b.kind == "mass" and not val[0] >= 0:
                 raise ValueError(f"parameter {b.name!r}: a mass must be >= 0 kg, got {float(val[0])!r}")
             body.setdefault(b.joint, {})[b.kind] = val
+    inertia_names = {b.joint: b.name for b in blocks if b.kind == "inertia"}
     for j, kinds in body.items():
         I = model.inertias[j]
         m = float(kinds["mass"][0]) if "mass" in kinds else float(I.mass)
         c = np.array(kinds["com"]) if "com" in kinds else np.asarray(I.lever).copy()
         Ic = mat6(kinds["inertia"]) if "inertia" in kinds else np.asarray(I.inertia).copy()
         if "inertia" in kinds:
-            _check_inertia(f"inertia:{link_names(model)[j]}", Ic, m)
+            _check_inertia(inertia_names[j], Ic, m)
         model.inertias[j] = pin.Inertia(m, c, Ic)
-    from .simulator import ModelError, Simulator
-
     opts = dict(sim._options, **coefficients)
     try:
         new = Simulator(model, geometry=sim.geometry, **opts)

@@ -338,7 +338,8 @@ class SimData:
         self.tau = np.zeros(sim.nv)
         cm = sim.contact_model
         self.geom = cm.scene.create_data() if cm is not None else None
-        #: what Simulator._workspace checks of a workspace (velocities, joints, contact or none), once
+        #: what Simulator._workspace checks of another simulator's workspace (velocities, joints, contact or none,
+        #: speculative margins) before adopting it
         self.layout = (sim.nv, sim.model.njoints, cm is None, cm is not None and cm.scene.speculative)
         self.contact = None  # ContactState of the last step
         # steps with contact, steps with a warm-start guess, guesses that held, complementarity-aware
@@ -836,11 +837,10 @@ class Simulator:
             return self._data
         if getattr(data, "owner", None) is self._owner_token:  # made or adopted here: sizes checked
             return data
-        if (not isinstance(data, SimData) or len(data.tau) != self.nv or len(data.pin.oMi) != self.model.njoints
-                or (data.geom is None) != (self.contact_model is None)):
+        if not isinstance(data, SimData) or data.layout[:3] != self._data.layout[:3]:
             raise ValueError(f"data= is not a workspace of this simulator ({self.name}): make it with "
                              "sim.create_data() on the simulator you step")
-        if data.layout[3] != self._data.layout[3]:  # its collision requests hold the other's margins
+        if data.layout[3] != self._data.layout[3]:  # speculative or not: refused as other sizes are
             raise ValueError(f"data= is a workspace of a simulator with{'' if data.layout[3] else 'out'} speculative "
                              f"margins, {self.name} has{'' if self._data.layout[3] else ' none'}: make it with "
                              "sim.create_data() on the simulator you step")
