@@ -139,6 +139,18 @@ def _float_array(value, what: str, shape: str) -> np.ndarray:
     raise ValueError(f"{what} must be an array of numbers of shape {shape}, got {value!r:.80} ({why})")
 
 
+def _finite_vector(value, what: str, n: int) -> np.ndarray:
+    """``value`` as a float vector of ``n`` finite numbers; ValueError naming ``what`` (its shape, or the indices
+    of its NaN or infinite entries) otherwise. The state-space utilities' check: no unit-norm test (a solver may
+    hand them a guess between two states), which :meth:`Simulator._check_x` adds for steps."""
+    x = _float_array(value, what, f"({n},)")
+    if x.shape != (n,):
+        raise ValueError(f"{what} has shape {x.shape}, expected ({n},)")
+    if not math.isfinite(x.sum()):
+        raise ValueError(f"{what} contains non-finite values at indices {np.flatnonzero(~np.isfinite(x)).tolist()}")
+    return x
+
+
 def dof_joints(model: pin.Model) -> list[int]:
     """The joint id of each velocity coordinate (nv entries; Python ints, which Pinocchio's name lists take)."""
     return [j for j in range(1, model.njoints) for _ in range(model.joints[j].nv)]
@@ -871,7 +883,7 @@ class Simulator:
         """A copy of ``x`` with every quaternion (free-flyer, spherical) and unit complex number (planar,
         unbounded revolute joints) of q divided by its norm. A zero (or non-finite) one has no direction:
         :class:`ValueError` naming the joint."""
-        x = np.array(x, dtype=float)
+        x = _float_array(x, "state x", f"({self.nx},)").copy()
         if x.shape != (self.nx,):
             raise ValueError(f"state x has shape {x.shape}, expected ({self.nx},) for {self.name}")
         for name, i, n, kind in self._unit_blocks:
@@ -1371,9 +1383,7 @@ class Simulator:
         """
         from contact.detection import Contacts
 
-        q = np.asarray(q, dtype=float)
-        if q.shape != (self.nq,) or not np.all(np.isfinite(q)):
-            raise ValueError(f"configuration q must be {self.nq} finite numbers, got shape {q.shape}")
+        q = _finite_vector(q, "configuration q", self.nq)
         cm = self.contact_model
         if cm is None:
             return Contacts.empty(), np.zeros((0, self.nv))
@@ -1553,30 +1563,21 @@ class Simulator:
     # -- state space (tangent-space maps) -------------------------------------------------
     def state_integrate(self, x, dx) -> np.ndarray:
         """``x (+) dx``: q moved on its Lie group by ``dx[:nv]``, v by ``dx[nv:]``."""
-        x = np.asarray(x, dtype=float)
-        dx = np.asarray(dx, dtype=float)
+        x, dx = _finite_vector(x, "state x", self.nx), _finite_vector(dx, "tangent vector dx", self.ndx)
         nq, nv = self.nq, self.nv
-        if dx.shape != (self.ndx,):
-            raise ValueError(f"tangent vector dx has shape {dx.shape}, expected ({self.ndx},)")
-        if x.shape != (self.nx,):
-            raise ValueError(f"state x has shape {x.shape}, expected ({self.nx},)")
         q = pin.integrate(self.model, x[:nq], dx[:nv])
         return np.concatenate((q, x[nq:] + dx[nv:]))
 
     def state_difference(self, x0, x1) -> np.ndarray:
         """``dx`` with ``x1 = x0 (+) dx`` (ndx,)."""
-        x0 = np.asarray(x0, dtype=float)
-        x1 = np.asarray(x1, dtype=float)
+        x0, x1 = _finite_vector(x0, "state x0", self.nx), _finite_vector(x1, "state x1", self.nx)
         nq = self.nq
-        if x0.shape != (self.nx,) or x1.shape != (self.nx,):
-            raise ValueError(f"states have shapes {x0.shape} and {x1.shape}, expected ({self.nx},)")
         return np.concatenate((pin.difference(self.model, x0[:nq], x1[:nq]), x1[nq:] - x0[nq:]))
 
     def state_difference_jacobians(self, x0, x1):
         """``(J0, J1)``: derivatives of ``state_difference(x0, x1)`` w.r.t. x0 and x1 (ndx x ndx each)."""
         nq, nv = self.nq, self.nv
-        x0 = np.asarray(x0, dtype=float)
-        x1 = np.asarray(x1, dtype=float)
+        x0, x1 = _finite_vector(x0, "state x0", self.nx), _finite_vector(x1, "state x1", self.nx)
         J0 = np.zeros((self.ndx, self.ndx))
         J1 = np.zeros((self.ndx, self.ndx))
         J0[:nv, :nv], J1[:nv, :nv] = pin.dDifference(self.model, x0[:nq], x1[:nq])
@@ -1587,10 +1588,7 @@ class Simulator:
     def state_integrate_jacobians(self, x, dx):
         """``(Jx, Jdx)``: derivatives of ``state_integrate(x, dx)`` w.r.t. x (tangent) and dx (ndx x ndx each)."""
         nq, nv = self.nq, self.nv
-        x = np.asarray(x, dtype=float)
-        dx = np.asarray(dx, dtype=float)
-        if x.shape != (self.nx,) or dx.shape != (self.ndx,):
-            raise ValueError(f"state {x.shape} / tangent {dx.shape}, expected ({self.nx},) / ({self.ndx},)")
+        x, dx = _finite_vector(x, "state x", self.nx), _finite_vector(dx, "tangent vector dx", self.ndx)
         Jx = np.eye(self.ndx)
         Jdx = np.eye(self.ndx)
         Jx[:nv, :nv], Jdx[:nv, :nv] = pin.dIntegrate(self.model, x[:nq], dx[:nv])
@@ -1601,9 +1599,7 @@ class Simulator:
 
         The model's own M (its armature included); with implicit damping the step's contact impulses act
         through ``(M + dt D)^-1`` instead (module docstring)."""
-        q = np.asarray(q, dtype=float)
-        if q.shape != (self.nq,):
-            raise ValueError(f"configuration q has shape {q.shape}, expected ({self.nq},)")
+        q = _finite_vector(q, "configuration q", self.nq)
         return pin.computeMinverse(self.model, self.model.createData(), q).copy()
 
     def default_state(self) -> np.ndarray:
@@ -1642,7 +1638,8 @@ class Simulator:
         if self.geometry is None:
             return []
         gdata = pin.GeometryData(self.geometry)
-        pin.updateGeometryPlacements(self.model, self._data.pin, self.geometry, gdata, np.asarray(q, float))
+        pin.updateGeometryPlacements(self.model, self._data.pin, self.geometry, gdata,
+                                     _finite_vector(q, "configuration q", self.nq))
         out = []
         for k, obj in enumerate(self.geometry.geometryObjects):
             M, g = gdata.oMg[k], obj.geometry

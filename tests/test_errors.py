@@ -104,6 +104,33 @@ def test_text_is_not_taken_for_numbers(sim):
         sim.with_parameters(sim.parameter_names()[:1], np.array(["1.0"], dtype=object))
 
 
+UTILITIES = {  # name: (call on the bad argument, the name the message gives it, its size)
+    "state_integrate": (lambda sim, b: sim.state_integrate(sim.neutral_state(), b), "tangent vector dx", "ndx"),
+    "state_difference": (lambda sim, b: sim.state_difference(b, sim.neutral_state()), "state x0", "nx"),
+    "state_difference_jacobians": (lambda sim, b: sim.state_difference_jacobians(sim.neutral_state(), b),
+                                   "state x1", "nx"),
+    "state_integrate_jacobians": (lambda sim, b: sim.state_integrate_jacobians(b, np.zeros(sim.ndx)), "state x",
+                                  "nx"),
+    "inverse_mass_matrix": (lambda sim, b: sim.inverse_mass_matrix(b), "configuration q", "nq"),
+    "contact_jacobian": (lambda sim, b: sim.contact_jacobian(b), "configuration q", "nq"),
+    "shapes_2d": (lambda sim, b: sim.shapes_2d(b), "configuration q", "nq"),
+    "normalize_state": (lambda sim, b: sim.normalize_state(b), "state x", "nx"),
+}
+
+
+@pytest.mark.parametrize("name, bad", [(name, bad) for name in sorted(UTILITIES) for bad in ("none", "text", "size", "nan")
+                                       if (name, bad) != ("normalize_state", "nan")])
+def test_state_space_utilities_name_a_bad_argument(sim, name, bad):
+    """Each utility refuses None, text, a wrong size and NaN with the argument's name, rather than NumPy's
+    conversion error, Pinocchio's argument mismatch or a silent NaN (normalize_state leaves NaN velocities to the
+    step's check)."""
+    call, what, size = UTILITIES[name]
+    n = getattr(sim, size)
+    value = {"none": None, "text": "ab", "size": np.zeros(n + 1), "nan": np.full(n, np.nan)}[bad]
+    with pytest.raises(ValueError, match=what):
+        call(sim, value)
+
+
 def test_divergence_is_reported_with_partial_trajectory():
     s = cartpole_simulator(1, dt=1.0)
     x0 = np.array([0.0, 3.0, 0.0, 1e150])
