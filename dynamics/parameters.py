@@ -416,10 +416,25 @@ def with_values(sim, params, values):
     try:
         new = Simulator(model, geometry=sim.geometry, **opts)
     except ModelError as exc:  # the model-level checks (a singular mass matrix, a planar model leaving its plane)
-        changed = ", ".join(b.name for b in blocks)
-        raise ModelError(f"with the parameters {changed} set to {values.tolist()}: {exc}") from None
+        raise ModelError(f"with {_changed_entries(sim, blocks, values)}: {exc}") from None
     new.mjcf = sim.mjcf
     return new
+
+
+def _changed_entries(sim, blocks, values, shown: int = 4) -> str:
+    """The parameters of ``blocks`` whose ``values`` differ from ``sim``'s, as ``name = value`` (at most ``shown``
+    of them, then how many more): what a model-level error is about, rather than every name and the whole vector
+    (a panda's 127 numbers, of which one changed)."""
+    old = get(sim, list(blocks.key))
+    parts = []
+    for b in blocks:
+        val, was = values[b.offset:b.offset + b.size], old[b.offset:b.offset + b.size]
+        if not np.array_equal(val, was):
+            parts.append(f"{b.name} = {val.tolist() if b.size > 1 else float(val[0])!r}")
+    if not parts:
+        return "the parameters at their current values"
+    more = f" and {len(parts) - shown} more changed" if len(parts) > shown else ""
+    return f"parameter{'s' if len(parts) > 1 else ''} " + "; ".join(parts[:shown]) + more
 
 
 # -- derivatives --------------------------------------------------------------------------------------

@@ -117,15 +117,17 @@ def _link_name(model: pin.Model, j: int) -> str:
 
 
 def as_numbers(value) -> np.ndarray:
-    """``value`` as a float array; TypeError for None and text (a string, bytes, an array of strings), which NumPy
-    would read as NaN or parse, ValueError or TypeError from NumPy for anything else that is no array of numbers."""
+    """``value`` as a float array; TypeError for None, text (a string, bytes, an array of strings) and complex
+    numbers, which NumPy would read as NaN, parse or cut to their real part; ValueError or TypeError from NumPy for
+    anything else that is no array of numbers."""
     if value is None or isinstance(value, (str, bytes)):
         raise TypeError(type(value).__name__)
     if not isinstance(value, np.ndarray):
         value = np.asarray(value)
-    if value.dtype.kind in "USV" or (value.dtype.kind == "O" and any(isinstance(e, (str, bytes, type(None)))
-                                                                     for e in value.flat)):
-        raise TypeError(f"elements of type {value.dtype}" if value.dtype.kind != "O" else "text or None elements")
+    if value.dtype.kind in "USVc" or (value.dtype.kind == "O" and any(isinstance(e, (str, bytes, type(None), complex))
+                                                                      for e in value.flat)):
+        raise TypeError(f"elements of type {value.dtype}" if value.dtype.kind != "O" else
+                        "text, None or complex elements")
     return np.asarray(value, dtype=float)
 
 

@@ -100,7 +100,7 @@ def test_text_is_not_taken_for_numbers(sim):
             sim.rollout(np.zeros(4), us)
     with pytest.raises(ValueError, match=r"knot states xs must be an array of numbers of shape \(1, 4\)"):
         sim.knot_derivatives([["0", "0", "0", "0"]], [[0.0]])
-    with pytest.raises(ValueError, match=r"values must be 1 number .*text or None elements"):
+    with pytest.raises(ValueError, match=r"values must be 1 number .*text, None or complex elements"):
         sim.with_parameters(sim.parameter_names()[:1], np.array(["1.0"], dtype=object))
 
 
