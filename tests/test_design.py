@@ -457,9 +457,9 @@ def test_further_rounds_end_on_their_time_not_on_the_inner_methods_round_count(m
 def test_design_search_polishes_a_stalled_answer_again_by_continuation(monkeypatch):
     """A polish that stalls at a kink while the target is missed: design-search polishes its answer again by
     continuation on gently relaxed contact (polish_schedule: the finest kappa of the 'auto' schedule, then hard
-    contact; with at most SMOOTHED_POLISH_SHARE of the time left), keeps
-    the lower cost, and reports the stage; also after a polish out of iterations; no second polish when the target
-    is met or the polish converged.
+    contact; with at most SMOOTHED_POLISH_SHARE of the time left, the first polish having had at most POLISH_SHARE),
+    keeps the lower cost, and reports the stage; also after a polish out of iterations; no second polish when the
+    target is met or the polish converged.
     The first polish's status is forced here (the real answer with its status set) so that the mechanics run on a
     short throw, and the polishes are cut to two iterations."""
     import dataclasses
@@ -467,7 +467,7 @@ def test_design_search_polishes_a_stalled_answer_again_by_continuation(monkeypat
     import solvers
     from solvers import solve
     from solvers.continuation import resolve_schedule
-    from solvers.design_search import SMOOTHED_POLISH_SHARE, polish_schedule
+    from solvers.design_search import POLISH_SHARE, SMOOTHED_POLISH_SHARE, polish_schedule
     from trajopt.solution import Status
 
     calls = []
@@ -492,6 +492,7 @@ def test_design_search_polishes_a_stalled_answer_again_by_continuation(monkeypat
     assert len(schedule) == 2 and schedule[-1] == 0.0 and schedule[0] == min(resolve_schedule(ocp.dynamics, "auto")[:-1])
     assert [c[:2] for c in calls[:2]] == [("ddp", None), ("ddp", schedule)], calls
     assert calls[1][2] <= SMOOTHED_POLISH_SHARE * 60.0
+    assert calls[0][2] <= POLISH_SHARE * 60.0  # the first polish leaves the smoothed one time
     assert sol.cost <= sol.info["polish"]["cost"] + 1e-15
     assert sol.info["smoothed_polish"]["cost"] >= sol.cost - 1e-15
     assert "smoothed polish" in {h["stage"] for h in sol.history}
