@@ -131,6 +131,19 @@ def test_state_space_utilities_name_a_bad_argument(sim, name, bad):
         call(sim, value)
 
 
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # the quick test's square norm
+def test_large_finite_entries_are_not_called_non_finite(sim):
+    """A square norm or a sum that overflows on large finite entries is no NaN: the utilities compute on, and a
+    step's check names no empty list of indices (it said "non-finite values at indices []")."""
+    big = np.array([1e308, 0.0, 1e308, 0.0])
+    assert np.isfinite(sim.state_difference(np.zeros(4), big)).all()
+    assert np.isfinite(sim.state_integrate(big, np.zeros(4))).all()
+    sim.state_difference_jacobians(big, big)
+    with pytest.raises(ValueError, match=r"contains non-finite values at indices \[1\]"):
+        sim.state_difference(np.array([1e308, np.nan, 1e308, 0.0]), np.zeros(4))
+    sim._check_x(big)  # finite: taken (the step itself then judges such a state)
+
+
 def test_divergence_is_reported_with_partial_trajectory():
     s = cartpole_simulator(1, dt=1.0)
     x0 = np.array([0.0, 3.0, 0.0, 1e150])

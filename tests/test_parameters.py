@@ -341,6 +341,8 @@ def test_bad_parameters():
     # complex numbers: NumPy cut them to their real part with a ComplexWarning at most
     with pytest.raises(ValueError, match=r"values must be 1 number .*complex"):
         sim.with_parameters("friction", [0.5 + 3j])
+    with pytest.raises(ValueError, match=r"values must be 1 number .*complex"):  # NumPy's complex64 is no complex
+        sim.with_parameters("friction", np.array([np.complex64(0.5 + 3j)], dtype=object))
     with pytest.raises(ValueError, match=r"(?s)state x must be an array of numbers .*complex128"):
         sim.step(cube_state(0.5).astype(complex), NONE)
     assert sim.get_parameters("mass:root_body1")[0] == 1.0
