@@ -160,9 +160,10 @@ def solve_design_search(ocp, *, inner: str = "cem-ddp", polish: str = "ddp", tim
         return stop_metric is not None and _metric(ocp, a, stop_metric) > stop_below
 
     # the joint descent from the best candidate (module docstring, 2.), with POLISH_SHARE of the time left when a
-    # smoothed polish may follow it
+    # smoothed polish may follow it (the best candidate misses; one that meets the target ends the search there)
     budget = None
-    if time_limit is not None and stop_metric is not None and _smoothable(ocp, polish):
+    if (time_limit is not None and stop_metric is not None and _smoothable(ocp, polish)
+            and best["metrics"][stop_metric] > stop_below):
         budget = POLISH_SHARE * max(time_limit - now(), 1.0)
     answer = _polish(ocp, polish, us, cost0, design, "polish", time_limit, now, history, callback, verbose,
                      budget=budget)
