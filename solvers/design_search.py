@@ -15,9 +15,10 @@ optimization, which no derivative at the current design answers. :func:`solve_de
    fixed-design problem's metrics, e.g. ``distance_to_target``) is at most ``stop_below`` (None: try them all);
 2. the best candidate (lowest cost) becomes the co-design's start (its design in the design knot,
    ``dynamics.control_of(design)``, then its controls) and ``polish`` (default ``ddp``) descends the joint
-   problem from there with the time left (:data:`POLISH_SHARE` of it when a smoothed polish, 2b., may follow: a
-   polish crawling across kinks used all of it, catapult-design (4.0, 0.3) seed 6 96 iterations in 54 s to 0.174 m,
-   and left 2b. none), so the answer is never worse than the best fixed design;
+   problem from there with the time left (:data:`POLISH_SHARE` of it when a smoothed polish, 2b., may follow, the
+   best candidate missing ``stop_below``: a polish crawling across kinks used all of it, catapult-design (4.0, 0.3)
+   seed 6 96 iterations in 54 s to 0.174 m, and left 2b. none), so the answer is never worse than the best fixed
+   design;
 2b. when that polish stalls (a kink of hard contact: contact events change along its step) or runs out of
    iterations without converging (crawling across kinks at tiny steps: catapult-design (3.95, 0.5) seed 3 ended
    its 100 iterations at 0.135 m with steps of 1e-3, then by continuation 3.6e-5 m, CONVERGED, in 1 s; 2026-11-28,
