@@ -171,10 +171,8 @@ def _finite_result(out: np.ndarray, *named) -> np.ndarray:
     """``out`` (a vector) when it is finite, else the ValueError of the first input of ``named`` (``(array, what)``
     pairs) that holds a NaN or an infinity; ``out`` too when none does (a square norm that overflowed on large
     entries). For results that read every input entry (the Jacobians read no velocity: :func:`_finite_inputs`)."""
-    if math.isfinite(out @ out):
-        return out
-    for x, what in named:
-        _check_finite(x, what)
+    if not math.isfinite(out @ out):
+        _finite_inputs(*named)
     return out
 
 

@@ -173,10 +173,10 @@ def solve_design_search(ocp, *, inner: str = "cem-ddp", polish: str = "ddp", tim
         return _finish(ocp, answer, history, t0, info)
 
     # a stalled polish again by continuation on gently relaxed contact (module docstring, 2b.)
-    def stalled_and_missed(a):  # stalled, or out of iterations crawling across kinks: not converged, and missing
+    def unconverged_and_missed(a):  # stalled, or out of iterations crawling across kinks, and missing
         return a["status"] in (Status.STALLED, Status.MAX_ITERATIONS) and _smoothable(ocp, polish) and misses(a)
 
-    if stalled_and_missed(answer):
+    if unconverged_and_missed(answer):
         budget = None if time_limit is None else SMOOTHED_POLISH_SHARE * max(time_limit - now(), 1.0)
         answer = _smoothed_polish(ocp, polish, answer, design, "smoothed polish", time_limit, now, history, callback,
                                   verbose, budget, info)
@@ -210,7 +210,7 @@ def solve_design_search(ocp, *, inner: str = "cem-ddp", polish: str = "ddp", tim
             if again["cost"] <= answer["cost"]:
                 answer = again
                 left = time_limit - now()
-                if stalled_and_missed(answer) and left >= MORE_ROUNDS_MIN * time_limit:
+                if unconverged_and_missed(answer) and left >= MORE_ROUNDS_MIN * time_limit:
                     answer = _smoothed_polish(ocp, polish, answer, design, "smoothed polish 2", time_limit, now,
                                               history, callback, verbose, left, info)
     return _finish(ocp, answer, history, t0, info)
