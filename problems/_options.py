@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from trajopt.memory import check_memory  # noqa: F401 -- the problems' size checks, from here with the others
+
 _WORDS = {2: "two", 3: "three", 6: "six"}
 
 

@@ -71,7 +71,7 @@ import pinocchio as pin
 from trajopt.lsq import LeastSquares
 from trajopt.sensitivity import ParameterJacobians, parameter_sensitivity, trajectory_jacobians
 
-from ._options import integer, parameter_contact, random_seed, real, twist
+from ._options import check_memory, integer, parameter_contact, random_seed, real, twist
 from ._registry import register
 from ._scene import lowest_point
 from .manipulators import UR5_START, ur5_simulator
@@ -90,9 +90,14 @@ UR5_IDENTIFIED = (
 UR5_WRIST = ("wrist_1_link", "wrist_2_link", "wrist_3_link")
 
 
-def _check_steps(steps, window, name="window"):
-    """``steps`` and the steps between knots or windows, the option ``name`` (``window``, cube-sysid's ``every``)."""
-    steps, window = integer("steps", steps, 2), integer(name, window, 1)
+def _check_steps(steps, window, name="window", low=1, why=""):
+    """``steps`` and the steps between knots or windows, the option ``name`` (``window``, cube-sysid's ``every``),
+    at least ``low`` (``why``: the reason, in the message)."""
+    steps = integer("steps", steps, 2)
+    try:
+        window = integer(name, window, low)
+    except ValueError as exc:
+        raise ValueError(f"{exc}{why}") from None
     if window > steps:
         raise ValueError(f"{name} ({window}) must not exceed steps ({steps})")
     return steps, window
@@ -297,9 +302,14 @@ def ur5_sysid(*, steps: int = 200, dt: float = 0.01, window: int = 10, seed: int
               noise: float = 0.0) -> LeastSquares:
     """Module docstring. ``seed``: the reference the data follow (and the noise, with ``seed + 1``);
     ``truth_seed``: the true robot; ``noise``: standard deviation of the recorded states' noise (rad, rad/s);
-    ``window``: steps per window."""
+    ``window``: a window (an unknown start state) every ``window`` steps, holding ``window - 1`` of them (>= 2)."""
     sigma = _check_noise(noise)
-    steps, window = _check_steps(steps, window)
+    steps, window = _check_steps(steps, window, low=2, why=" (a window of one knot holds no step: the parameters "
+                                 "would not enter its residual)")
+    # the residual's Jacobian is dense: (steps + 1) 12 rows, 20 + 12 per window columns, twice (its rows, stacked)
+    nw = steps // window + 1
+    check_memory(f"ur5-sysid's residual Jacobian ({steps} steps, {nw} windows)",
+                 2 * 8 * (steps + 1) * 12 * (len(UR5_IDENTIFIED) + 12 * nw), "fewer steps or a longer window")
     seed, truth_seed = random_seed("seed", seed), random_seed("truth_seed", truth_seed)
     nominal = ur5_nominal_simulator(dt=dt)
     names = [n for n in nominal.parameter_names() if n.split(":")[0] in ("mass", "com", "inertia")]
@@ -402,6 +412,9 @@ def cube_sysid(*, steps: int = 300, every: int = 10, height: float = 0.05, dt: f
     parameter derivatives the residual's Jacobian uses (:data:`problems._options.PARAMETER_CONTACTS`)."""
     sigma = _check_noise(noise)
     steps, every = _check_steps(steps, every, "every")
+    # a rollout's sensitivities: per step the state, its Jacobians (ndx x ndx) and the 7 columns (ndx x 7), ~2.5 kB
+    check_memory(f"cube-sysid's rollout sensitivities ({steps} steps)", 8 * (steps + 1) * (13 + 12 * 12 + 2 * 12 * 7),
+                 "fewer steps")
     seed = random_seed("seed", seed)
     if start not in ("staged", "raw"):
         raise ValueError(f"start must be 'staged' or 'raw', got {start!r}")

@@ -78,6 +78,21 @@ def test_cost_sizes_must_match():
         ControlCost(a) + ControlCost(b)
 
 
+def test_a_horizon_past_the_memory_is_refused_before_allocating(monkeypatch):
+    """horizon=1e8 made the list of a cost per knot, then the solver's arrays, until the system killed the run."""
+    import time
+
+    import trajopt.memory
+
+    monkeypatch.setattr(trajopt.memory, "physical_memory", lambda: 8 * 2**30)
+    t = time.perf_counter()
+    with pytest.raises(ValueError, match=r"^pendulum's solver arrays over a horizon of 100000000 knots would take "
+                                         r"about .* GiB, more than 50% of this machine's 8 GiB; a shorter horizon"):
+        problems.load("pendulum", horizon=100_000_000)
+    assert time.perf_counter() - t < 1.0
+    assert problems.load("pendulum", horizon=1000).horizon == 1000
+
+
 def test_ocp_cost_adds_running_and_terminal():
     ocp = problems.load("pendulum", horizon=20)
     us = np.full((20, 1), 0.5)

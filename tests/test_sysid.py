@@ -169,12 +169,29 @@ def test_sysid_bad_input():
     ({"truth_seed": -2}, "truth_seed must be an integer >= 0, got -2"),
     ({"noise": True}, "noise must be a standard deviation >= 0, got True"),  # was accepted as noise 1.0
     ({"noise": float("inf")}, "noise must be a standard deviation >= 0, got inf"),
-    ({"window": 0}, "window must be an integer >= 1, got 0"),
+    ({"window": 0}, "window must be an integer >= 2, got 0"),
+    # one knot per window holds no step: it was "converged, residual 0, parameter_error 1", exit 0
+    ({"window": 1}, "window must be an integer >= 2, got 1 (a window of one knot holds no step"),
     ({"steps": 2.0}, "steps must be an integer >= 2, got 2.0"),
 ])
 def test_ur5_sysid_bad_options_are_named(options, message):
     with pytest.raises(ValueError, match="^" + re.escape(message)):
         problems.load("ur5-sysid", **options)
+
+
+@pytest.mark.parametrize("name, options, what", [
+    ("ur5-sysid", {"steps": 100_000}, "ur5-sysid's residual Jacobian (100000 steps, 10001 windows)"),
+    ("cube-sysid", {"steps": 10_000_000}, "cube-sysid's rollout sensitivities (10000000 steps)")])
+def test_sysid_sizes_past_the_memory_are_refused_before_allocating(name, options, what, monkeypatch):
+    """steps=1e8 ran ur5-sysid into the system's out-of-memory killer (exit 137, no message, nothing saved)."""
+    import trajopt.memory
+
+    monkeypatch.setattr(trajopt.memory, "physical_memory", lambda: 8 * 2**30)
+    t = time.perf_counter()
+    with pytest.raises(ValueError, match=re.escape(what) + r" would take about .* GiB, more than 50% of this "
+                                                              r"machine's 8 GiB"):
+        problems.load(name, **options)
+    assert time.perf_counter() - t < 1.0
 
 
 @pytest.mark.parametrize("name", ["ur5-sysid", "cube-sysid"])

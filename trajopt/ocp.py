@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .costs import Cost, stack_derivatives
+from .memory import check_memory
 from .protocol import check_dynamics
 
 
@@ -53,6 +54,10 @@ class OCP:
         if not (isinstance(self.horizon, (int, np.integer)) and self.horizon > 0):
             raise ValueError(f"horizon must be a positive integer, got {self.horizon!r}")
         self.horizon = int(self.horizon)
+        # what a solver keeps per knot: the state and control, the step's Jacobians, the gains and the costs'
+        # second derivatives (about three ndx x (ndx + nu) blocks); refused before the costs' list is made
+        check_memory(f"{self.name}'s solver arrays over a horizon of {self.horizon} knots",
+                     8 * self.horizon * (3 * dyn.ndx * (dyn.ndx + dyn.nu) + dyn.nx + dyn.nu), "a shorter horizon")
         x0 = np.asarray(self.x0, dtype=float)
         if x0.shape != (dyn.nx,):
             raise ValueError(f"x0 has shape {x0.shape}, expected ({dyn.nx},)")
