@@ -783,16 +783,17 @@ def backend() -> str:
     return f"the compiled core, {'AVX2/FMA' if tiles == 'avx2' else 'SSE2'} tiles"
 
 
-def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
-    """``Simulator.step_derivatives`` with ``params`` and/or ``impulses`` (module docstring)."""
+def step_derivatives(sim, x, u, params, impulses, data):
+    """``Simulator.step_derivatives`` with ``params`` and/or ``impulses`` (module docstring); exact Jacobians only
+    (the simulator refuses ``adjoint=`` with them)."""
     blocks = Blocks([]) if params is None else resolve(sim, params)
     npar = blocks.npar
     if params is not None and not npar and not impulses:
         # an empty list: the state Jacobians' own call (the fused one where it runs) and no columns; through the
         # path below it cost the catapult's kept call 27.8 us against 21.4 us for the same numbers
-        _, _, _, out, Fx, Fu = sim._state_derivatives(x, u, data, adjoint)
+        _, _, _, out, Fx, Fu = sim._state_derivatives(x, u, data, None)
         return out, Fx, Fu, np.zeros((sim.ndx, 0))
-    if blocks.fusable and not impulses and adjoint is None and _FUSED_PLAN and _core is not None:
+    if blocks.fusable and not impulses and _FUSED_PLAN and _core is not None:
         # the compiled step with its compiled parameter plan: Fp in the same call as Fx, Fu (no Python between them)
         fs = sim._active_fused_step()
         if fs is not None:
@@ -808,7 +809,7 @@ def step_derivatives(sim, x, u, params, impulses, data, adjoint=None):
         x = sim._check_x(x)
     if type(u) is not np.ndarray or u.dtype != np.float64:
         u = sim._check_u(u)
-    x, u, d, out, Fx, Fu = sim._state_derivatives(x, u, data, adjoint)
+    x, u, d, out, Fx, Fu = sim._state_derivatives(x, u, data, None)
     state = d.contact if sim.contact_model is not None else None
     if state is not None and blocks and getattr(state.adapter, "name", "") not in ("lcp", "ncp", "relaxed"):
         raise NotImplementedError(f"parameter derivatives under the {sim.contact!r} contact model are not "

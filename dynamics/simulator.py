@@ -1190,7 +1190,8 @@ class Simulator:
         contacts are reclassified by whether the loss wants them apart (separating) or pushed
         (clamping), and the Jacobians of whichever classification gives the larger
         ``|dl/dv|^2 + |dl/du|^2 / dt`` are returned. Not the derivative of the step where they
-        differ: a search direction out of the zero gradients of clamping contacts.
+        differ: a search direction out of the zero gradients of clamping contacts. Not with ``params`` or
+        ``impulses`` (ValueError: those Jacobians are exact, another linearization than these).
 
         ``previous`` (``integrator="bdf2"`` only, required there): the state before ``x``; then
         ``(x+, Fx, Fu, Fprev)`` with ``Fx = dx+/dx`` at fixed ``previous`` and ``Fprev = dx+/dprevious``
@@ -1202,8 +1203,12 @@ class Simulator:
             self._implicit_only("previous=")
         if adjoint is not None:
             self.check_complementarity_aware()
+            if params is not None or impulses:  # Fp and the impulses' Jacobians are exact: not the same linearization
+                raise ValueError("adjoint= (complementarity-aware Jacobians: a search direction, not the step's "
+                                 "derivative) cannot be combined with params= or impulses=, which are exact; ask "
+                                 "for them in a call without adjoint=")
         if params is not None or impulses:
-            return _parameters().step_derivatives(self, x, u, params, impulses, data, adjoint)
+            return _parameters().step_derivatives(self, x, u, params, impulses, data)
         _, _, _, out, Fx, Fu = self._state_derivatives(x, u, data, adjoint)
         return out, Fx, Fu
 

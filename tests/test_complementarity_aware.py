@@ -40,6 +40,18 @@ def test_a_resting_contact_zeroes_the_exact_gradient_but_not_the_aware_one():
     assert np.allclose(aware[:, 0], -20.0 * dt**2 * (T - np.arange(T)), rtol=1e-9, atol=0)
 
 
+def test_aware_jacobians_are_not_mixed_with_exact_parameter_jacobians():
+    """With params= (or impulses=) and adjoint= the call gave reclassified Fx, Fu next to an exact Fp: two
+    linearizations in one answer, undocumented."""
+    sim = lifter().dynamics
+    x, u = np.zeros(sim.nx), np.zeros(sim.nu)
+    for kw in ({"params": ["friction"]}, {"impulses": True}):
+        with pytest.raises(ValueError, match="adjoint= .* cannot be combined with params= or impulses="):
+            sim.step_derivatives(x, u, adjoint=np.ones(sim.ndx), **kw)
+        sim.step_derivatives(x, u, **kw)  # without adjoint=: exact, fine
+    sim.step_derivatives(x, u, adjoint=np.ones(sim.ndx))
+
+
 def test_ddp_lifts_the_box_only_with_aware_gradients():
     ocp = lifter()
     exact = solve(ocp, method="ddp", max_iter=50, verbose=False)

@@ -129,11 +129,32 @@ def test_bad_input():
         ParameterDynamics(sim, [], 0.0, 1.0)
     with pytest.raises(ValueError, match=r"nu >= 1"):
         ParameterDynamics(cube_simulator(), ["friction"], 0.1, 1.0)
+    # a set paired the bounds with the parameters in hash order, a dict dropped its values: both were taken
+    for names in ({"mass:j2_body2", "friction"}, {"mass:j2_body2": 1.0}):
+        with pytest.raises(TypeError, match=f"sequence of names .* got {type(names).__name__}"):
+            ParameterDynamics(sim, names, 0.1, 1.0)
+    with pytest.raises(ValueError, match="listed twice"):
+        ParameterDynamics(sim, ["mass:j2_body2", "mass:j2_body2"], 0.1, 1.0)
+    # bounds that are no numbers are named (NumPy's "could not convert string to float"; True was 1.0)
+    for lower, upper, what in (("a", 1.0, "lower"), (0.1, [True], "upper"), (0.1, None, "upper"),
+                               (0.1, 1 + 2j, "upper")):
+        with pytest.raises(ValueError, match=f"^{what} bounds must be numbers"):
+            ParameterDynamics(sim, ["mass:j2_body2"], lower, upper)
+    assert ParameterDynamics(sim, (n for n in ["mass:j2_body2"]), 0.1, 1.0).names == ["mass:j2_body2"]
     dyn = ParameterDynamics(sim, ARM, p0 - 0.05, p0 + 0.05)
     with pytest.raises(ValueError, match="leave the bounds"):
         dyn.control_of(p0 + 1.0)
     with pytest.raises(ValueError, match=r"augmented state has shape \(4,\)"):
         dyn.step(np.zeros(4), np.zeros(2))
+
+
+def test_complementarity_aware_jacobians_are_refused_by_name_before_solving():
+    """ParameterDynamics' step_derivatives takes no adjoint=: the check said nothing ("trusted") and DDP failed
+    after its first rollout with a TypeError about an unexpected keyword argument."""
+    from trajopt.protocol import check_complementarity_aware
+
+    with pytest.raises(ValueError, match="ParameterDynamics.step_derivatives takes no adjoint="):
+        check_complementarity_aware(arm_design())
 
 
 def test_bounds_that_admit_invalid_physical_values():

@@ -27,6 +27,7 @@ system (costs on ``x``, ``u``) to the augmented one: no cost at the design knots
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import pinocchio as pin
@@ -50,12 +51,15 @@ class ParameterDynamics:
     def __init__(self, sim, names, lower, upper, *, cache: int = 64):
         if isinstance(names, str):
             names = [names]
+        elif isinstance(names, (set, frozenset, Mapping)) or not isinstance(names, Iterable):
+            # a set's order would pair the bounds with the parameters by hash; a dict's values would be dropped
+            raise TypeError(f"parameter names must be a name or a sequence of names (sim.parameter_names()), in the "
+                            f"order of the bounds, got {type(names).__name__} {names!r:.80}")
         self.names = list(names)
         if not self.names:
             raise ValueError("ParameterDynamics needs at least one parameter name (see sim.parameter_names())")
-        self.np = int(sim.parameter_size(self.names))  # raises naming an unknown parameter
-        lower, upper = (np.full(self.np, float(b)) if np.ndim(b) == 0 else np.asarray(b, dtype=float)
-                        for b in (lower, upper))
+        self.np = int(sim.parameter_size(self.names))  # raises naming an unknown or repeated parameter
+        lower, upper = (_bounds(what, b, self.np, self.names) for what, b in (("lower", lower), ("upper", upper)))
         for what, b in (("lower", lower), ("upper", upper)):
             if b.shape != (self.np,):
                 raise ValueError(f"{what} bounds have shape {b.shape}, expected ({self.np},): one per entry of "
@@ -274,6 +278,19 @@ _SCALAR_RANGES = {"mass": (0.0, False, np.inf, "> 0 kg here (the simulator takes
                   "restitution": (0.0, False, 1.0, "in (0, 1] here (the simulator takes 0, but a simulator inelastic "
                                                    "everywhere has no restitution parameter, and at e = 0 a pair has "
                                                    "no impact rows to differentiate: use a small positive bound)")}
+
+
+def _bounds(what, value, n, names) -> np.ndarray:
+    """``value`` (one number, or ``n``) as ``n`` floats; ValueError naming the bounds when it is no number (text,
+    None, complex, a bool), before the shape and finiteness checks."""
+    try:
+        b = np.asarray(value)
+        if b.dtype.kind not in "iuf":
+            raise TypeError(f"elements of type {b.dtype}")
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{what} bounds must be numbers (one, or one per entry of {names}), got {value!r:.80} "
+                         f"({exc})") from None
+    return np.full(n, float(b)) if b.ndim == 0 else b.astype(float)
 
 
 def _check_physical_bounds(sim, names, lower, upper):

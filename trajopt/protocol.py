@@ -7,6 +7,7 @@ Sizes follow the package notation (``nx``, ``ndx``, ``nu``).
 
 from __future__ import annotations
 
+import inspect
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -54,10 +55,19 @@ def check_complementarity_aware(dyn) -> None:
     """Raise ``ValueError`` (before any solving) when ``dyn`` cannot give complementarity-aware
     Jacobians (``step_derivatives(x, u, adjoint=...)``): it asks ``dyn.check_complementarity_aware()``
     when the dynamics has one (:meth:`dynamics.Simulator.check_complementarity_aware`); other
-    dynamics are trusted."""
+    dynamics must at least take ``adjoint=`` (a ``step_derivatives`` without it, e.g. a design's
+    :class:`trajopt.ParameterDynamics`, would fail with a TypeError after the first rollout)."""
     check = getattr(dyn, "check_complementarity_aware", None)
     if check is not None:
         check()
+        return
+    try:
+        params = inspect.signature(dyn.step_derivatives).parameters
+    except (TypeError, ValueError):  # no signature to read (a compiled callable): trusted
+        return
+    if "adjoint" not in params and not any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        raise ValueError(f"{type(dyn).__name__}.step_derivatives takes no adjoint=: complementarity-aware Jacobians "
+                         "(Nimble's, for LCP contact) need dynamics that give them, e.g. dynamics.Simulator")
 
 
 def difference_jacobians(dyn, x0: np.ndarray, x1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
