@@ -152,6 +152,17 @@ class held_signals(_deferred_signals):
             raise Stopped(signal.Signals(signum).name)
 
 
+def _signal_while_writing(status: str) -> bool:
+    """Whether a signal was noted, not raised, while a finished run's results were being written (or computed for
+    them: metrics, error bars): they are complete, said here, and the command still ends interrupted (exit 130 /
+    143 / 129, never 0)."""
+    if _signal["received"] is None or status == "interrupted":
+        return False
+    print(f"trajopt: {signal_label()} arrived while the results were being written; they are complete "
+          f"(status {status})", file=sys.stderr)
+    return True
+
+
 def signal_label() -> str:
     """What stopped the run, for messages: ``Ctrl-C`` (SIGINT, or no signal noted), ``SIGTERM``, ``SIGHUP``."""
     import signal
@@ -726,7 +737,7 @@ def _write_least_squares(problem, args, out, runs, stopped=None) -> int:
     if message:
         print(f"  {status}: {message}")
     print(f"wrote {out}/: solution.npz, summary.json, {', '.join(figures)}")
-    if status == "interrupted":
+    if status == "interrupted" or _signal_while_writing(status):
         return _interrupted_exit()
     # as for trajectory problems: an answer within the budget is a finished run (0); stalled or failed: 1
     return 0 if sol.status.value in ("converged", "max_iterations") else 1
@@ -755,6 +766,8 @@ def cmd_solve(args) -> int:
             options[key] = parse_value(value)
         except OptionError as exc:
             raise CLIError(f"--option {item!r}: {exc}") from None
+        if key == "contact" and args.contact is not None and options[key] != args.contact:
+            raise CLIError(f"--contact {args.contact} and --option {item} disagree: give the contact model once")
     problem = _load(args.problem, **options)
     if args.complementarity_aware:  # checked before any solving
         if isinstance(problem, LeastSquares):
@@ -763,7 +776,9 @@ def cmd_solve(args) -> int:
         contact = getattr(problem.dynamics, "contact", None)
         try:
             check_complementarity_aware(problem.dynamics)
-        except ValueError:
+        except ValueError as exc:
+            if getattr(problem.dynamics, "check_complementarity_aware", None) is None:  # not the contact model
+                raise CLIError(f"--complementarity-aware: {exc} (the dynamics of {args.problem})") from None
             given = "--contact " + args.contact if args.contact else f"{args.problem!r}'s contact model {contact!r}"
             raise CLIError(f"--complementarity-aware cannot be combined with {given}: Nimble's complementarity-aware "
                            "Jacobians are defined for LCP contact (--contact lcp), not for the Coulomb cone "
@@ -807,7 +822,7 @@ def cmd_solve(args) -> int:
         sol = solve(ocp, method=args.method, **solver_options)
         _note_signal(sol)
         with _deferred_signals():
-            summary = write_solution(ocp, sol, problem=args.problem, contact=args.contact, out_dir=out,
+            summary = write_solution(ocp, sol, problem=args.problem, contact=options.get("contact"), out_dir=out,
                                      options=options, animate=not args.no_animation, scene=not args.no_scene,
                                      extra={"complementarity_aware": True} if args.complementarity_aware else None)
     figures = ", ".join(f"{k} {v:.4g}" for k, v in summary["metrics"].items())
@@ -816,8 +831,8 @@ def cmd_solve(args) -> int:
     if summary["message"]:
         print(f"  {summary['status']}: {summary['message']}")
     print(f"wrote {out}/: {', '.join(summary['files'])}")
-    if sol.status.value == "interrupted":  # saved, but not a finished run: 130 / 143 / 129
-        return _interrupted_exit()
+    if sol.status.value == "interrupted" or _signal_while_writing(sol.status.value):  # saved, not finished
+        return _interrupted_exit()  # 130 / 143 / 129
     return 0 if sol.status.value in ("converged", "max_iterations") else 1
 
 
@@ -868,7 +883,7 @@ def _compare(args, methods, options, folder) -> int:
         figures = ", ".join(f"{k} {v:.4g}" for k, v in summary["metrics"].items())
         print(f"  {method:<9} {summary['status']:<15} cost {summary['cost']:<12.6g} {summary['iterations']:>4} it "
               f"{summary['wall_time_s']:>7.1f} s  {figures}", flush=True)
-        if sol.status.value == "interrupted":
+        if sol.status.value == "interrupted" or _signal_while_writing(sol.status.value):  # the rest do not run
             interrupted = True
             break
     if interrupted:
@@ -1164,6 +1179,15 @@ def main(argv=None) -> int:
     except (CLIError, ValueError, FileNotFoundError, TypeError) as exc:
         print(f"trajopt: error: {exc}", file=sys.stderr)
         return 2
+    except RuntimeError as exc:
+        from dynamics import SimulationError
+
+        if not isinstance(exc, SimulationError):
+            raise
+        # a rollout no solver could start from (the initial guess's, or a problem's own data): nothing to save
+        print(f"trajopt: error: the simulation diverged, nothing was solved: {exc} (a smaller time step dt, or "
+              "milder options, may keep it finite)", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM or SIGHUP before a solver had anything to save
         print("trajopt: interrupted", file=sys.stderr)
         return _interrupted_exit()

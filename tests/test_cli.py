@@ -282,3 +282,39 @@ def test_bench_ddp_iterations_given_times_ddp_on_any_trajectory_problem(tmp_path
     assert main(["bench", "pendulum", "--min-time", "0.001", "--json", str(path)]) == 0
     (rec,) = json.loads(path.read_text())
     assert "ddp_iterations" not in rec
+
+
+def test_a_tall_motion_makes_a_gif_of_bounded_height(tmp_path):
+    """The GIF's figure took the scene's aspect as it was: a body that flew 1e6 m up (jump-worm at dt=1) made a
+    figure ~1e5 inches tall and ran the writer out of 24 GB."""
+    from PIL import Image
+
+    from trajopt.plots import animate_planar
+
+    qs = np.array([[0.0], [10.0], [20.0]])  # a ball rising 20 m, 0.6 m wide: aspect 34
+    path = animate_planar(qs, lambda q: [("circle", np.array([0.0, q[0], 0.1]))], dt=0.1,
+                          path=str(tmp_path / "tall.gif"), frames=3)
+    width, height = Image.open(path).size
+    assert height <= 4 * width + 2, (width, height)
+
+
+def test_a_diverging_start_is_an_error_line_not_a_traceback(tmp_path, capsys):
+    """cube-sysid at dt=1 diverges while making its data; the SimulationError reached the user as a traceback."""
+    assert main(["solve", "cube-sysid", "--option", "dt=1", "--out", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("trajopt: error: the simulation diverged, nothing was solved: rollout step"), err
+    assert "Traceback" not in err
+
+
+def test_contact_given_twice_must_agree(tmp_path, capsys):
+    """--option contact=ncp won over --contact lcp, and the summary recorded lcp."""
+    assert main(["solve", "catapult-design", "--option", "contact=ncp", "--contact", "lcp",
+                 "--out", str(tmp_path)]) == 2
+    assert "--contact lcp and --option contact=ncp disagree" in capsys.readouterr().err
+
+
+def test_complementarity_aware_on_a_design_problem_is_refused_by_name(tmp_path, capsys):
+    assert main(["solve", "catapult-design", "--method", "ddp", "--complementarity-aware",
+                 "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "DesignDynamics.step_derivatives takes no adjoint=" in err and "the dynamics of catapult-design" in err

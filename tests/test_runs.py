@@ -418,3 +418,34 @@ def test_a_signal_during_the_finite_difference_run_ends_an_inverse_solve_interru
     assert summary["status"] == "interrupted" and signal.Signals(signum).name in summary["message"], summary
     assert summary["analytic_status"] == "max_iterations"
     assert "  interrupted: " in out, out
+
+
+@pytest.mark.parametrize("argv, folders", [
+    (["solve", "pendulum", "--horizon", "20", "--max-iter", "2", "--no-scene"], ["ddp"]),
+    (["solve", "cube-throw", "--max-iter", "2"], ["gauss-newton"]),
+    (["compare", "pendulum", "--horizon", "20", "--methods", "ddp,cem", "--max-iter", "2"], ["ddp"])])
+def test_a_signal_while_results_are_written_ends_the_command_interrupted(tmp_path, capsys, monkeypatch, argv,
+                                                                        folders):
+    """A signal while a finished run's results are written is noted, not raised (no half files); the command
+    then exited 0 (or ran compare's next method) as if nothing had arrived."""
+    from app import cli
+
+    monkeypatch.setitem(cli._signal, "received", None)
+    write_json = cli.write_json
+
+    def ctrl_c_during_the_summary(path, obj):
+        if os.path.basename(path) == "summary.json" and cli._signal["received"] is None:
+            cli._on_signal(signal.SIGINT, None)  # what the handler does: deferred here
+        return write_json(path, obj)
+
+    monkeypatch.setattr(cli, "write_json", ctrl_c_during_the_summary)
+    assert main(argv + ["--out", str(tmp_path)]) == 130
+    err = capsys.readouterr().err
+    assert "Ctrl-C arrived while the results were being written; they are complete (status " in err, err
+    problem = argv[1]
+    for folder in folders:  # whole, with the run's own status
+        summary = json.loads((tmp_path / problem / folder / "summary.json").read_text())
+        assert summary["status"] != "interrupted"
+    if argv[0] == "compare":  # the next method did not run
+        assert not (tmp_path / problem / "cem" / "summary.json").exists()
+        assert "not run: cem" in err

@@ -135,7 +135,10 @@ def animate_planar(qs, shapes_fn, *, dt: float, path: str, frames: int = 80, tar
         all_pts.append(np.asarray(target, float)[None])
     P = np.vstack(all_pts)
     lo, hi = P.min(axis=0) - 0.3, P.max(axis=0) + 0.3
-    fig, ax = plt.subplots(figsize=(6, 6 * (hi[1] - lo[1]) / max(hi[0] - lo[0], 1e-9) if hi[0] > lo[0] else 6))
+    # the figure's height follows the scene's aspect within 1:4 .. 4:1 (the axes keep equal scales inside it): a
+    # motion far taller than wide (a diverged flight 1e6 m up) made a figure of ~1e5 inches, and 24 GB of frames
+    aspect = float(np.clip((hi[1] - lo[1]) / max(hi[0] - lo[0], 1e-9), 0.25, 4.0))
+    fig, ax = plt.subplots(figsize=(6, 6 * aspect))
     ax.set_xlim(lo[0], hi[0])
     ax.set_ylim(lo[1], hi[1])
     ax.set_aspect("equal")
