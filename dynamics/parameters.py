@@ -274,6 +274,8 @@ def resolve(sim, params) -> Blocks:
             hit = None
         if hit is not None:
             return hit
+    if isinstance(params, np.ndarray) and params.ndim == 0 and params.dtype.kind == "U":  # np.array("friction")
+        params = str(params)
     if isinstance(params, str):
         params = [params]
     elif isinstance(params, (set, frozenset, Mapping, bytes, bytearray)) or not isinstance(params, Iterable):
@@ -369,7 +371,7 @@ def with_values(sim, params, values):
         values = as_numbers(values)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"values must be {n} number{'' if n == 1 else 's'} for parameters {[(b.name, b.size) for b in blocks]}, got "
-                         f"{values!r} ({exc})") from None
+                         f"{values!r:.80} ({exc})") from None
     if values.ndim == 0 and n == 1:
         values = values.reshape(1)
     if values.shape != (n,):

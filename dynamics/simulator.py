@@ -118,21 +118,25 @@ def _link_name(model: pin.Model, j: int) -> str:
 
 _F64 = np.dtype(np.float64)
 #: what an object array may hold that NumPy would take for a number (NaN, a parse, a real part): as_numbers refuses it
-_NOT_NUMBERS = (str, bytes, type(None), complex, np.complexfloating)
+_NOT_NUMBERS = (str, bytes, type(None), complex, np.complexfloating, bool, np.bool_)
 
 
 def as_numbers(value) -> np.ndarray:
-    """``value`` as a float array; TypeError for None, text (a string, bytes, an array of strings) and complex
-    numbers, which NumPy would read as NaN, parse or cut to their real part; ValueError or TypeError from NumPy for
-    anything else that is no array of numbers."""
+    """``value`` as a float array; TypeError for None, text (a string, bytes, an array of strings), booleans and
+    complex numbers, which NumPy would read as NaN, parse, take as 0/1 or cut to their real part; ValueError for an
+    integer past float's range, and ValueError or TypeError from NumPy for anything else that is no array of
+    numbers."""
     if value is None or isinstance(value, (str, bytes)):
         raise TypeError(type(value).__name__)
     if not isinstance(value, np.ndarray):
         value = np.asarray(value)
-    if value.dtype.kind in "USVc" or (value.dtype.kind == "O" and any(isinstance(e, _NOT_NUMBERS) for e in value.flat)):
+    if value.dtype.kind in "USVcb" or (value.dtype.kind == "O" and any(isinstance(e, _NOT_NUMBERS) for e in value.flat)):
         raise TypeError(f"elements of type {value.dtype}" if value.dtype.kind != "O" else
-                        "text, None or complex elements")
-    return np.asarray(value, dtype=float)
+                        "text, None, bool or complex elements")
+    try:
+        return np.asarray(value, dtype=float)
+    except OverflowError:  # an int past float's range (10**400): NumPy's bare OverflowError named nothing
+        raise ValueError("a number beyond float's range") from None
 
 
 def _float_array(value, what: str, shape: str) -> np.ndarray:

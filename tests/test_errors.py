@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -100,8 +102,24 @@ def test_text_is_not_taken_for_numbers(sim):
             sim.rollout(np.zeros(4), us)
     with pytest.raises(ValueError, match=r"knot states xs must be an array of numbers of shape \(1, 4\)"):
         sim.knot_derivatives([["0", "0", "0", "0"]], [[0.0]])
-    with pytest.raises(ValueError, match=r"values must be 1 number .*text, None or complex elements"):
+    with pytest.raises(ValueError, match=r"values must be 1 number .*text, None, bool or complex elements"):
         sim.with_parameters(sim.parameter_names()[:1], np.array(["1.0"], dtype=object))
+
+
+def test_booleans_and_ints_past_float_are_not_taken_for_numbers(sim):
+    """with_parameters([mass], [True]) set a mass of 1.0 and a state of booleans stepped; an int past float's range
+    (10**400) raised NumPy's bare OverflowError, which named nothing."""
+    name = sim.parameter_names()[:1]
+    for bad, why in (([True], "elements of type bool"), ([np.True_], "elements of type bool"),
+                     ([10**400], "a number beyond float's range")):
+        with pytest.raises(ValueError, match=r"^values must be 1 number .*" + re.escape(f"({why})")):
+            sim.with_parameters(name, bad)
+    # a name as a 0-d array of text is that name (it was "iteration over a 0-d array")
+    assert sim.parameter_size(np.array(name[0])) == sim.parameter_size(name)
+    x_bool, x_big = np.array([True, False, True, False]), [10**400, 0, 0, 0]
+    for x, why in ((x_bool, "elements of type bool"), (x_big, "a number beyond float's range")):
+        with pytest.raises(ValueError, match=r"^state x must be an array of numbers .*" + re.escape(f"({why})")):
+            sim.step(x, np.zeros(1))
 
 
 UTILITIES = {  # name: (call on the bad argument, the name the message gives it, its size)
