@@ -90,8 +90,9 @@ def check_smoothing(method: str, smoothing) -> None:
     if smoothing is None or smoothing == "none":
         return
     if method not in SMOOTHABLE:
-        raise ValueError(f"method {method!r} cannot use smoothing (it uses no gradients); methods that can: "
-                         f"{', '.join(SMOOTHABLE)}")
+        why = ("it smooths by itself: its polish goes on by continuation when it stalls" if method == "design-search"
+               else "it uses no gradients")
+        raise ValueError(f"method {method!r} cannot use smoothing ({why}); methods that can: {', '.join(SMOOTHABLE)}")
 
 
 def solve_continuation(ocp, method: str, methods: dict, smoothing="auto", *, time_limit: float | None = None,

@@ -110,8 +110,13 @@ def test_bad_smoothing_is_a_clear_error(push, bad, match):
 
 
 def test_smoothing_with_a_method_that_cannot_use_it(push):
-    with pytest.raises(ValueError, match="cannot use smoothing.*ddp"):
+    with pytest.raises(ValueError, match=r"cannot use smoothing \(it uses no gradients\).*ddp"):
         solve(push, "cem", smoothing="auto", verbose=False)
+    # design-search polishes with DDP and smooths that polish itself ("uses no gradients" was wrong there)
+    from solvers.continuation import check_smoothing
+
+    with pytest.raises(ValueError, match=r"'design-search' cannot use smoothing \(it smooths by itself: its polish"):
+        check_smoothing("design-search", "auto")
 
 
 def test_smoothing_needs_dynamics_that_can_relax(push):
