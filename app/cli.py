@@ -736,6 +736,12 @@ def _write_least_squares(problem, args, out, runs, stopped=None) -> int:
         print(f"{args.problem} / gauss-newton (fd): not run")
     if message:
         print(f"  {status}: {message}")
+    blind = int(summary["metrics"].get("unidentified", 0))
+    if blind:  # the residual fits whatever those are: a converged fit is not an identification there
+        of = problem.info.get("parameters")
+        print(f"  note: the data do not determine {blind} {f'of the {of} ' if of else ''}identified unknowns "
+              "(directions the residual's Jacobian does not see): any value there fits as well, whatever the "
+              "residual and the status say; record longer or richer motion")
     print(f"wrote {out}/: solution.npz, summary.json, {', '.join(figures)}")
     if status == "interrupted" or _signal_while_writing(status):
         return _interrupted_exit()

@@ -115,6 +115,18 @@ def test_ur5_sysid_cli(tmp_path, capsys):
     assert main(["solve", "ur5-sysid", "--option", "noise"]) == 2
 
 
+def test_data_that_cannot_determine_the_parameters_are_said_so(tmp_path, capsys):
+    """ur5-sysid at dt=1e-9 (2 microseconds of motion) fits its data to a residual of 4.5e-13 with parameters 3.5
+    times off: Gauss-Newton's converged is right about the residual, and nothing said the data were blind."""
+    assert main(["solve", "ur5-sysid", "--option", "dt=1e-9", "--out", str(tmp_path)]) == 0
+    summary = json.loads((tmp_path / "ur5-sysid" / "gauss-newton" / "summary.json").read_text())
+    assert summary["metrics"]["unidentified"] == 20 and summary["metrics"]["parameter_error"] > 1.0
+    assert "note: the data do not determine 20 of the 20 identified unknowns" in capsys.readouterr().out
+    # the registered data determine every one
+    p = problems.load("ur5-sysid")
+    assert p.evaluate(gauss_newton(p, verbose=False).z)["unidentified"] == 0
+
+
 def test_error_bar_plot_rows_and_blind_entries(tmp_path):
     """plot_error_bars: one row per entry, the point at (estimate - true) / sigma; an entry without a finite
     error bar (the data do not see it) keeps its row, labelled, without a point (no NaN drawn, no error)."""
