@@ -1195,7 +1195,7 @@ def main(argv=None) -> int:
               "milder options, may keep it finite)", file=sys.stderr)
         return 1
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM or SIGHUP before a solver had anything to save
-        print("trajopt: interrupted", file=sys.stderr)
+        print(f"trajopt: interrupted by {signal_label()} before the run had a result to save", file=sys.stderr)
         return _interrupted_exit()
     except BrokenPipeError:  # `trajopt list | head`: the reader left; no traceback, and none at exit either
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -449,3 +449,20 @@ def test_a_signal_while_results_are_written_ends_the_command_interrupted(tmp_pat
     if argv[0] == "compare":  # the next method did not run
         assert not (tmp_path / problem / "cem" / "summary.json").exists()
         assert "not run: cem" in err
+
+
+def test_a_signal_before_any_result_says_nothing_was_saved(tmp_path, capsys, monkeypatch):
+    """Ctrl-C while cube-sysid made its start printed "trajopt: interrupted" alone: whether anything was saved,
+    and which signal, went unsaid."""
+    from app import cli
+
+    monkeypatch.setitem(cli._signal, "received", None)
+    monkeypatch.setitem(cli._signal, "deferred", False)
+
+    def load_then_sigterm(name, **options):
+        cli._on_signal(signal.SIGTERM, None)  # the handler raises Stopped here (no solver yet)
+
+    monkeypatch.setattr(cli, "_load", load_then_sigterm)
+    assert main(["solve", "pendulum", "--out", str(tmp_path)]) == 143
+    assert capsys.readouterr().err.strip() == "trajopt: interrupted by SIGTERM before the run had a result to save"
+    assert not (tmp_path / "pendulum").exists()
