@@ -157,6 +157,18 @@ def test_complementarity_aware_jacobians_are_refused_by_name_before_solving():
         check_complementarity_aware(arm_design())
 
 
+@pytest.mark.parametrize("name", ["com:j2_body2", "placement:j2"])
+def test_bounds_that_admit_a_model_beyond_the_simulated_distance(name):
+    """Bounds of +-1e5 on a centre of mass or a placement were accepted; the first design knot beyond 10 km then
+    failed mid-solve with a ModelError."""
+    sim = arm_simulator("lcp")
+    p0 = sim.get_parameters([name])
+    with pytest.raises(ValueError, match=rf"bounds of parameter '{name}' admit invalid values: at their corner .* "
+                                         "the simulator refuses the model .*at most 10000 m"):
+        ParameterDynamics(sim, [name], p0 - 1e5, p0 + 1e5)
+    ParameterDynamics(sim, [name], p0 - 0.1, p0 + 0.1)  # a design range
+
+
 def test_bounds_that_admit_invalid_physical_values():
     """A design knot may set any value within the bounds, so bounds admitting a mass <= 0, a negative friction
     or a restitution outside [0, 1] are refused at construction, naming the parameter (they were accepted, and

@@ -297,17 +297,28 @@ def _check_physical_bounds(sim, names, lower, upper):
     """ValueError naming the parameter when the bounds of a mass, friction or restitution admit a value the
     simulator rejects (mass < 0, friction < 0, restitution outside [0, 1]) or at which the parameter vanishes or may
     leave the model singular (restitution 0, mass 0): a design knot may set any value within the bounds, and the
-    step there would fail mid-solve."""
+    step there would fail mid-solve. A centre of mass or a placement is tried at its box's corner farthest from
+    its own value of 0 (each entry at the bound of larger magnitude): the simulator refuses one beyond the distance
+    it simulates (10 km), which a box of +-1e5 admitted, failing mid-solve with a ModelError."""
     off = 0
     for n in names:
         kind = n.split(":", 1)[0]
+        size = int(sim.parameter_size(n))
         rng = _SCALAR_RANGES.get(kind)
         if rng is not None:
             lo, closed, hi, want = rng
             if not (lower[off] >= lo if closed else lower[off] > lo) or upper[off] > hi:
                 raise ValueError(f"bounds [{lower[off]:g}, {upper[off]:g}] of parameter {n!r} admit invalid values: "
                                  f"a {kind} must be {want}")
-        off += int(sim.parameter_size(n))
+        elif kind in ("com", "placement"):
+            lo, hi = lower[off:off + size], upper[off:off + size]
+            far = np.where(np.abs(lo) > np.abs(hi), lo, hi)
+            try:
+                sim.with_parameters([n], far)
+            except ValueError as exc:  # ModelError is a ValueError
+                raise ValueError(f"bounds of parameter {n!r} admit invalid values: at their corner {far.tolist()} "
+                                 f"the simulator refuses the model ({exc})") from None
+        off += size
 
 
 class _ZeroCost(Cost):
