@@ -530,7 +530,9 @@ def cube_sysid(*, steps: int = 300, every: int = 10, height: float = 0.05, dt: f
         if flight < 1:
             raise ValueError(f"the observed cube is within {CUBE_FLIGHT_CLEARANCE} m of the ground at the first "
                              f"knot (step {knots[0]}): no flight to estimate the twist from; observe more often "
-                             "(every) or drop it from higher (height)")
+                             "(every) or drop it from higher (height)" + (
+                                 f"; or lower the noise: noise={sigma:g} moves every observed pose by about that "
+                                 "much" if sigma > 0 else ""))
         # Stage 1: the twist from the flight, Gauss-Newton without a ground (smooth, nearly linear).
         for _ in range(20):
             r, J = rows(z0, flight, sim=free)

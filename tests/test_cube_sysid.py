@@ -104,6 +104,9 @@ def test_cube_sysid_bad_input():
         problems.load("cube-sysid", guess_friction=0.0)
     with pytest.raises(ValueError, match="no flight to estimate the twist from"):
         problems.load("cube-sysid", every=100)
+    # with noise the message named only every and height, not the noise that put the observed cube in the ground
+    with pytest.raises(ValueError, match=r"drop it from higher \(height\); or lower the noise: noise=1 moves"):
+        problems.load("cube-sysid", noise=1.0)
 
 
 @pytest.mark.parametrize("options, message", [

@@ -114,6 +114,9 @@ def test_booleans_and_ints_past_float_are_not_taken_for_numbers(sim):
                      ([10**400], "a number beyond float's range")):
         with pytest.raises(ValueError, match=r"^values must be 1 number .*" + re.escape(f"({why})")):
             sim.with_parameters(name, bad)
+    # impulses="no" asked for the impulses (any truthy value did)
+    with pytest.raises(TypeError, match="impulses must be True or False, got 'no'"):
+        sim.step_derivatives(np.zeros(4), np.zeros(1), impulses="no")
     # a name as a 0-d array of text is that name (it was "iteration over a 0-d array")
     assert sim.parameter_size(np.array(name[0])) == sim.parameter_size(name)
     x_bool, x_big = np.array([True, False, True, False]), [10**400, 0, 0, 0]
