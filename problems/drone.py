@@ -62,7 +62,7 @@ def drone(*, horizon: int = 500, dt: float = 1e-3, target: float = 5.0, control_
         raise ValueError(f"hover must be a fraction of the weight in [0, 1), got {hover!r}")
     sim = drone_simulator(dt=dt, contact=contact)
     weight = MASS * -GRAVITY[2]
-    us_init = np.full((horizon, 1), hover * weight)
+    us_init = np.full(1, hover * weight)  # every knot (OCP)
 
     def metrics(xs, us):
         return {"final_height": float(xs[-1, 0]), "distance_to_target": float(abs(xs[-1, 0] - target)),

@@ -155,7 +155,7 @@ def _standing_ocp(sim, x_stand, *, name, horizon, state_weight, control_weight):
     running = StateCost(sim, x_stand, w) + ControlCost(sim, control_weight, u_ref=u_hold)
     terminal = StateCost(sim, x_stand, 10.0 * w)
     return OCP(dynamics=sim, x0=x_stand, horizon=horizon, running_cost=running, terminal_cost=terminal,
-               name=name, us_init=np.tile(u_hold, (horizon, 1)), metrics=metrics,
+               name=name, us_init=u_hold, metrics=metrics,
                info={"bench_state": (x_stand.copy(), u_hold.copy()), "x_ref": x_stand.copy()})
 
 
@@ -270,7 +270,7 @@ def go1_jump(*, horizon: int = 300, dt: float = 1e-3, contact: str = "lcp", fric
                 "max_joint_speed_ratio": float(np.max(np.abs(xs[:, sim.nq:][:, dofs]) / vmax))}
 
     return OCP(dynamics=sim, x0=x0, horizon=horizon, running_cost=running, terminal_cost=terminal,
-               name="go1-jump", us_init=np.tile(u_hold, (horizon, 1)), metrics=metrics,
+               name="go1-jump", us_init=u_hold, metrics=metrics,
                info={"bench_state": (x0.copy(), u_hold.copy()), "x_ref": x0.copy()})
 
 

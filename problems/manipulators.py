@@ -238,5 +238,5 @@ def ur5_box(*, horizon: int = 300, dt: float = 1e-3, contact: str = "lcp", frict
         return {"box_displacement": float(xs[-1, 0] - x0[0]), "box_x_error": float(xs[-1, 0] - target)}
 
     return OCP(dynamics=sim, x0=x0, horizon=horizon, running_cost=running, terminal_cost=terminal,
-               name="ur5-box", us_init=np.tile(u0, (horizon, 1)), metrics=metrics,
+               name="ur5-box", us_init=u0, metrics=metrics,
                info={"bench_state": (x_bench, u_bench), "target_box_x": target})

@@ -93,6 +93,35 @@ def test_a_horizon_past_the_memory_is_refused_before_allocating(monkeypatch):
     assert problems.load("pendulum", horizon=1000).horizon == 1000
 
 
+@pytest.mark.parametrize("name", ["go1-hold", "go1-jump", "talos-standing", "ur5-box", "drone"])
+def test_factories_refuse_a_huge_horizon_before_tiling_their_guess(name, monkeypatch):
+    """These tiled their initial controls over the horizon before the OCP's size check: talos-standing at
+    horizon=1e8 asked NumPy for 23.8 GiB first. The OCP now takes one control (nu,) for every knot."""
+    import tracemalloc
+
+    import trajopt.memory
+
+    monkeypatch.setattr(trajopt.memory, "physical_memory", lambda: 2**30)
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match="solver arrays over a horizon of 1000000 knots would take"):
+            problems.load(name, horizon=1_000_000)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 50e6, peak  # a tiled guess alone: 1e6 x nu x 8 bytes (12 for a Go1: 96 MB)
+
+
+def test_one_initial_control_is_used_at_every_knot():
+    sim = problems.load("pendulum").dynamics
+    ocp = OCP(dynamics=sim, x0=np.zeros(sim.nx), horizon=5, running_cost=ControlCost(sim, 1.0),
+              terminal_cost=StateCost(sim, np.zeros(sim.nx)), us_init=np.array([0.3]))
+    np.testing.assert_array_equal(ocp.us_init, np.full((5, 1), 0.3))
+    with pytest.raises(ValueError, match=r"controls have shape \(2,\), expected \(horizon 5, nu 1\)"):
+        OCP(dynamics=sim, x0=np.zeros(sim.nx), horizon=5, running_cost=ControlCost(sim, 1.0),
+            terminal_cost=StateCost(sim, np.zeros(sim.nx)), us_init=np.array([0.3, 0.1]))
+
+
 def test_ocp_cost_adds_running_and_terminal():
     ocp = problems.load("pendulum", horizon=20)
     us = np.full((20, 1), 0.5)

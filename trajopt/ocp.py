@@ -25,7 +25,8 @@ class OCP:
     ``running_cost`` is one cost for every knot or a sequence of ``horizon`` costs.
     ``u_lower``/``u_upper`` default to the dynamics' own ``u_lower``/``u_upper``
     when it has them (torque limits), else unbounded. ``us_init`` is the initial
-    guess for solvers (default: zeros clipped into the bounds). ``metrics`` maps
+    guess for solvers (default: zeros clipped into the bounds), (T, nu) or one control (nu,) for every knot
+    (made after the size check: a factory need not tile a horizon of controls before it). ``metrics`` maps
     ``(xs, us)`` to the problem's own figures (e.g. ``distance_to_target``).
     ``default_method`` and ``default_options`` (e.g. ``{"smoothing": "auto", "time_limit": 60}``)
     are what ``solvers.solve(ocp)`` uses when no method is named: the problem's own recipe.
@@ -54,10 +55,12 @@ class OCP:
         if not (isinstance(self.horizon, (int, np.integer)) and self.horizon > 0):
             raise ValueError(f"horizon must be a positive integer, got {self.horizon!r}")
         self.horizon = int(self.horizon)
-        # what a solver keeps per knot: the state and control, the step's Jacobians, the gains and the costs'
-        # second derivatives (about three ndx x (ndx + nu) blocks); refused before the costs' list is made
+        # what a solver keeps per knot: the step's Jacobians, the gains, the costs' second derivatives and their
+        # copies (about six ndx x (ndx + nu) blocks), and a fixed ~40 kB (measured 2026-11-28: DDP on the pendulum
+        # 1.2 kB per knot, multiple shooting's CasADi graph 37 kB); refused before the costs' list is made
         check_memory(f"{self.name}'s solver arrays over a horizon of {self.horizon} knots",
-                     8 * self.horizon * (3 * dyn.ndx * (dyn.ndx + dyn.nu) + dyn.nx + dyn.nu), "a shorter horizon")
+                     self.horizon * (8 * (6 * dyn.ndx * (dyn.ndx + dyn.nu) + 4 * (dyn.nx + dyn.nu)) + 40_000),
+                     "a shorter horizon")
         x0 = np.asarray(self.x0, dtype=float)
         if x0.shape != (dyn.nx,):
             raise ValueError(f"x0 has shape {x0.shape}, expected ({dyn.nx},)")
@@ -92,7 +95,10 @@ class OCP:
         if self.us_init is None:
             self.us_init = np.clip(np.zeros((self.horizon, nu)), self.u_lower, self.u_upper)
         else:
-            self.us_init = self.check_controls(self.us_init)
+            us = self.us_init
+            if np.ndim(us) == 1 and np.size(us) == nu and not (nu == 1 and self.horizon == 1):  # one for every knot
+                us = np.tile(np.asarray(us, dtype=float), (self.horizon, 1))
+            self.us_init = self.check_controls(us)
 
     # -- sizes and helpers ---------------------------------------------------------------
     @property
