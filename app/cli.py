@@ -739,7 +739,8 @@ def _write_least_squares(problem, args, out, runs, stopped=None) -> int:
     blind = int(summary["metrics"].get("unidentified", 0))
     if blind:  # the residual fits whatever those are: a converged fit is not an identification there
         of = problem.info.get("parameters")
-        print(f"  note: the data do not determine {blind} {f'of the {of} ' if of else ''}identified unknowns "
+        print(f"  note: the data do not determine {blind} {f'of the {of} ' if of else ''}identified "
+              f"unknown{'' if blind == 1 else 's'} "
               "(directions the residual's Jacobian does not see): any value there fits as well, whatever the "
               "residual and the status say; record longer or richer motion")
     print(f"wrote {out}/: solution.npz, summary.json, {', '.join(figures)}")
@@ -1190,6 +1191,10 @@ def main(argv=None) -> int:
 
         if not isinstance(exc, SimulationError):
             raise
+        if _signal["received"] is not None:  # a solver stopped by a signal whose answer's rollout then diverged
+            print(f"trajopt: interrupted by {signal_label()}; the run had no finite result to save ({exc})",
+                  file=sys.stderr)
+            return _interrupted_exit()
         # a rollout no solver could start from (the initial guess's, or a problem's own data): nothing to save
         print(f"trajopt: error: the simulation diverged, nothing was solved: {exc} (a smaller time step dt, or "
               "milder options, may keep it finite)", file=sys.stderr)

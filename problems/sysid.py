@@ -96,8 +96,9 @@ def _check_steps(steps, window, name="window", low=1, why=""):
     steps = integer("steps", steps, 2)
     try:
         window = integer(name, window, low)
-    except ValueError as exc:
-        raise ValueError(f"{exc}{why}") from None
+    except ValueError as exc:  # the reason for the bound with a count below it (not with 2.5 or True)
+        below = isinstance(window, (int, np.integer)) and not isinstance(window, (bool, np.bool_))
+        raise ValueError(f"{exc}{why if below else ''}") from None
     if window > steps:
         raise ValueError(f"{name} ({window}) must not exceed steps ({steps})")
     return steps, window
@@ -157,12 +158,20 @@ def error_bars(J: np.ndarray, sigma: float) -> tuple[np.ndarray, np.ndarray]:
     return np.sqrt(np.diag(cov)), cov
 
 
-def unidentified(J: np.ndarray, n: int) -> int:
-    """How many of the first ``n`` unknowns the data do not determine at the Jacobian ``J`` of the residual
-    (:func:`error_bars`' blind directions: an estimate there fits the data whatever it is, so a residual at 0 and
-    a Gauss-Newton status ``converged`` say nothing of it). E.g. ur5-sysid at ``dt=1e-9``: 2 microseconds of data,
-    residual 4.5e-13, parameter_error 3.5."""
-    return int(np.isinf(error_bars(J, 1.0)[0][:n]).sum())
+def unidentified(J: np.ndarray, n: int, *, scale: float = 0.0) -> int:
+    """How many of the first ``n`` unknowns the data do not determine at the Jacobian ``J`` of the residual: those
+    along a direction whose singular value is below 1e-10 of the largest (or of ``scale``, when larger: the
+    Jacobian's own scale when ``J`` is a part of it), as :func:`error_bars` marks them blind. An estimate there
+    fits the data whatever it is, so a residual at 0 and a Gauss-Newton status ``converged`` say nothing of it.
+    E.g. ur5-sysid at ``dt=1e-9``: 2 microseconds of data, residual 4.5e-13, parameter_error 3.5."""
+    J = np.asarray(J, dtype=float)
+    _, sv, Vt = np.linalg.svd(J, full_matrices=J.shape[0] < J.shape[1])
+    s = np.zeros(Vt.shape[0])
+    s[:len(sv)] = sv
+    seen = s > 1e-10 * max(float(s.max()), scale, 1e-300)
+    if seen.all():
+        return 0
+    return int((np.abs(Vt[~seen, :n]).max(axis=0) > 1e-8).sum())
 
 
 def ur5_nominal_simulator(*, dt: float = 0.01):
@@ -282,12 +291,27 @@ def _windowed_problem(name, ident: Identification, xs_obs, us, window, z_true, s
         """The error bars (standard deviations, physical units) of the identified parameters at ``z``."""
         return error_bars(jacobian(z)[1], sigma)[0][:nz] * ident.chain(z[:nz])
 
+    def blind(J):
+        """:func:`unidentified` of the parameters through the windows' structure: each window's rows with its own
+        start offset's columns projected out (what the offsets can absorb), stacked (rows x nz), against J's scale;
+        the whole J's SVD costs rows x columns^2 (20 s at steps=1000, window=5), this rows x (nz + ndx)^2."""
+        parts, scale, r0 = [], 0.0, 0
+        for w, t0 in enumerate(starts):
+            r1 = r0 + ndx * (min(t0 + window, T + 1) - t0)
+            S = J[r0:r1, nz + w * ndx:nz + (w + 1) * ndx]
+            Q = np.linalg.qr(S)[0]
+            P = J[r0:r1, :nz]
+            parts.append(P - Q @ (Q.T @ P))
+            scale = max(scale, float(np.linalg.norm(S, 2)))
+            r0 = r1
+        return unidentified(np.vstack(parts), nz, scale=scale)
+
     def metrics(z):
         zp = ident.values(z[:nz])
-        J = jacobian(z)[1]
-        out = {"parameter_error": float(np.max(np.abs(zp - z_true) / np.abs(z_true))), "unidentified": unidentified(J, nz)}
+        out = {"parameter_error": float(np.max(np.abs(zp - z_true) / np.abs(z_true))),
+               "unidentified": blind(jacobian(z)[1])}
         if sigma > 0:
-            sd = error_bars(J, sigma)[0][:nz] * ident.chain(z[:nz])
+            sd = bars(z)
             out["max_sigma_error"] = float(np.max(np.abs(zp - z_true) / sd))
             out["max_relative_error_bar"] = float(np.max(sd / np.abs(z_true)))
         return out
@@ -315,10 +339,11 @@ def ur5_sysid(*, steps: int = 200, dt: float = 0.01, window: int = 10, seed: int
     sigma = _check_noise(noise)
     steps, window = _check_steps(steps, window, low=2, why=" (a window of one knot holds no step: the parameters "
                                  "would not enter its residual)")
-    # the residual's Jacobian is dense: (steps + 1) 12 rows, 20 + 12 per window columns, twice (its rows, stacked)
+    # the residual's Jacobian is dense: (steps + 1) 12 rows, 20 + 12 per window columns; its rows and their stack,
+    # then the error bars' SVD (U as large): four of it (measured 2026-11-28, steps=1000, window=5: 2.5 times one)
     nw = steps // window + 1
     check_memory(f"ur5-sysid's residual Jacobian ({steps} steps, {nw} windows)",
-                 2 * 8 * (steps + 1) * 12 * (len(UR5_IDENTIFIED) + 12 * nw), "fewer steps or a longer window")
+                 4 * 8 * (steps + 1) * 12 * (len(UR5_IDENTIFIED) + 12 * nw), "fewer steps or a longer window")
     seed, truth_seed = random_seed("seed", seed), random_seed("truth_seed", truth_seed)
     nominal = ur5_nominal_simulator(dt=dt)
     names = [n for n in nominal.parameter_names() if n.split(":")[0] in ("mass", "com", "inertia")]
@@ -421,9 +446,8 @@ def cube_sysid(*, steps: int = 300, every: int = 10, height: float = 0.05, dt: f
     parameter derivatives the residual's Jacobian uses (:data:`problems._options.PARAMETER_CONTACTS`)."""
     sigma = _check_noise(noise)
     steps, every = _check_steps(steps, every, "every")
-    # a rollout's sensitivities: per step the state, its Jacobians (ndx x ndx) and the 7 columns (ndx x 7), ~2.5 kB
-    check_memory(f"cube-sysid's rollout sensitivities ({steps} steps)", 8 * (steps + 1) * (13 + 12 * 12 + 2 * 12 * 7),
-                 "fewer steps")
+    # a rollout's sensitivities and their bookkeeping: ~13 kB per step measured (2026-11-28, 20k and 60k steps)
+    check_memory(f"cube-sysid's rollout sensitivities ({steps} steps)", 16_000 * (steps + 1), "fewer steps")
     seed = random_seed("seed", seed)
     if start not in ("staged", "raw"):
         raise ValueError(f"start must be 'staged' or 'raw', got {start!r}")

@@ -141,6 +141,9 @@ def test_bad_input():
         with pytest.raises(ValueError, match=f"^{what} bounds must be numbers"):
             ParameterDynamics(sim, ["mass:j2_body2"], lower, upper)
     assert ParameterDynamics(sim, (n for n in ["mass:j2_body2"]), 0.1, 1.0).names == ["mass:j2_body2"]
+    assert ParameterDynamics(sim, np.array("mass:j2_body2"), 0.1, 1.0).names == ["mass:j2_body2"]
+    with pytest.raises(TypeError, match="got bytes"):  # was "unknown parameter 109" (its first byte)
+        ParameterDynamics(sim, b"mass:j2_body2", 0.1, 1.0)
     dyn = ParameterDynamics(sim, ARM, p0 - 0.05, p0 + 0.05)
     with pytest.raises(ValueError, match="leave the bounds"):
         dyn.control_of(p0 + 1.0)

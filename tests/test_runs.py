@@ -466,3 +466,21 @@ def test_a_signal_before_any_result_says_nothing_was_saved(tmp_path, capsys, mon
     assert main(["solve", "pendulum", "--out", str(tmp_path)]) == 143
     assert capsys.readouterr().err.strip() == "trajopt: interrupted by SIGTERM before the run had a result to save"
     assert not (tmp_path / "pendulum").exists()
+
+
+def test_a_signal_then_a_diverging_answer_exits_as_interrupted(tmp_path, capsys, monkeypatch):
+    """CEM stopped by SIGTERM rolls out its best controls; when that rollout diverged (catapult at dt=1), the
+    SimulationError handler said "nothing was solved", exit 1, instead of the signal's 143."""
+    from app import cli
+    from dynamics import SimulationError
+
+    monkeypatch.setitem(cli._signal, "received", None)
+
+    def stopped_then_diverged(ocp, **options):
+        cli._signal["received"] = signal.SIGTERM  # noted by the handler; the solver caught its Stopped
+        raise SimulationError("rollout step 3: the simulation diverged", xs=np.zeros((4, ocp.nx)))
+
+    monkeypatch.setattr(solvers, "solve", stopped_then_diverged)
+    assert main(["solve", "pendulum", "--horizon", "20", "--out", str(tmp_path)]) == 143
+    err = capsys.readouterr().err
+    assert err.startswith("trajopt: interrupted by SIGTERM; the run had no finite result to save"), err

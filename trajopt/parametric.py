@@ -49,9 +49,11 @@ class ParameterDynamics:
     """
 
     def __init__(self, sim, names, lower, upper, *, cache: int = 64):
+        if isinstance(names, np.ndarray) and names.ndim == 0 and names.dtype.kind == "U":  # np.array("friction")
+            names = str(names)
         if isinstance(names, str):
             names = [names]
-        elif isinstance(names, (set, frozenset, Mapping)) or not isinstance(names, Iterable):
+        elif isinstance(names, (set, frozenset, Mapping, bytes, bytearray)) or not isinstance(names, Iterable):
             # a set's order would pair the bounds with the parameters by hash; a dict's values would be dropped
             raise TypeError(f"parameter names must be a name or a sequence of names (sim.parameter_names()), in the "
                             f"order of the bounds, got {type(names).__name__} {names!r:.80}")
