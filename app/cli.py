@@ -153,13 +153,14 @@ class held_signals(_deferred_signals):
 
 
 def _signal_while_writing(status: str) -> bool:
-    """Whether a signal was noted, not raised, while a finished run's results were being written (or computed for
-    them: metrics, error bars): they are complete, said here, and the command still ends interrupted (exit 130 /
-    143 / 129, never 0)."""
+    """Whether a signal was noted although the solver's answer is not interrupted: it arrived while the results were
+    being written (or computed for them: metrics, error bars), or was absorbed by a solver that kept an earlier
+    answer (design-search's polish): they are complete, said here, and the command still ends interrupted (exit
+    130 / 143 / 129, never 0)."""
     if _signal["received"] is None or status == "interrupted":
         return False
-    print(f"trajopt: {signal_label()} arrived while the results were being written; they are complete "
-          f"(status {status})", file=sys.stderr)
+    print(f"trajopt: {signal_label()} arrived after the solver had its answer (status {status}), while it was "
+          "being finished or written; the results are complete", file=sys.stderr)
     return True
 
 

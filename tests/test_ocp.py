@@ -87,7 +87,7 @@ def test_a_horizon_past_the_memory_is_refused_before_allocating(monkeypatch):
     monkeypatch.setattr(trajopt.memory, "physical_memory", lambda: 8 * 2**30)
     t = time.perf_counter()
     with pytest.raises(ValueError, match=r"^pendulum's solver arrays over a horizon of 100000000 knots would take "
-                                         r"about .* GiB, more than 50% of this machine's 8 GiB; a shorter horizon"):
+                                         r"about .* GiB, more than 50% of the 8 GiB this process may use; a shorter horizon"):
         problems.load("pendulum", horizon=100_000_000)
     assert time.perf_counter() - t < 1.0
     assert problems.load("pendulum", horizon=1000).horizon == 1000
@@ -110,6 +110,23 @@ def test_factories_refuse_a_huge_horizon_before_tiling_their_guess(name, monkeyp
     finally:
         tracemalloc.stop()
     assert peak < 50e6, peak  # a tiled guess alone: 1e6 x nu x 8 bytes (12 for a Go1: 96 MB)
+
+
+def test_the_memory_is_a_cgroup_limit_where_it_is_lower(tmp_path, monkeypatch):
+    """The check read the machine's memory only; a container or a batch job may get far less."""
+    import os
+
+    import trajopt.memory as memory
+
+    machine = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    limit = tmp_path / "memory.max"
+    monkeypatch.setattr(memory, "CGROUP_LIMITS", (str(limit),))
+    limit.write_text("max\n")  # cgroup v2's "no limit"
+    assert memory.physical_memory() == machine
+    limit.write_text(f"{2**30}\n")
+    assert memory.physical_memory() == min(2**30, machine)
+    with pytest.raises(ValueError, match="more than 50% of the 1 GiB this process may use"):
+        memory.check_memory("x", 0.6 * 2**30, "less")
 
 
 def test_one_initial_control_is_used_at_every_knot():

@@ -9,12 +9,27 @@ import os
 MEMORY_SHARE = 0.5
 
 
+#: where a container's or a batch job's memory limit is read (cgroup v2, then v1): it may be far below the machine's
+CGROUP_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
+
+
 def physical_memory() -> int | None:
-    """This machine's memory in bytes (None where the system does not say)."""
+    """The memory this process may use, in bytes: the machine's, or a cgroup's limit when lower (a container, a
+    batch scheduler's job); None where the system says neither."""
     try:
-        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+        total = int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
     except (AttributeError, OSError, ValueError):
-        return None
+        total = None
+    for path in CGROUP_LIMITS:
+        try:
+            with open(path) as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        if text.isdigit():  # "max": no limit
+            total = int(text) if total is None else min(total, int(text))
+        break
+    return total
 
 
 def check_memory(what: str, nbytes: float, advice: str) -> None:
@@ -23,5 +38,5 @@ def check_memory(what: str, nbytes: float, advice: str) -> None:
     the system (no message, nothing saved) or swapping for hours. ``advice`` says which options shrink it."""
     total = physical_memory()
     if total is not None and nbytes > MEMORY_SHARE * total:
-        raise ValueError(f"{what} would take about {nbytes / 2**30:.3g} GiB, more than {MEMORY_SHARE:.0%} of this "
-                         f"machine's {total / 2**30:.3g} GiB; {advice}")
+        raise ValueError(f"{what} would take about {nbytes / 2**30:.3g} GiB, more than {MEMORY_SHARE:.0%} of the "
+                         f"{total / 2**30:.3g} GiB this process may use; {advice}")
