@@ -1,13 +1,13 @@
-"""A size check before allocating: a problem whose arrays would not fit this machine's memory is refused by name,
-rather than killed by the system without a message (nothing saved) or swapping for hours."""
+"""A size check before allocating: a problem whose arrays would not fit the memory this process may use (the
+machine's, or its container's or batch job's limit) is refused by name, rather than killed by the system without a
+message (nothing saved) or swapping for hours."""
 
 from __future__ import annotations
 
 import os
 
-#: the share of this machine's memory a problem's arrays may take (:func:`check_memory`)
+#: the share of :func:`physical_memory` a problem's arrays may take (:func:`check_memory`)
 MEMORY_SHARE = 0.5
-
 
 #: where a container's or a batch job's memory limit is read (cgroup v2, then v1): it may be far below the machine's
 CGROUP_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
@@ -34,7 +34,7 @@ def physical_memory() -> int | None:
 
 def check_memory(what: str, nbytes: float, advice: str) -> None:
     """ValueError before any allocation when ``what`` (e.g. ``ur5-sysid's residual Jacobian``) would take
-    ``nbytes`` (an estimate), more than :data:`MEMORY_SHARE` of this machine's memory: such a run ends killed by
+    ``nbytes`` (an estimate), more than :data:`MEMORY_SHARE` of :func:`physical_memory`: such a run ends killed by
     the system (no message, nothing saved) or swapping for hours. ``advice`` says which options shrink it."""
     total = physical_memory()
     if total is not None and nbytes > MEMORY_SHARE * total:
