@@ -380,7 +380,13 @@ def run_sweep(runs: list[Run], *, out: str, scheduler: str | None = None, worker
                      + (f", cost {cost:.6g}" if isinstance(cost, float) else "")
                      + (f", {row['wall_time_s']:.1f} s" if isinstance(row.get("wall_time_s"), float) else "")
                      + (f" ({row['error']})" if row.get("error") else ""))
-    except KeyboardInterrupt:  # Ctrl-C, SIGTERM or SIGHUP (app.cli): a second one cannot cut this short
+    except (KeyboardInterrupt, RuntimeError) as exc:  # Ctrl-C, SIGTERM or SIGHUP (app.cli): a second one cannot
+        # cut this short. The handler's exception raised inside threading's Condition.wait (as_completed's) leaves
+        # its lock released: the signal then surfaces as "RuntimeError: cannot release un-acquired lock", with the
+        # signal's exception as its context (seen once in CI: exit 1 and a traceback, the finished rows unwritten)
+        stop = exc if isinstance(exc, KeyboardInterrupt) else exc.__context__
+        if not isinstance(stop, KeyboardInterrupt):
+            raise
         with _deferred_signals():
             why = signal_label()
             pending = [f for f, r in futures.items() if r.name not in rows]
@@ -391,7 +397,7 @@ def run_sweep(runs: list[Run], *, out: str, scheduler: str | None = None, worker
             echo(format_table(ordered))
             echo(f"interrupted ({why}): {sum(r['status'] != STATUS_CANCELLED for r in ordered)} finished runs kept "
                  f"in {os.path.join(out, 'sweep.csv')}")
-        raise
+        raise stop from None
     finally:
         with _deferred_signals():  # the cluster is closed whatever arrives meanwhile
             if client is not None:

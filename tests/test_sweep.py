@@ -265,3 +265,42 @@ def test_a_signal_while_the_cluster_starts_waits_for_it_then_closes_it(tmp_path,
         cli._signal["received"] = None
     assert closed == ["started", "client", "cluster"]
     assert [r["error"] for r in _table(tmp_path / "sweep.csv")] == ["cancelled (SIGTERM)"] * 2
+
+
+def test_a_signal_inside_the_wait_for_results_still_stops_the_sweep(tmp_path, monkeypatch):
+    """The signal's exception raised inside as_completed's Condition.wait surfaced as "RuntimeError: cannot release
+    un-acquired lock" (its context the signal's Stopped): the sweep exited 1 with a traceback, its table unwritten
+    (seen once in CI, SIGHUP to the process group)."""
+    import distributed
+
+    import app.cli as cli
+    import app.sweep as sweep
+
+    class Fake:
+        scheduler = type("S", (), {"address": "fake"})()
+
+        def scheduler_info(self):
+            return {"workers": {"w": {}}}
+
+        def submit(self, *args, **kwargs):
+            return object()
+
+        def cancel(self, futures):
+            pass
+
+        def close(self):
+            pass
+
+    def waiting(futures):
+        try:
+            raise cli.Stopped("SIGHUP")  # what the handler raises, inside the wait
+        except cli.Stopped:
+            raise RuntimeError("cannot release un-acquired lock")  # what threading then raises
+        yield  # a generator, as as_completed
+
+    monkeypatch.setattr(sweep, "_client", lambda scheduler, workers: (Fake(), None))
+    monkeypatch.setattr(distributed, "as_completed", waiting)
+    monkeypatch.setitem(cli._signal, "received", signal.SIGHUP)
+    with pytest.raises(cli.Stopped):
+        run_sweep(plan("pendulum", [0, 1], {}, method="cem", max_iter=1), out=str(tmp_path), echo=lambda *a: None)
+    assert [r["error"] for r in _table(tmp_path / "sweep.csv")] == ["cancelled (SIGHUP)"] * 2
