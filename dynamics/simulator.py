@@ -1211,9 +1211,9 @@ class Simulator:
                 raise ValueError("adjoint= (complementarity-aware Jacobians: a search direction, not the step's "
                                  "derivative) cannot be combined with params= or impulses=, which are exact; ask "
                                  "for them in a call without adjoint=")
-        if not isinstance(impulses, (bool, np.bool_)):  # "no" or a list would ask for them
-            raise TypeError(f"impulses must be True or False, got {impulses!r:.40}")
         if params is not None or impulses:
+            if not isinstance(impulses, (bool, np.bool_)):  # "no" or a list would ask for them (off the state path)
+                raise TypeError(f"impulses must be True or False, got {impulses!r:.40}")
             return _parameters().step_derivatives(self, x, u, params, impulses, data)
         _, _, _, out, Fx, Fu = self._state_derivatives(x, u, data, adjoint)
         return out, Fx, Fu

@@ -139,20 +139,28 @@ class Identification:
         return self.base.with_parameters(self.names, p)
 
 
-def error_bars(J: np.ndarray, sigma: float) -> tuple[np.ndarray, np.ndarray]:
-    """``(standard deviations, covariance)`` of a Gauss-Newton estimate: ``cov = (J'J)^-1 sigma^2``. Where
-    ``J`` is rank deficient (singular values below 1e-10 of the largest: directions the data do not see), the
-    parameters along those directions are unidentified: their standard deviations and covariance rows and
-    columns are ``inf`` (the rest from the pseudo-inverse), instead of a singular-matrix error after the solve."""
+def _directions(J: np.ndarray, scale: float = 0.0):
+    """``(s, V, seen, blind)`` of ``J``'s singular value decomposition: ``seen`` the directions whose singular
+    value is at least 1e-10 of the largest (or of ``scale``, when larger), ``blind`` the unknowns along any other
+    (their weight in it above 1e-8)."""
     J = np.asarray(J, dtype=float)
     # V only (n x n): the thin decomposition where J has at least as many rows as columns (no m x m U)
     _, sv, Vt = np.linalg.svd(J, full_matrices=J.shape[0] < J.shape[1])
     s = np.zeros(Vt.shape[0])
     s[:len(sv)] = sv
-    seen = s > 1e-10 * max(float(s.max()), 1e-300)
+    seen = s > 1e-10 * max(float(s.max()), scale, 1e-300)
     V = Vt.T
-    cov = (V[:, seen] / s[seen] ** 2) @ V[:, seen].T * sigma ** 2
     blind = np.abs(V[:, ~seen]).max(axis=1) > 1e-8 if (~seen).any() else np.zeros(len(s), dtype=bool)
+    return s, V, seen, blind
+
+
+def error_bars(J: np.ndarray, sigma: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(standard deviations, covariance)`` of a Gauss-Newton estimate: ``cov = (J'J)^-1 sigma^2``. Where
+    ``J`` is rank deficient (singular values below 1e-10 of the largest: directions the data do not see), the
+    parameters along those directions are unidentified: their standard deviations and covariance rows and
+    columns are ``inf`` (the rest from the pseudo-inverse), instead of a singular-matrix error after the solve."""
+    s, V, seen, blind = _directions(J)
+    cov = (V[:, seen] / s[seen] ** 2) @ V[:, seen].T * sigma ** 2
     cov[blind, :] = np.inf
     cov[:, blind] = np.inf
     return np.sqrt(np.diag(cov)), cov
@@ -164,14 +172,7 @@ def unidentified(J: np.ndarray, n: int, *, scale: float = 0.0) -> int:
     Jacobian's own scale when ``J`` is a part of it), as :func:`error_bars` marks them blind. An estimate there
     fits the data whatever it is, so a residual at 0 and a Gauss-Newton status ``converged`` say nothing of it.
     E.g. ur5-sysid at ``dt=1e-9``: 2 microseconds of data, residual 4.5e-13, parameter_error 3.5."""
-    J = np.asarray(J, dtype=float)
-    _, sv, Vt = np.linalg.svd(J, full_matrices=J.shape[0] < J.shape[1])
-    s = np.zeros(Vt.shape[0])
-    s[:len(sv)] = sv
-    seen = s > 1e-10 * max(float(s.max()), scale, 1e-300)
-    if seen.all():
-        return 0
-    return int((np.abs(Vt[~seen, :n]).max(axis=0) > 1e-8).sum())
+    return int(_directions(J, scale)[3][:n].sum())
 
 
 def ur5_nominal_simulator(*, dt: float = 0.01):
