@@ -542,13 +542,19 @@ def cube_sysid(*, steps: int = 300, every: int = 10, height: float = 0.05, dt: f
         raise ValueError(f"the observed cube never comes within {CUBE_FLIGHT_CLEARANCE} m of the ground up to the last "
                          f"knot (step {knots[-1]}; lowest point {lowest.min():.3g} m): friction does not act on the "
                          "recording and cannot be identified; observe longer (steps) or drop it from lower (height)")
-    if not np.any(rows(z_true, len(knots))[1][:, 0]):  # before any work: every contact sticks throughout
+    # before any work: friction blind at the truth (its column 0, or below 1e-10 of the Jacobian's scale: a huge
+    # true_friction left a 5e-18 column, which an exact-zero test took for information, then Gauss-Newton stalled)
+    if _directions(rows(z_true, len(knots))[1])[3][0]:
         used = friction_used(true_twist, true_friction, len(knots))
-        raise ValueError(f"friction never reaches its limit in the recording up to the last knot (step {knots[-1]}): "
-                         f"every contact sticks (the largest |lambda_T| / lambda_n is {used:.4g}, below the true "
-                         f"friction {true_friction:g}), so the recorded states are the same for any friction above "
-                         f"{used:.4g} and it cannot be identified; observe longer (steps) or throw with a lower "
-                         "true_friction")
+        if used < true_friction:
+            raise ValueError(f"friction never reaches its limit in the recording up to the last knot (step "
+                             f"{knots[-1]}): every contact sticks (the largest |lambda_T| / lambda_n is {used:.4g}, "
+                             f"below the true friction {true_friction:g}), so the recorded states are the same for any "
+                             f"friction above {used:.4g} and it cannot be identified; observe longer (steps) or throw "
+                             "with a lower true_friction")
+        raise ValueError(f"the recording up to the last knot (step {knots[-1]}) does not determine friction: the "
+                         "residual's Jacobian is blind along it at the true values (a singular value below 1e-10 "
+                         "of the largest); observe longer (steps) or throw differently (twist)")
     t_start = time.perf_counter()
     z0 = guess.copy()
     if start == "staged":
