@@ -62,7 +62,7 @@ class Stopped(KeyboardInterrupt):
     """SIGTERM or SIGHUP, raised where a solver catches Ctrl-C."""
 
 
-_signal = {"received": None, "deferred": False}
+_signal = {"received": None, "deferred": False, "saved": []}  # saved: folders whose results are written, whole
 
 
 def _on_signal(signum, frame):
@@ -93,6 +93,7 @@ def _install_signal_handlers() -> dict:
     import threading
 
     _signal["received"] = None
+    _signal["saved"] = []
     common = sys.modules.get("solvers._common")
     if common is not None:
         common.note_stop_signal(None)
@@ -150,6 +151,12 @@ class held_signals(_deferred_signals):
             if signum == signal.SIGINT:
                 raise KeyboardInterrupt
             raise Stopped(signal.Signals(signum).name)
+
+
+def _saved(folder: str) -> None:
+    """Note that ``folder``'s results are written, whole: a signal raised after that (once the writing's deferral
+    has ended, before the command returns) is reported as arriving after them, not before any result."""
+    _signal["saved"].append(folder)
 
 
 def _signal_while_writing(status: str) -> bool:
@@ -716,6 +723,7 @@ def _write_least_squares(problem, args, out, runs, stopped=None) -> int:
     write_npz(os.path.join(out, "solution.npz"), z=sol.us[0], iterates=sol.xs,
               **({"z_fd": runs["fd"].us[0]} if "fd" in runs else {}))
     write_json(os.path.join(out, "summary.json"), summary)
+    _saved(out)
     figures = [os.path.basename(png)]
     if "error_bars" in summary:  # after the answer is written: a figure that fails loses nothing
         from trajopt.plots import plot_error_bars
@@ -833,6 +841,7 @@ def cmd_solve(args) -> int:
             summary = write_solution(ocp, sol, problem=args.problem, contact=options.get("contact"), out_dir=out,
                                      options=options, animate=not args.no_animation, scene=not args.no_scene,
                                      extra={"complementarity_aware": True} if args.complementarity_aware else None)
+            _saved(out)
     figures = ", ".join(f"{k} {v:.4g}" for k, v in summary["metrics"].items())
     print(f"{args.problem} / {name}: {summary['status']}, cost {summary['cost']:.6g}, "
           f"{summary['iterations']} iterations, {summary['wall_time_s']:.1f} s" + (f"; {figures}" if figures else ""))
@@ -886,6 +895,7 @@ def _compare(args, methods, options, folder) -> int:
         with _deferred_signals():
             summary = write_solution(ocp, sol, problem=args.problem, contact=args.contact, options=options,
                                      out_dir=os.path.join(folder, method), animate=False)
+            _saved(os.path.join(folder, method))
         histories[method] = sol.history
         rows.append(summary)
         figures = ", ".join(f"{k} {v:.4g}" for k, v in summary["metrics"].items())
@@ -1200,8 +1210,12 @@ def main(argv=None) -> int:
         print(f"trajopt: error: the simulation diverged, nothing was solved: {exc} (a smaller time step dt, or "
               "milder options, may keep it finite)", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:  # Ctrl-C, SIGTERM or SIGHUP before a solver had anything to save
-        print(f"trajopt: interrupted by {signal_label()} before the run had a result to save", file=sys.stderr)
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM or SIGHUP before a solver had anything to save (or just after)
+        if _signal["saved"]:  # raised once the writing's deferral had ended: the results are whole
+            print(f"trajopt: interrupted by {signal_label()} after the results were written, whole, to "
+                  f"{', '.join(_signal['saved'])}", file=sys.stderr)
+        else:
+            print(f"trajopt: interrupted by {signal_label()} before the run had a result to save", file=sys.stderr)
         return _interrupted_exit()
     except BrokenPipeError:  # `trajopt list | head`: the reader left; no traceback, and none at exit either
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -451,6 +451,32 @@ def test_a_signal_while_results_are_written_ends_the_command_interrupted(tmp_pat
         assert "not run: cem" in err
 
 
+@pytest.mark.parametrize("argv, folder", [
+    (["solve", "pendulum", "--horizon", "20", "--max-iter", "2", "--no-scene"], "ddp"),
+    (["compare", "pendulum", "--horizon", "20", "--methods", "ddp,cem", "--max-iter", "2"], "ddp")])
+def test_a_signal_just_after_the_results_are_written_says_they_are(tmp_path, capsys, monkeypatch, argv, folder):
+    """A signal in the instant after the writing's deferral ends (before the command returns) raised there, and the
+    command said "interrupted by SIGTERM before the run had a result to save" with the results written, whole."""
+    from app import cli
+
+    monkeypatch.setitem(cli._signal, "received", None)
+    monkeypatch.setitem(cli._signal, "deferred", False)
+    check = cli._signal_while_writing
+
+    def sigterm_first(status):  # the signal arrives right after the write block, no longer deferred: raised here
+        if cli._signal["received"] is None:
+            cli._on_signal(signal.SIGTERM, None)
+        return check(status)
+
+    monkeypatch.setattr(cli, "_signal_while_writing", sigterm_first)
+    assert main(argv + ["--out", str(tmp_path)]) == 143
+    err = capsys.readouterr().err
+    where = tmp_path / "pendulum" / folder
+    assert f"trajopt: interrupted by SIGTERM after the results were written, whole, to {where}" in err, err
+    assert "before the run had a result" not in err
+    assert json.loads((where / "summary.json").read_text())["status"] != "interrupted"
+
+
 def test_a_signal_before_any_result_says_nothing_was_saved(tmp_path, capsys, monkeypatch):
     """Ctrl-C while cube-sysid made its start printed "trajopt: interrupted" alone: whether anything was saved,
     and which signal, went unsaid."""
