@@ -39,7 +39,7 @@ from .ddp import solve_ddp
 from .least_squares import gauss_newton
 from .single_shooting_gn import solve_gn
 from .hybrid import LOCAL, solve_cem_ddp, solve_cem_gn, solve_cem_shooting
-from .shooting import solve_ipopt, solve_shooting
+from .shooting import check_graph_memory, solve_ipopt, solve_shooting
 
 METHODS = {"ddp": solve_ddp, "gn": solve_gn, "shooting": solve_shooting, "ipopt": solve_ipopt, "cem": solve_cem,
            "cem-ddp": solve_cem_ddp, "cem-gn": solve_cem_gn, "cem-shooting": solve_cem_shooting,
@@ -104,6 +104,8 @@ def solve(ocp, method: str | None = None, *, smoothing=None, **options) -> Solut
     check_options(options)
     if options.get("complementarity_aware"):
         check_complementarity_aware(ocp.dynamics)  # before any stage (CEM, continuation) runs
+    if any(m in ("shooting", "ipopt", "cem-shooting") for m in (method, options.get("inner"), options.get("polish"))):
+        check_graph_memory(ocp)  # before any stage (CEM, a design search) runs: a graph too big loses their work
     if "ddp" in method:  # compiled before any stage's clock starts (cem-ddp's budget covers both stages)
         from ._ddp_kernels import ensure_compiled
         ensure_compiled(options.get("verbose", True))

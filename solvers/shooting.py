@@ -30,6 +30,7 @@ import numpy as np
 
 from trajopt.casadi_bridge import (CasadiCallback, casadi_cost, casadi_cost_local, casadi_step, casadi_step_local,
                                     clear_interrupt, interrupt_requested, interrupts_noted)
+from trajopt.memory import check_memory
 from trajopt.solution import Solution, Status
 
 from ._common import Progress, finish, interrupted_message, rollout
@@ -119,6 +120,17 @@ class _Recorder:
                 f"{n} iterations, less than {progress:.0%} (a kink: the contact events change along the step)")
 
 
+#: what multiple shooting's CasADi graph takes per knot (measured 2026-11-28 on the pendulum: 37 kB)
+GRAPH_BYTES_PER_KNOT = 40_000
+
+
+def check_graph_memory(ocp) -> None:
+    """ValueError before any solving when the CasADi graph of ``ocp`` over its horizon would not fit
+    (:func:`trajopt.memory.check_memory`); the OCP's own check counts the arrays every solver keeps."""
+    check_memory(f"multiple shooting's CasADi graph over a horizon of {ocp.horizon} knots",
+                 ocp.horizon * GRAPH_BYTES_PER_KNOT, "a shorter horizon, or DDP (about 1 kB a knot)")
+
+
 def solve_shooting(ocp, *, shot_length: int | None = 1, hessian: str = "gauss-newton", us_init=None, max_iter: int = 300,
                    tol: float = 1e-8,
                    time_limit: float | None = None, verbose: bool = True, callback=None,
@@ -154,6 +166,7 @@ def solve_shooting(ocp, *, shot_length: int | None = 1, hessian: str = "gauss-ne
     if stall_iterations is not None and (stall_iterations < 1 or not 0.0 <= stall_progress < 1.0):
         raise ValueError(f"stall_iterations must be >= 1 and stall_progress in [0, 1), got {stall_iterations}, "
                          f"{stall_progress}")
+    check_graph_memory(ocp)
     t0 = time.perf_counter()
     dyn = ocp.dynamics
     nx, nu, T = ocp.nx, ocp.nu, ocp.horizon

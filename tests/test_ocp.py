@@ -93,6 +93,27 @@ def test_a_horizon_past_the_memory_is_refused_before_allocating(monkeypatch):
     assert problems.load("pendulum", horizon=1000).horizon == 1000
 
 
+def test_a_long_horizon_for_ddp_is_kept_and_only_multiple_shooting_refuses_it(monkeypatch):
+    """Every OCP counted multiple shooting's CasADi graph (40 kB a knot): the pendulum over 100000 knots was refused
+    on a 7 GiB machine ("about 3.76 GiB") although DDP keeps 20 times less. The graph is now checked by the methods
+    that build it, before any stage (a CEM search) runs."""
+    import time
+
+    import trajopt.memory
+    from solvers import solve
+
+    monkeypatch.setattr(trajopt.memory, "physical_memory", lambda: 7 * 2**30)
+    ocp = problems.load("pendulum", horizon=100_000)
+    assert ocp.horizon == 100_000
+    for method in ("ipopt", "shooting", "cem-shooting"):
+        t = time.perf_counter()
+        with pytest.raises(ValueError, match=r"^multiple shooting's CasADi graph over a horizon of 100000 knots would "
+                                             r"take about 3\.73 GiB, more than 50% of the 7 GiB this process may use; "
+                                             r"a shorter horizon, or DDP"):
+            solve(ocp, method, max_iter=1, verbose=False)
+        assert time.perf_counter() - t < 1.0, method
+
+
 @pytest.mark.parametrize("name", ["go1-hold", "go1-jump", "talos-standing", "ur5-box", "drone"])
 def test_factories_refuse_a_huge_horizon_before_tiling_their_guess(name, monkeypatch):
     """These tiled their initial controls over the horizon before the OCP's size check: talos-standing at
@@ -109,7 +130,10 @@ def test_factories_refuse_a_huge_horizon_before_tiling_their_guess(name, monkeyp
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert peak < 50e6, peak  # a tiled guess alone: 1e6 x nu x 8 bytes (12 for a Go1: 96 MB)
+    # a tiled guess alone: 1e6 x nu x 8 bytes (nu = 12 for a Go1: 96 MB; the drone's nu = 1: 8 MB, so a bar of 50 MB
+    # passed its tiling, 24 MB, and the UR5's, 48 MB); made now: at most 1.2 MB
+    tiled = 1_000_000 * problems.load(name).dynamics.nu * 8
+    assert peak < tiled / 4, (peak, tiled)
 
 
 def test_the_memory_is_a_cgroup_limit_where_it_is_lower(tmp_path, monkeypatch):
@@ -119,14 +143,43 @@ def test_the_memory_is_a_cgroup_limit_where_it_is_lower(tmp_path, monkeypatch):
     import trajopt.memory as memory
 
     machine = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    monkeypatch.setattr(memory, "CGROUP_ROOT", str(tmp_path))
+    monkeypatch.setattr(memory, "PROC_CGROUP", str(tmp_path / "proc-self-cgroup"))
+    (tmp_path / "proc-self-cgroup").write_text("0::/\n")  # a container in its own cgroup namespace
     limit = tmp_path / "memory.max"
-    monkeypatch.setattr(memory, "CGROUP_LIMITS", (str(limit),))
     limit.write_text("max\n")  # cgroup v2's "no limit"
     assert memory.physical_memory() == machine
     limit.write_text(f"{2**30}\n")
     assert memory.physical_memory() == min(2**30, machine)
     with pytest.raises(ValueError, match="more than 50% of the 1 GiB this process may use"):
         memory.check_memory("x", 0.6 * 2**30, "less")
+
+
+@pytest.mark.parametrize("version", ["v2", "v1"])
+def test_the_memory_is_the_limit_of_the_process_own_cgroup_or_one_above_it(tmp_path, monkeypatch, version):
+    """Only the mount's root was read: a Slurm job's or a systemd scope's limit (in the process's own cgroup, or one
+    above it: the job's, over its step's) went unseen."""
+    import os
+
+    import trajopt.memory as memory
+
+    machine = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    monkeypatch.setattr(memory, "CGROUP_ROOT", str(tmp_path))
+    monkeypatch.setattr(memory, "PROC_CGROUP", str(tmp_path / "proc-self-cgroup"))
+    home, name, line = (("", "memory.max", "0::/slurm/job_7/step_0") if version == "v2" else
+                        ("memory", "memory.limit_in_bytes", "4:memory:/slurm/job_7/step_0"))
+    (tmp_path / "proc-self-cgroup").write_text(f"1:cpu,cpuacct:/elsewhere\n{line}\n")
+    unlimited = "max" if version == "v2" else "9223372036854771712"
+    for folder, text in (("", unlimited), ("slurm", unlimited), ("slurm/job_7", f"{2**31}"),
+                         ("slurm/job_7/step_0", unlimited)):
+        (tmp_path / home / folder).mkdir(parents=True, exist_ok=True)
+        (tmp_path / home / folder / name).write_text(text + "\n")
+    assert memory.physical_memory() == min(2**31, machine)
+    (tmp_path / home / "slurm/job_7/step_0" / name).write_text(f"{2**30}\n")  # the step's own, lower
+    assert memory.physical_memory() == min(2**30, machine)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / name).write_text("4096\n")  # another controller's cgroup: not this process's limit
+    assert memory.physical_memory() == min(2**30, machine)
 
 
 def test_one_initial_control_is_used_at_every_knot():

@@ -9,26 +9,60 @@ import os
 #: the share of :func:`physical_memory` a problem's arrays may take (:func:`check_memory`)
 MEMORY_SHARE = 0.5
 
-#: where a container's or a batch job's memory limit is read (cgroup v2, then v1): it may be far below the machine's
-CGROUP_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
+#: where cgroups are mounted, and where this process's own are named (one line per hierarchy: ``id:controllers:path``)
+CGROUP_ROOT = "/sys/fs/cgroup"
+PROC_CGROUP = "/proc/self/cgroup"
+
+
+def cgroup_limit_files() -> list[str]:
+    """The files that may hold a memory limit on this process: cgroup v2's ``memory.max`` and v1's
+    ``memory.limit_in_bytes`` of its own cgroup (``/proc/self/cgroup``) and of each cgroup above it, where a batch
+    scheduler's job (Slurm, ``systemd-run -p MemoryMax``) or a container without its own cgroup namespace has its
+    limit, and at the mount's root, which is a container's own cgroup in its namespace."""
+    paths = []
+    try:
+        with open(PROC_CGROUP) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3 or not parts[2].startswith("/"):
+            continue
+        _, controllers, path = parts
+        if controllers == "":  # v2 (the unified hierarchy: at the root, or under unified/ on a hybrid machine)
+            homes, name = ("", "unified"), "memory.max"
+        elif "memory" in controllers.split(","):  # v1's memory controller
+            homes, name = ("memory",), "memory.limit_in_bytes"
+        else:
+            continue
+        parts = [p for p in path.split("/") if p]
+        for home in homes:
+            for depth in range(len(parts), -1, -1):  # the process's own cgroup, then each one above it
+                paths.append(os.path.join(CGROUP_ROOT, home, *parts[:depth], name))
+    for fallback in (os.path.join(CGROUP_ROOT, "memory.max"), os.path.join(CGROUP_ROOT, "memory",
+                                                                           "memory.limit_in_bytes")):
+        if fallback not in paths:
+            paths.append(fallback)
+    return paths
 
 
 def physical_memory() -> int | None:
-    """The memory this process may use, in bytes: the machine's, or a cgroup's limit when lower (a container, a
-    batch scheduler's job); None where the system says neither."""
+    """The memory this process may use, in bytes: the machine's, or the lowest cgroup limit on it when lower (a
+    container's, a batch scheduler's job's; shared with whatever else runs in that cgroup); None where the system
+    says neither."""
     try:
         total = int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
     except (AttributeError, OSError, ValueError):
         total = None
-    for path in CGROUP_LIMITS:
+    for path in cgroup_limit_files():
         try:
             with open(path) as f:
                 text = f.read().strip()
         except OSError:
             continue
-        if text.isdigit():  # "max": no limit
+        if text.isdigit():  # "max": no limit (v1's "none" is a huge number, which the min absorbs)
             total = int(text) if total is None else min(total, int(text))
-        break
     return total
 
 

@@ -56,10 +56,12 @@ class OCP:
             raise ValueError(f"horizon must be a positive integer, got {self.horizon!r}")
         self.horizon = int(self.horizon)
         # what a solver keeps per knot: the step's Jacobians, the gains, the costs' second derivatives and their
-        # copies (about six ndx x (ndx + nu) blocks), and a fixed ~40 kB (measured 2026-11-28: DDP on the pendulum
-        # 1.2 kB per knot, multiple shooting's CasADi graph 37 kB); refused before the costs' list is made
+        # copies (about six ndx x (ndx + nu) blocks), and ~1 kB of objects (measured 2026-11-28: DDP on the pendulum
+        # 1.2 kB per knot); refused before the costs' list is made. Multiple shooting's CasADi graph (37 kB per knot)
+        # is checked by the solvers that build it (solvers.shooting.check_graph_memory): a fixed 40 kB here refused
+        # DDP problems 20 times smaller than it said (pendulum, 100000 knots, on 7 GiB)
         check_memory(f"{self.name}'s solver arrays over a horizon of {self.horizon} knots",
-                     self.horizon * (8 * (6 * dyn.ndx * (dyn.ndx + dyn.nu) + 4 * (dyn.nx + dyn.nu)) + 40_000),
+                     self.horizon * (8 * (6 * dyn.ndx * (dyn.ndx + dyn.nu) + 4 * (dyn.nx + dyn.nu)) + 1_000),
                      "a shorter horizon")
         x0 = np.asarray(self.x0, dtype=float)
         if x0.shape != (dyn.nx,):
