@@ -154,12 +154,13 @@ def _directions(J: np.ndarray, scale: float = 0.0):
     return s, V, seen, blind
 
 
-def error_bars(J: np.ndarray, sigma: float) -> tuple[np.ndarray, np.ndarray]:
+def error_bars(J: np.ndarray, sigma: float, *, scale: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """``(standard deviations, covariance)`` of a Gauss-Newton estimate: ``cov = (J'J)^-1 sigma^2``. Where
-    ``J`` is rank deficient (singular values below 1e-10 of the largest: directions the data do not see), the
-    parameters along those directions are unidentified: their standard deviations and covariance rows and
-    columns are ``inf`` (the rest from the pseudo-inverse), instead of a singular-matrix error after the solve."""
-    s, V, seen, blind = _directions(J)
+    ``J`` is rank deficient (singular values below 1e-10 of the largest, or of ``scale`` when larger, as in
+    :func:`unidentified`: directions the data do not see), the parameters along those directions are
+    unidentified: their standard deviations and covariance rows and columns are ``inf`` (the rest from the
+    pseudo-inverse), instead of a singular-matrix error after the solve."""
+    s, V, seen, blind = _directions(J, scale)
     cov = (V[:, seen] / s[seen] ** 2) @ V[:, seen].T * sigma ** 2
     cov[blind, :] = np.inf
     cov[:, blind] = np.inf
@@ -288,14 +289,12 @@ def _windowed_problem(name, ident: Identification, xs_obs, us, window, z_true, s
                 rows.append(row)
         return np.concatenate(r), np.vstack(rows)
 
-    def bars(z):
-        """The error bars (standard deviations, physical units) of the identified parameters at ``z``."""
-        return error_bars(jacobian(z)[1], sigma)[0][:nz] * ident.chain(z[:nz])
-
-    def blind(J):
-        """:func:`unidentified` of the parameters through the windows' structure: each window's rows with its own
-        start offset's columns projected out (what the offsets can absorb), stacked (rows x nz), against J's scale;
-        the whole J's SVD costs rows x columns^2 (20 s at steps=1000, window=5), this rows x (nz + ndx)^2."""
+    def projected(J):
+        """``(P, scale)``: the parameters' columns of ``J`` with each window's rows' own start-offset columns
+        projected out (what the offsets can absorb), stacked (rows x nz), and the offsets' largest singular value.
+        The offsets are window-local, so ``P'P`` is the Schur complement of their blocks in ``J'J``: the parameters'
+        information with the offsets estimated too, whose inverse is their block of ``(J'J)^-1``. The whole J's SVD
+        costs rows x columns^2 (20 s at steps=1000, window=5), this rows x (nz + ndx)^2."""
         parts, scale, r0 = [], 0.0, 0
         for w, t0 in enumerate(starts):
             r1 = r0 + ndx * (min(t0 + window, T + 1) - t0)
@@ -305,14 +304,22 @@ def _windowed_problem(name, ident: Identification, xs_obs, us, window, z_true, s
             parts.append(P - Q @ (Q.T @ P))
             scale = max(scale, float(np.linalg.norm(S, 2)))
             r0 = r1
-        return unidentified(np.vstack(parts), nz, scale=scale)
+        return np.vstack(parts), scale
+
+    def bars(z, J=None):
+        """The error bars (standard deviations, physical units) of the identified parameters at ``z`` (``J``: the
+        residual's Jacobian there, when already made)."""
+        P, scale = projected(jacobian(z)[1] if J is None else J)
+        return error_bars(P, sigma, scale=scale)[0] * ident.chain(z[:nz])
 
     def metrics(z):
         zp = ident.values(z[:nz])
+        J = jacobian(z)[1]  # one Jacobian for both (it was made twice with noise)
+        P, scale = projected(J)
         out = {"parameter_error": float(np.max(np.abs(zp - z_true) / np.abs(z_true))),
-               "unidentified": blind(jacobian(z)[1])}
+               "unidentified": unidentified(P, nz, scale=scale)}
         if sigma > 0:
-            sd = bars(z)
+            sd = bars(z, J)
             out["max_sigma_error"] = float(np.max(np.abs(zp - z_true) / sd))
             out["max_relative_error_bar"] = float(np.max(sd / np.abs(z_true)))
         return out
