@@ -882,13 +882,13 @@ def _compare(args, methods, options, folder) -> int:
     histories, rows = {}, []
     interrupted = False
     for method in methods:
-        ocp = _require_ocp(_load(args.problem, **options), args.problem, "compare")
-        stochastic = resolve(ocp, method)[0] in _stochastic()  # a problem's advice may add a CEM search
-        try:
+        try:  # a signal while the next method's problem is made: as one during its solve (compare.json written)
+            ocp = _require_ocp(_load(args.problem, **options), args.problem, "compare")
+            stochastic = resolve(ocp, method)[0] in _stochastic()  # a problem's advice may add a CEM search
             sol = solve(ocp, method=method, verbose=args.verbose, time_limit=args.time_limit,
                         **({"max_iter": args.max_iter} if args.max_iter else {}),
                         **({"seed": args.seed} if args.seed is not None and stochastic else {}))
-        except KeyboardInterrupt:  # before the solver had an iterate (e.g. while compiling)
+        except KeyboardInterrupt:  # before the solver had an iterate (e.g. while compiling, or making the problem)
             interrupted = True
             break
         _note_signal(sol)
@@ -913,6 +913,7 @@ def _compare(args, methods, options, folder) -> int:
                                    title=f"{args.problem}: cost against iteration and wall time")
             print(f"wrote {png}")
         write_json(os.path.join(folder, "compare.json"), rows)
+        _saved(os.path.join(folder, "compare.json"))
     return _interrupted_exit() if interrupted else 0
 
 

@@ -346,7 +346,7 @@ def run_sweep(runs: list[Run], *, out: str, scheduler: str | None = None, worker
                 stale.add(run.name)
     if rows:
         echo(f"{len(rows)} of {len(runs)} runs already finished in {out}: kept, not run again")
-    from .cli import _deferred_signals, held_signals, signal_label
+    from .cli import _deferred_signals, _saved, held_signals, signal_label
 
     t0 = time.perf_counter()
     client = cluster = None
@@ -394,6 +394,7 @@ def run_sweep(runs: list[Run], *, out: str, scheduler: str | None = None, worker
                 client.cancel(pending)
             ordered = rows_when_stopped(runs, rows, out, why, stale)
             write_table(ordered, os.path.join(out, "sweep.csv"))
+            _saved(os.path.join(out, "sweep.csv"))
             echo(format_table(ordered))
             echo(f"interrupted ({why}): {sum(r['status'] != STATUS_CANCELLED for r in ordered)} finished runs kept "
                  f"in {os.path.join(out, 'sweep.csv')}")
@@ -407,6 +408,7 @@ def run_sweep(runs: list[Run], *, out: str, scheduler: str | None = None, worker
     ordered = [rows[r.name] for r in runs]
     with held_signals():  # every run finished: the table is written whole, then a signal stops the command
         write_table(ordered, os.path.join(out, "sweep.csv"))
+        _saved(os.path.join(out, "sweep.csv"))
     echo(f"sweep: {len(runs)} runs in {time.perf_counter() - t0:.1f} s")
     return ordered
 

@@ -477,6 +477,31 @@ def test_a_signal_just_after_the_results_are_written_says_they_are(tmp_path, cap
     assert json.loads((where / "summary.json").read_text())["status"] != "interrupted"
 
 
+def test_a_signal_while_compare_makes_its_next_problem_keeps_the_comparison(tmp_path, capsys, monkeypatch):
+    """The next method's problem was made outside the guarded solve: a signal there skipped compare.json and
+    compare.png, and the command said "before the run had a result to save" with ddp's results written."""
+    from app import cli
+
+    monkeypatch.setitem(cli._signal, "received", None)
+    monkeypatch.setitem(cli._signal, "deferred", False)
+    load, calls = cli._load, []
+
+    def sigterm_on_the_second_load(name, **options):
+        calls.append(name)
+        if len(calls) == 2:
+            cli._on_signal(signal.SIGTERM, None)  # no solver running: the handler raises Stopped here
+        return load(name, **options)
+
+    monkeypatch.setattr(cli, "_load", sigterm_on_the_second_load)
+    argv = ["compare", "pendulum", "--horizon", "20", "--methods", "ddp,cem", "--max-iter", "2"]
+    assert main(argv + ["--out", str(tmp_path)]) == 143
+    err = capsys.readouterr().err
+    assert "not run: cem" in err and "before the run had a result" not in err, err
+    rows = json.loads((tmp_path / "pendulum" / "compare.json").read_text())
+    assert [r["method"] for r in rows] == ["ddp"] and rows[0]["status"] != "interrupted"
+    assert (tmp_path / "pendulum" / "compare.png").exists()
+
+
 def test_a_signal_before_any_result_says_nothing_was_saved(tmp_path, capsys, monkeypatch):
     """Ctrl-C while cube-sysid made its start printed "trajopt: interrupted" alone: whether anything was saved,
     and which signal, went unsaid."""
