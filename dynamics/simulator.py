@@ -914,6 +914,15 @@ class Simulator:
             )
         if not math.isfinite(x.sum()):
             _check_finite(x, what)
+        nq = self.nq
+        if (np.abs(x[:nq]).max(initial=0.0) > self.MAX_POSITION
+                or np.abs(x[nq:]).max(initial=0.0) > self.MAX_VELOCITY):  # coal's detection crashed at |q| = 1e160
+            beyond_q = np.abs(x[:nq]).max(initial=0.0) > self.MAX_POSITION
+            i = int(np.argmax(np.abs(x[:nq]))) if beyond_q else nq + int(np.argmax(np.abs(x[nq:])))
+            bound = (f"|q| <= MAX_POSITION = {self.MAX_POSITION:g} (m or rad)" if beyond_q else
+                     f"|v| <= MAX_VELOCITY = {self.MAX_VELOCITY:g} (m/s or rad/s)")
+            raise ValueError(f"{what}: {self._coordinate(i)} = {x[i]:.3g} is beyond the bound {bound} of every state "
+                             f"a step may produce: no state of {self.name} to step from")
         for name, i, n, kind in self._unit_blocks:
             part = x[i:i + n]
             norm = math.sqrt(float(part @ part))

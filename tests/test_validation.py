@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pinocchio as pin
 import pytest
@@ -223,6 +225,32 @@ def test_near_singular_model_blows_up_with_an_error_naming_the_step():
     # positions too: a state already near MAX_POSITION
     with pytest.raises(SimulationError, match=r"q\[0\] \(joint 'hinge'\) = .*\|q\| <= MAX_POSITION"):
         sim.step(np.array([Simulator.MAX_POSITION, 1.0]), np.zeros(1))
+
+
+@pytest.mark.parametrize("name", ["catapult", "ur5-box", "go1-hold"])
+def test_a_state_beyond_the_bounds_is_refused_before_the_collision_detection(name):
+    """|q| = 1e160 crashed the process in coal's collision detection (segmentation fault, with or without the
+    compiled core); a velocity there was blamed on the step ("the simulation diverged"). Both are refused as input,
+    naming the coordinate and the bound, by every entry point."""
+    import problems
+
+    sim = problems.load(name).dynamics
+    x0 = problems.load(name).x0
+    u, us = np.zeros(sim.nu), np.zeros((2, sim.nu))
+    for i, value, bound in ((1, 1e160, r"\|q\| <= MAX_POSITION = 1e\+06"), (sim.nq, -2e4, r"\|v\| <= MAX_VELOCITY")):
+        x = x0.copy()
+        x[i] = value
+        for call in (lambda: sim.step(x, u), lambda: sim.step_derivatives(x, u),
+                     lambda: sim.step_derivatives(x, u, params=["friction"]), lambda: sim.rollout(x, us),
+                     lambda: sim.rollout_derivatives(x, us)):
+            with pytest.raises(ValueError, match=re.escape(f"= {value:.3g} is beyond the bound ") + bound):
+                call()
+    x = x0.copy()
+    x[1] = 0.999 * Simulator.MAX_POSITION  # within: stepped (the step may then leave the bounds: its own error)
+    try:
+        sim.step(x, u)
+    except SimulationError:
+        pass
 
 
 def test_a_failed_contact_solve_is_a_simulation_error(box, monkeypatch):

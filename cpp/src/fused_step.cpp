@@ -299,6 +299,11 @@ class FusedStep {
   // _check_x's acceptance, decided only where it is certain (else the Python check decides).
   bool inputs_ok(const double* x, size_t n) const {
     if (static_cast<int64_t>(n) != nq_ + nv_ || !all_safe(x, nq_ + nv_)) return false;
+    // beyond the bounds of every state a step may produce: Python refuses it (coal crashed at |q| = 1e160)
+    for (int64_t i = 0; i < nq_; ++i)
+      if (!(std::fabs(x[i]) <= max_position_)) return false;
+    for (int64_t i = nq_; i < nq_ + nv_; ++i)
+      if (!(std::fabs(x[i]) <= max_velocity_)) return false;
     for (const auto& b : units_) {
       double s = 0.0;
       for (int64_t i = 0; i < b.second; ++i) s += x[b.first + i] * x[b.first + i];
