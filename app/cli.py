@@ -640,6 +640,7 @@ def _solve_least_squares(problem, args, out) -> int:
 
     runs = {}
     stopped = None  # the run a signal stopped (the command then ends interrupted, whichever run it was)
+    fd_error = None  # why the finite-difference comparison run raised, if it did
     # a problem with many unknowns (ur5-sysid: 250) may skip the finite-difference comparison run
     for jac in ("analytic", "fd") if problem.info.get("compare_fd", True) else ("analytic",):
         try:
@@ -651,12 +652,17 @@ def _solve_least_squares(problem, args, out) -> int:
                 raise
             stopped = jac
             break
+        except (RuntimeError, ValueError) as exc:  # the comparison run failed: the analytic run's answer is kept
+            if not runs:
+                raise
+            fd_error = f"{type(exc).__name__}: {exc}"
+            break
         runs[jac] = sol
         if sol.status.value == "interrupted":  # stop, and save what the interrupted run found
             stopped = jac
             break
     with _deferred_signals():
-        return _write_least_squares(problem, args, out, runs, stopped)
+        return _write_least_squares(problem, args, out, runs, stopped, fd_error)
 
 
 def _error_bar_table(bars: dict) -> str:
@@ -672,9 +678,10 @@ def _error_bar_table(bars: dict) -> str:
     return "\n".join(lines)
 
 
-def _write_least_squares(problem, args, out, runs, stopped=None) -> int:
+def _write_least_squares(problem, args, out, runs, stopped=None, fd_error=None) -> int:
     """The summary of the analytic run (and the finite-difference one's figures); ``stopped``: the run a
-    signal stopped, which makes the whole command interrupted (status, message, exit 130 / 143 / 129)."""
+    signal stopped, which makes the whole command interrupted (status, message, exit 130 / 143 / 129);
+    ``fd_error``: why the finite-difference comparison run raised (the answer is the analytic run's)."""
     from trajopt.plots import plot_residuals
 
     png = plot_residuals({f"{k} Jacobian": v.history for k, v in runs.items()}, path=os.path.join(out, "residuals.png"),
@@ -710,6 +717,8 @@ def _write_least_squares(problem, args, out, runs, stopped=None) -> int:
         summary["start"] = problem.info.get("start", "")
         summary["start_time_s"] = float(start_time)
         summary["total_time_s"] = float(start_time) + float(sol.wall_time)
+    if fd_error is not None:
+        summary["finite_differences"] = {"status": "failed", "error": fd_error}
     if "fd" in runs:
         summary["finite_differences"] = {"status": runs["fd"].status.value, "iterations": runs["fd"].iterations,
                                          "wall_time_s": float(runs["fd"].wall_time),
@@ -743,6 +752,8 @@ def _write_least_squares(problem, args, out, runs, stopped=None) -> int:
         print(_error_bar_table(summary["error_bars"]))
     if stopped == "fd" and "fd" not in runs:
         print(f"{args.problem} / gauss-newton (fd): not run")
+    if fd_error is not None:
+        print(f"{args.problem} / gauss-newton (fd): failed, the comparison only ({fd_error})")
     if message:
         print(f"  {status}: {message}")
     blind = int(summary["metrics"].get("unidentified", 0))
@@ -804,6 +815,13 @@ def cmd_solve(args) -> int:
             if given is not None and not (option == "--method" and given == "gauss-newton"):
                 raise CLIError(f"{option} {given}: {args.problem!r} is an inverse (least-squares) problem, always "
                                f"solved by gauss-newton (analytical and finite-difference Jacobians); drop {option}")
+        if args.seed is not None:  # it went unsaid: the same answer as without it, and the data's seed is an option
+            import inspect
+
+            seeded = "seed" in inspect.signature(_problems().factory(args.problem)).parameters
+            print(f"note: --seed {args.seed} has no effect: gauss-newton is deterministic"
+                  + (f"; the recorded data's draw is the problem's --option seed={args.seed}" if seeded else ""),
+                  file=sys.stderr)
         return solve_least_squares(problem, args)
     ocp = problem
     # without --method, solve() follows the problem's recipe; a named method takes the problem's

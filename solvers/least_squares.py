@@ -61,7 +61,8 @@ def gauss_newton(problem, *, z0=None, jacobian: str = "analytic", max_iter: int 
     t0 = time.perf_counter()
 
     def jac(z, where):
-        r, J = problem.jacobian(z) if jacobian == "analytic" else jacobian_fd(problem.residual, z, fd_step)
+        r, J = (problem.jacobian(z) if jacobian == "analytic" else
+                jacobian_fd(problem.residual, z, fd_step, one_sided_at_bounds=True))
         for what, a in (("residual", r), ("jacobian", J)):
             if not np.all(np.isfinite(a)):
                 raise _NonFinite(f"non-finite {what} at {where} ({jacobian} Jacobian): the last finite iterate is "

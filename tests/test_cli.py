@@ -318,3 +318,14 @@ def test_complementarity_aware_on_a_design_problem_is_refused_by_name(tmp_path, 
                  "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "DesignDynamics.step_derivatives takes no adjoint=" in err and "the dynamics of catapult-design" in err
+
+
+def test_seed_on_an_inverse_problem_says_it_changes_nothing(tmp_path, capsys):
+    """ur5-sysid --seed 3 gave seed 0's data and answer without a word (--option seed=3 draws other data)."""
+    assert main(["solve", "ur5-sysid", "--seed", "3", "--max-iter", "1", "--out", str(tmp_path)]) in (0, 1)
+    err = capsys.readouterr().err
+    assert ("note: --seed 3 has no effect: gauss-newton is deterministic; the recorded data's draw is the "
+            "problem's --option seed=3") in err, err
+    assert main(["solve", "cube-throw", "--seed", "3", "--max-iter", "1", "--out", str(tmp_path)]) in (0, 1)
+    err = capsys.readouterr().err
+    assert "note: --seed 3 has no effect: gauss-newton is deterministic\n" in err, err  # no seed option there

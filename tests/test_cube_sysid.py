@@ -6,6 +6,7 @@ frictions, throws, guesses, heights and the LCP contact model; long ones are ``s
 
 from __future__ import annotations
 
+import json
 import re
 import time
 
@@ -177,3 +178,32 @@ def test_cube_sysid_cli_reports_the_start_it_solves_from(tmp_path, capsys):
     assert summary["total_time_s"] == pytest.approx(summary["start_time_s"] + summary["wall_time_s"])
     assert summary["total_time_s"] < 60.0 and summary["metrics"]["parameter_error"] <= 1e-3
     assert "staged start, made with the problem" in capsys.readouterr().out
+
+
+def test_a_friction_near_zero_is_identified_and_its_comparison_run_steps_one_sided(tmp_path, capsys):
+    """true_friction=1e-9: the finite-difference comparison run stepped friction to 1e-9 - 1e-6 < 0, whose
+    ValueError ended the command with exit 2 ("refused") after the analytic run had converged, nothing written.
+    The comparison's column at the bound is now the one-sided difference."""
+    from app.cli import main
+
+    assert main(["solve", "cube-sysid", "--option", "true_friction=1e-9", "--out", str(tmp_path)]) == 0
+    summary = json.loads((tmp_path / "cube-sysid" / "gauss-newton" / "summary.json").read_text())
+    assert summary["status"] == "converged" and summary["metrics"]["parameter_error"] < 1e-3, summary
+    assert summary["finite_differences"]["status"] in ("converged", "max_iterations", "stalled"), summary
+
+
+def test_one_sided_differences_at_a_bound():
+    """jacobian_fd(one_sided_at_bounds=True): the side a function refuses is replaced by the other one-sided
+    difference; both refused: the error itself; without it: the error, as before."""
+    def fun(z):
+        if z[0] < 0 or z[1] > 1:
+            raise ValueError(f"out of bounds: {z}")
+        return np.array([z[0] ** 2 + 3 * z[1], np.sin(z[1])])
+
+    z = np.array([1e-9, 1.0])  # z[0] - h < 0, z[1] + h > 1
+    _, J = jacobian_fd(fun, z, 1e-6, one_sided_at_bounds=True)
+    np.testing.assert_allclose(J, [[2e-9, 3.0], [0.0, np.cos(1.0)]], atol=2e-6)
+    with pytest.raises(ValueError, match="out of bounds"):
+        jacobian_fd(fun, z, 1e-6)
+    with pytest.raises(ValueError, match="out of bounds"):
+        jacobian_fd(lambda z: fun(z) if z[0] == 1e-9 else fun(-np.ones(2)), z, 1e-6, one_sided_at_bounds=True)

@@ -420,6 +420,27 @@ def test_a_signal_during_the_finite_difference_run_ends_an_inverse_solve_interru
     assert "  interrupted: " in out, out
 
 
+def test_a_failed_comparison_run_keeps_the_analytic_answer(tmp_path, capsys, monkeypatch):
+    """The finite-difference comparison run raising (a ValueError from a trial residual) ended the command with
+    exit 2, "trajopt: error: ...", after the analytic run had its answer, and nothing was written."""
+    runs = []
+
+    def fd_fails(problem, *, jacobian, **options):
+        runs.append(jacobian)
+        if jacobian == "fd":
+            raise ValueError("parameter 'friction' must be >= 0, got -1e-06")
+        return gauss_newton(problem, jacobian=jacobian, **options)
+
+    monkeypatch.setattr(solvers, "gauss_newton", fd_fails)
+    assert main(["solve", "cube-throw", "--max-iter", "2", "--out", str(tmp_path)]) == 0
+    assert runs == ["analytic", "fd"]
+    out = capsys.readouterr().out
+    summary = json.loads((tmp_path / "cube-throw" / "gauss-newton" / "summary.json").read_text())
+    assert summary["status"] == "max_iterations" and summary["finite_differences"] == {
+        "status": "failed", "error": "ValueError: parameter 'friction' must be >= 0, got -1e-06"}, summary
+    assert "cube-throw / gauss-newton (fd): failed, the comparison only (ValueError: parameter" in out, out
+
+
 @pytest.mark.parametrize("argv, folders", [
     (["solve", "pendulum", "--horizon", "20", "--max-iter", "2", "--no-scene"], ["ddp"]),
     (["solve", "cube-throw", "--max-iter", "2"], ["gauss-newton"]),

@@ -84,18 +84,39 @@ def ridders_columns(f, n: int, h: float, ntab: int = 10, con: float = 1.4) -> tu
     return np.stack([c[0] for c in cols], axis=-1), np.stack([c[1] for c in cols], axis=-1)
 
 
-def jacobian_fd(fun, z, h: float = 1e-6, *, method: str = "central") -> tuple[np.ndarray, np.ndarray]:
+def jacobian_fd(fun, z, h: float = 1e-6, *, method: str = "central",
+                one_sided_at_bounds: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """``(r, J)``: ``r = fun(z)`` and ``J = dr/dz`` by finite differences with step ``h`` (``z`` Euclidean;
     Gauss-Newton's ``jacobian="fd"`` and the tests' baseline for analytical residual Jacobians).
     ``method``: ``"central"`` (O(h^2), 2n evaluations) or ``"forward"`` (``(fun(z + h e_k) - r) / h``,
-    O(h), n evaluations: a Newton iteration's Jacobian)."""
+    O(h), n evaluations: a Newton iteration's Jacobian). ``one_sided_at_bounds`` (central only): where ``fun``
+    refuses one side of a column (ValueError: an unknown within ``h`` of its bound, a friction of 1e-9 whose
+    ``z - h`` is negative), that column is the one-sided difference on the other side; else the error is
+    raised, as where both sides are refused."""
     if method not in ("central", "forward"):
         raise ValueError(f"unknown finite-difference method {method!r}; expected 'central' or 'forward'")
     z = np.asarray(z, dtype=float)
     r = fun(z)
     if method == "forward":
         return r, np.column_stack([(fun(unit_step(z, k, h)) - r) / h for k in range(len(z))])
-    return r, central_columns(lambda k, s: fun(unit_step(z, k, s)), len(z), h).reshape(len(r), len(z))
+    if not one_sided_at_bounds:
+        return r, central_columns(lambda k, s: fun(unit_step(z, k, s)), len(z), h).reshape(len(r), len(z))
+
+    def column(k):
+        sides = []
+        for s in (h, -h):
+            try:
+                sides.append(fun(unit_step(z, k, s)))
+            except ValueError:
+                sides.append(None)
+        plus, minus = sides
+        if plus is not None and minus is not None:
+            return (plus - minus) / (2.0 * h)
+        if plus is None and minus is None:  # both refused: the error itself
+            fun(unit_step(z, k, h))
+        return (plus - r) / h if minus is None else (r - minus) / h
+
+    return r, np.column_stack([column(k) for k in range(len(z))]).reshape(len(r), len(z))
 
 
 def _perturbed(dyn, x, u, ndx):
