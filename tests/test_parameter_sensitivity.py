@@ -349,3 +349,19 @@ def test_initial_is_checked_naming_it_before_the_rollout(monkeypatch):
         parameter_sensitivity(sim, x0, us, [mass], initial="ab")
     with pytest.raises(ValueError, match=r"initial .*has shape \(3,\), expected \(2, k\)"):
         parameter_sensitivity(sim, x0, us, [mass], initial=np.zeros(3))
+
+
+def test_names_as_a_0d_array_and_bool_controls_as_the_simulator_takes_them():
+    """params=np.array("friction") raised "iteration over a 0-d array" (the simulator takes it); boolean
+    controls were taken as 0 and 1 (the simulator refuses them)."""
+    import problems
+    from trajopt.sensitivity import parameter_trajectory_jacobians
+
+    ocp = problems.load("catapult", horizon=3)
+    sim, x0, us = ocp.dynamics, ocp.x0, np.zeros((3, ocp.nu))
+    a = parameter_trajectory_jacobians(sim, x0, us, np.array("friction"))
+    b = parameter_trajectory_jacobians(sim, x0, us, "friction")
+    assert a.params == b.params == ("friction",)
+    np.testing.assert_array_equal(a.Fp, b.Fp)
+    with pytest.raises(TypeError, match="controls us must be an array of numbers, got ndarray of dtype bool"):
+        parameter_trajectory_jacobians(sim, x0, np.zeros((3, sim.nu), dtype=bool), "friction")

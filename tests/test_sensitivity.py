@@ -87,3 +87,34 @@ def test_impulse_sensitivity_matches_finite_differences_through_a_landing():
         col = (sim.state_difference(xT, sim.rollout(xp, us)[-1]) - sim.state_difference(xT, sim.rollout(xm, us)[-1])) / (2 * h)
         assert np.allclose(D[:, i], col, atol=1e-6 * max(1.0, np.abs(col).max()))
     assert sim.warm_start_stats["contact_steps"] > 0
+
+
+def test_a_jac_of_another_rollout_is_refused():
+    """forward_sensitivity and impulse_sensitivity returned the given jac's rollout (other start, other
+    horizon) as the answer for x0 and us, and adjoint_gradient raised an IndexError deep in its sweep."""
+    import pytest
+
+    from trajopt.sensitivity import impulse_sensitivity
+
+    ocp, us = _short_catapult()
+    sim, x0 = ocp.dynamics, ocp.x0
+    jac = trajectory_jacobians(sim, x0, us)
+    np.testing.assert_array_equal(forward_sensitivity(sim, x0, us, jac)[1], forward_sensitivity(sim, x0, us)[1])
+    moved = x0.copy()
+    moved[0] += 0.1
+    with pytest.raises(ValueError, match="jac was computed from another start state"):
+        forward_sensitivity(sim, moved, us, jac)
+    with pytest.raises(ValueError, match="jac was computed from another start state"):
+        impulse_sensitivity(sim, moved, us, jac)
+    with pytest.raises(ValueError, match=r"jac covers 30 steps but us has 5 .*trajectory_jacobians\(dyn, x0, us\)"):
+        forward_sensitivity(sim, x0, us[:5], jac)
+    other = us.copy()
+    other[3] += 1.0
+    with pytest.raises(ValueError, match="jac was computed under other controls than us"):
+        adjoint_gradient(ocp, other, jac=jac)
+    with pytest.raises(ValueError, match="jac covers 5 steps but us has 30"):
+        adjoint_gradient(ocp, us, jac=trajectory_jacobians(sim, x0, us[:5]))
+    with pytest.raises(TypeError, match="jac must be a TrajectoryJacobians .* got tuple without xs, Fx, Fu"):
+        forward_sensitivity(sim, x0, us, jac=(jac.xs, jac.Fx))
+    with pytest.raises(TypeError, match="controls us must be an array of numbers, got None"):
+        forward_sensitivity(sim, x0, None, jac)

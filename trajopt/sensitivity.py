@@ -36,18 +36,21 @@ from .protocol import check_complementarity_aware, rollout_derivatives
 
 @dataclass
 class TrajectoryJacobians:
-    """``xs`` (T+1, nx) and the step Jacobians ``Fx`` (T, ndx, ndx), ``Fu`` (T, ndx, nu) along it."""
+    """``xs`` (T+1, nx) and the step Jacobians ``Fx`` (T, ndx, ndx), ``Fu`` (T, ndx, nu) along it; ``us`` (T, nu),
+    the controls of the rollout (None: not kept, e.g. built by hand), so that a ``jac=`` of other controls is
+    refused."""
 
     xs: np.ndarray
     Fx: np.ndarray
     Fu: np.ndarray
+    us: np.ndarray | None = None
 
 
 def trajectory_jacobians(dyn, x0, us) -> TrajectoryJacobians:
     """Roll out from ``x0`` under ``us`` (T, nu), keeping every step's Jacobians: one call of
     :func:`trajopt.protocol.rollout_derivatives` (one contact solve per step for the simulator,
     none when it has just rolled out the same controls)."""
-    return TrajectoryJacobians(*rollout_derivatives(dyn, x0, us))
+    return TrajectoryJacobians(*rollout_derivatives(dyn, x0, us), np.array(us, dtype=float))
 
 
 def aware_trajectory_jacobians(ocp, us, x0=None) -> TrajectoryJacobians:
@@ -66,7 +69,7 @@ def aware_trajectory_jacobians(ocp, us, x0=None) -> TrajectoryJacobians:
     for t in range(T - 1, -1, -1):
         _, Fx[t], Fu[t] = dyn.step_derivatives(xs[t], us[t], adjoint=p)
         p = ocp.running(t).derivatives(xs[t], us[t]).Lx + Fx[t].T @ p
-    return TrajectoryJacobians(xs, Fx, Fu)
+    return TrajectoryJacobians(xs, Fx, Fu, us.copy())
 
 
 @dataclass
@@ -149,8 +152,8 @@ def _parameters(dyn, params) -> tuple[tuple, int]:
     if not hasattr(dyn, "parameter_size"):
         raise TypeError(f"{type(dyn).__name__} has no physical parameters (needs parameter_size and "
                         "step_derivatives(..., params=))")
-    if isinstance(params, str):
-        names = (params,)
+    if isinstance(params, str) or (isinstance(params, np.ndarray) and params.ndim == 0 and params.dtype.kind == "U"):
+        names = (str(params),)  # a name, or numpy's 0-d string array of one (as the simulator takes)
     elif (isinstance(params, (bytes, bytearray, set, frozenset, Mapping)) or not isinstance(params, Iterable)):
         why = (" (a set is unordered: Fp's and S's columns follow the names' order; pass a list)"
                if isinstance(params, (set, frozenset)) else "")
@@ -164,9 +167,11 @@ def _parameters(dyn, params) -> tuple[tuple, int]:
 def _floats(value, what: str) -> np.ndarray:
     """``value`` as a float array with finite entries: TypeError naming ``what`` when it is not numbers (a string,
     None...), ValueError naming the non-finite entries' indices (the first five)."""
+    if value is None:  # NumPy makes None a NaN: "non-finite values at [[]]" named no None
+        raise TypeError(f"{what} must be an array of numbers, got None")
     try:
         a = np.asarray(value)
-        ok = a.dtype.kind in "biufO"
+        ok = a.dtype.kind in "iufO"  # not bools (the simulator refuses them too: True is no torque)
         if ok:
             a = a.astype(float, copy=False)
     except (TypeError, ValueError) as exc:
@@ -207,43 +212,45 @@ def _initial(initial, ndx: int) -> np.ndarray:
 _JAC_FIELDS = ("xs", "Fx", "Fu", "Fp", "params")
 
 
-def _check_jac(jac, dyn, x0, us, params: tuple, npar: int) -> None:
-    """A ``jac=`` must be the Jacobians of the rollout from ``x0`` under ``us`` for ``params``: its type
-    (or the fields of :class:`ParameterJacobians`), its parameters, horizon and shapes, its start state
-    (``xs[0]`` is ``x0`` copied, so compared exactly) and its controls when it kept them. O(T nu + nx)."""
-    if not isinstance(jac, ParameterJacobians):
-        missing = [f for f in _JAC_FIELDS if not hasattr(jac, f)]
-        if missing:
-            raise TypeError(f"jac must be a ParameterJacobians (from parameter_trajectory_jacobians(dyn, x0, us, "
-                            f"params)), got {type(jac).__name__} without {', '.join(missing)}")
-    held = (jac.params,) if isinstance(jac.params, str) else jac.params
-    if not isinstance(held, (tuple, list)) or tuple(held) != params:
-        shown = list(held) if isinstance(held, (tuple, list)) else repr(held)
-        raise ValueError(f"jac holds the Jacobians of parameters {shown}, not of {list(params)}")
+def _check_jac(jac, dyn, x0, us, params: tuple | None = None, npar: int = 0) -> None:
+    """A ``jac=`` must be the Jacobians of the rollout from ``x0`` under ``us`` (for ``params``, when given: a
+    :class:`ParameterJacobians`; else any :class:`TrajectoryJacobians`-like ``xs``, ``Fx``, ``Fu``): its type (or
+    fields), its parameters, horizon and shapes, its start state (``xs[0]`` is ``x0`` copied, so compared exactly)
+    and its controls when it kept them. O(T nu + nx)."""
+    fields, kind, maker = ((_JAC_FIELDS, "ParameterJacobians", "parameter_trajectory_jacobians(dyn, x0, us, params)")
+                           if params is not None else
+                           (_JAC_FIELDS[:3], "TrajectoryJacobians", "trajectory_jacobians(dyn, x0, us)"))
+    missing = [f for f in fields if not hasattr(jac, f)]
+    if missing:
+        raise TypeError(f"jac must be a {kind} (from {maker}), got {type(jac).__name__} without {', '.join(missing)}")
+    if params is not None:
+        held = (jac.params,) if isinstance(jac.params, str) else jac.params
+        if not isinstance(held, (tuple, list)) or tuple(held) != params:
+            shown = list(held) if isinstance(held, (tuple, list)) else repr(held)
+            raise ValueError(f"jac holds the Jacobians of parameters {shown}, not of {list(params)}")
     us = _controls(dyn, us)
     x0 = _start_state(dyn, x0)
     T, nx, ndx, nu = len(us), dyn.nx, dyn.ndx, dyn.nu
     steps = np.shape(jac.Fx)[0] if np.ndim(jac.Fx) else None
     if steps != T:
-        raise ValueError(f"jac covers {steps} steps but us has {T} (jac must come from the same rollout: "
-                         "parameter_trajectory_jacobians(dyn, x0, us, params))")
+        raise ValueError(f"jac covers {steps} steps but us has {T} (jac must come from the same rollout: {maker})")
     for name, shape, sizes in (("xs", (T + 1, nx), "(T + 1, nx)"), ("Fx", (T, ndx, ndx), "(T, ndx, ndx)"),
                                ("Fu", (T, ndx, nu), "(T, ndx, nu)")):
         if np.shape(getattr(jac, name)) != shape:
             raise ValueError(f"jac.{name} has shape {np.shape(getattr(jac, name))}, expected {sizes} = {shape}")
-    Fp = np.shape(jac.Fp)
-    if len(Fp) != 3 or Fp[:2] != (T, ndx) or Fp[2] != npar:
-        cols = f"{Fp[2]} columns" if len(Fp) == 3 else f"shape {Fp}"
-        raise ValueError(f"jac.Fp has {cols}, expected (T, ndx, np) = {(T, ndx, npar)}: params {list(params)} have "
-                         f"parameter_size {npar}")
+    if params is not None:
+        Fp = np.shape(jac.Fp)
+        if len(Fp) != 3 or Fp[:2] != (T, ndx) or Fp[2] != npar:
+            cols = f"{Fp[2]} columns" if len(Fp) == 3 else f"shape {Fp}"
+            raise ValueError(f"jac.Fp has {cols}, expected (T, ndx, np) = {(T, ndx, npar)}: params {list(params)} "
+                             f"have parameter_size {npar}")
     if not np.array_equal(jac.xs[0], x0):
         gap = np.abs(np.asarray(jac.xs[0], dtype=float) - x0).max()
         raise ValueError(f"jac was computed from another start state: jac.xs[0] differs from x0 by up to {gap:.3g} "
-                         "(recompute it with parameter_trajectory_jacobians(dyn, x0, us, params))")
+                         f"(recompute it with {maker})")
     kept = getattr(jac, "us", None)
     if kept is not None and not np.array_equal(kept, us):
-        raise ValueError("jac was computed under other controls than us (recompute it with "
-                         "parameter_trajectory_jacobians(dyn, x0, us, params))")
+        raise ValueError(f"jac was computed under other controls than us (recompute it with {maker})")
 
 
 def _adjoint_sweep(ocp, xs, us, Fx, Fu, Fp=None):
@@ -267,8 +274,12 @@ def _adjoint_sweep(ocp, xs, us, Fx, Fu, Fp=None):
 
 
 def forward_sensitivity(dyn, x0, us, jac: TrajectoryJacobians | None = None):
-    """``(x_T, dx_T/dx_0 (ndx, ndx), dx_T/du (ndx, T, nu))`` by forward accumulation."""
-    jac = jac or trajectory_jacobians(dyn, x0, us)
+    """``(x_T, dx_T/dx_0 (ndx, ndx), dx_T/du (ndx, T, nu))`` by forward accumulation. ``jac``: the rollout's
+    Jacobians already computed (:func:`trajectory_jacobians` of the same ``x0`` and ``us``: checked)."""
+    if jac is None:
+        jac = trajectory_jacobians(dyn, x0, us)
+    else:  # another rollout's (other x0 or controls) returned its own answer, silently
+        _check_jac(jac, dyn, x0, us)
     T = len(jac.Fx)
     S = np.eye(dyn.ndx)
     for t in range(T):
@@ -304,4 +315,6 @@ def adjoint_gradient(ocp, us, *, x0=None, jac: TrajectoryJacobians | None = None
     if jac is None:
         jac = (aware_trajectory_jacobians(ocp, us, x0) if complementarity_aware
                else trajectory_jacobians(ocp.dynamics, x0, us))
+    else:  # another horizon's raised an IndexError deep in the sweep
+        _check_jac(jac, ocp.dynamics, x0, us)
     return _adjoint_sweep(ocp, jac.xs, us, jac.Fx, jac.Fu)
