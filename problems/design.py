@@ -241,6 +241,7 @@ import numpy as np
 
 from dynamics import SimulationError, Simulator
 from trajopt import OCP, ControlCost
+from trajopt.ocp import check_solver_memory
 
 from ._options import integer, parameter_contact, random_seed, real, target_point
 from ._registry import register
@@ -303,8 +304,16 @@ def _check_lengths(lengths) -> dict:
     return ell
 
 
+#: the largest torque limit taken (N m, 4000 times the registered 250): 1e300 was taken and failed 29 s later on the
+#: control cost's overflow (inf at knot 0)
+MAX_TORQUE = 1e6
+
+
 def _check_torque(torque) -> float:
-    return real("torque", torque, "a finite limit > 0 N m", above=0.0)
+    torque = real("torque", torque, "a finite limit > 0 N m", above=0.0)
+    if torque > MAX_TORQUE:
+        raise ValueError(f"torque must be a limit in (0, {MAX_TORQUE:g}] N m (a motor's), got {torque:g}")
+    return torque
 
 
 def design_simulator(lengths=None, *, torque: float = DESIGN_TORQUE, dt: float = 1e-3, friction: float = 1.0,
@@ -645,7 +654,8 @@ def catapult_design(*, horizon: int = 500, dt: float = 1e-3, target=DESIGN_TARGE
     module docstring); 0: the undamped family measured before it. ``contact``: ``"lcp"`` (default) or ``"ncp"``, the
     models whose parameter derivatives the design knot's Jacobian uses (:data:`problems._options.PARAMETER_CONTACTS`)."""
     links, lower, upper = _check_design(links, bounds)
-    horizon = integer("horizon", horizon, 1)
+    # 2 at least: horizon=1 passed, then cem-ddp's advice (one leading control) failed on an option never given
+    horizon = integer("horizon", horizon, 2)
     torque = _check_torque(torque)
     control_weight = real("control_weight", control_weight, "a finite weight >= 0 (of 0.5 |u|^2 per knot)",
                           at_least=0.0)
@@ -661,6 +671,7 @@ def catapult_design(*, horizon: int = 500, dt: float = 1e-3, target=DESIGN_TARGE
     x0 = np.zeros(dyn.nx)
     x0[:5] = START
     x0[n:n + dyn.k] = NOMINAL_LENGTH  # overwritten by the design knot
+    check_solver_memory(dyn, horizon + 1, "catapult-design")  # before the guess (horizon=1e12: 21.8 TiB asked)
     us_init = np.zeros((horizon + 1, dyn.nu))
     us_init[0] = dyn.control_of(np.full(dyn.k, NOMINAL_LENGTH))
     info = {"target": target, "links": links, "lower": lower, "upper": upper, "design_dynamics": dyn}

@@ -87,10 +87,15 @@ def test_cost_derivative_wrt_lengths_matches_central_differences_through_the_reb
     ({"torque": True}, "^torque must be a finite limit > 0 N m, got True"),  # was accepted: 1 N m
     ({"torque": np.inf}, "^torque must be a finite limit > 0 N m, got inf"),  # "controls contain non-finite values"
     ({"torque": float("nan")}, "^torque must be a finite limit > 0 N m, got nan"),
-    ({"horizon": 0}, "^horizon must be an integer >= 1, got 0"),  # was accepted
-    ({"horizon": -5}, "^horizon must be an integer >= 1, got -5"),  # "negative dimensions are not allowed"
-    ({"horizon": 2.5}, r"^horizon must be an integer >= 1, got 2\.5"),  # "'float' object cannot be interpreted ..."
-    ({"horizon": True}, "^horizon must be an integer >= 1, got True"),
+    ({"horizon": 0}, "^horizon must be an integer >= 2, got 0"),  # was accepted
+    ({"horizon": -5}, "^horizon must be an integer >= 2, got -5"),  # "negative dimensions are not allowed"
+    ({"horizon": 2.5}, r"^horizon must be an integer >= 2, got 2\.5"),  # "'float' object cannot be interpreted ..."
+    ({"horizon": True}, "^horizon must be an integer >= 2, got True"),
+    ({"horizon": 1}, "^horizon must be an integer >= 2, got 1"),  # cem-ddp's advice failed: "lead must be ... -1"
+    ({"horizon": 10**12}, "^catapult-design's solver arrays over a horizon of 1000000000001 knots would take"),  # the
+    # guess was allocated first: numpy's "Unable to allocate 21.8 TiB" as a traceback
+    ({"torque": 1e300}, r"^torque must be a limit in \(0, 1e\+06\] N m \(a motor's\), got 1e\+300"),  # taken; the
+    # control cost overflowed 29 s later
     ({"control_weight": -1.0}, "^control_weight must be a finite weight >= 0"),  # was accepted
     ({"control_weight": float("nan")}, "^control_weight must be a finite weight >= 0"),  # "... is not symmetric"
     ({"control_weight": True}, "^control_weight must be a finite weight >= 0"),

@@ -18,6 +18,19 @@ from .memory import check_memory
 from .protocol import check_dynamics
 
 
+def check_solver_memory(dyn, horizon: int, name: str) -> None:
+    """ValueError before any allocation when a solver's arrays for ``dyn`` over ``horizon`` knots would not fit
+    (:func:`trajopt.memory.check_memory`): what a solver keeps per knot, the step's Jacobians, the gains, the costs'
+    second derivatives and their copies (about six ndx x (ndx + nu) blocks), and ~1 kB of objects (measured
+    2026-11-28: DDP on the pendulum 1.2 kB per knot). Every :class:`OCP` checks it; a factory that makes per-knot
+    arrays of its own calls it first. Multiple shooting's CasADi graph (37 kB per knot) is checked by the solvers
+    that build it (solvers.shooting.check_graph_memory): a fixed 40 kB here refused DDP problems 20 times smaller
+    than it said (pendulum, 100000 knots, on 7 GiB)."""
+    check_memory(f"{name}'s solver arrays over a horizon of {horizon} knots",
+                 horizon * (8 * (6 * dyn.ndx * (dyn.ndx + dyn.nu) + 4 * (dyn.nx + dyn.nu)) + 1_000),
+                 "a shorter horizon")
+
+
 @dataclass
 class OCP:
     """An optimal-control problem over a differentiable step (see the module docstring).
@@ -55,14 +68,7 @@ class OCP:
         if not (isinstance(self.horizon, (int, np.integer)) and self.horizon > 0):
             raise ValueError(f"horizon must be a positive integer, got {self.horizon!r}")
         self.horizon = int(self.horizon)
-        # what a solver keeps per knot: the step's Jacobians, the gains, the costs' second derivatives and their
-        # copies (about six ndx x (ndx + nu) blocks), and ~1 kB of objects (measured 2026-11-28: DDP on the pendulum
-        # 1.2 kB per knot); refused before the costs' list is made. Multiple shooting's CasADi graph (37 kB per knot)
-        # is checked by the solvers that build it (solvers.shooting.check_graph_memory): a fixed 40 kB here refused
-        # DDP problems 20 times smaller than it said (pendulum, 100000 knots, on 7 GiB)
-        check_memory(f"{self.name}'s solver arrays over a horizon of {self.horizon} knots",
-                     self.horizon * (8 * (6 * dyn.ndx * (dyn.ndx + dyn.nu) + 4 * (dyn.nx + dyn.nu)) + 1_000),
-                     "a shorter horizon")
+        check_solver_memory(dyn, self.horizon, self.name)  # before the costs' list is made
         x0 = np.asarray(self.x0, dtype=float)
         if x0.shape != (dyn.nx,):
             raise ValueError(f"x0 has shape {x0.shape}, expected ({dyn.nx},)")
