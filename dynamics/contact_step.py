@@ -167,6 +167,13 @@ def pair_name(scene: CollisionScene, k: int) -> str:
     return "|".join(names)
 
 
+#: The largest friction coefficient taken: far past any material (rubber on concrete ~1) and past sticking
+#: (catapult, 300 steps at full torque: every coefficient from 1e2 to 1e8 gives the same path to 2e-12), while larger
+#: ones lose the contact solve's precision silently (NCP: 9 mm off at 1e9, the box thrown 72 m off at 1e12;
+#: measured 2026-11-28). For no slip, give this.
+MAX_FRICTION = 1e6
+
+
 def pair_coefficients(scene: CollisionScene, value, what: str, *, upper: float | None,
                       unlisted: float | None) -> PairCoefficients:
     """``value`` for ``what`` (``"friction"``: finite and >= 0; ``"restitution"``: in [0, ``upper`` = 1]) as a
@@ -176,7 +183,9 @@ def pair_coefficients(scene: CollisionScene, value, what: str, *, upper: float |
     ``unlisted`` (None: every pair must be listed). ``ValueError`` for a bad value, a name that is no collision
     object, a pair that does not collide in the scene, a pair listed twice, or unlisted pairs without a
     default."""
-    rule = "a number in [0, 1] (0: inelastic, 1: elastic)" if upper is not None else "a finite number >= 0"
+    rule = ("a number in [0, 1] (0: inelastic, 1: elastic)" if what == "restitution" else
+            f"a number in [0, {upper:g}] (larger ones lose the contact solve's precision silently)"
+            if upper is not None else "a finite number >= 0")
 
     def check(x, where):
         ok = _number(x) and np.isfinite(x) and x >= 0.0 and (upper is None or x <= upper)  # NaN fails
@@ -493,8 +502,8 @@ class ContactModel:
             raise ValueError(f"recovery must be 'position' (bounded, the default) or 'velocity' (the former "
                              f"push-out), got {recovery!r}")
         self.recovery = recovery
-        if not isinstance(friction, Mapping) and not (friction >= 0.0 and np.isfinite(friction)):
-            raise ValueError(f"friction must be a finite non-negative coefficient, got {friction!r}")
+        if not isinstance(friction, Mapping) and not (0.0 <= friction <= MAX_FRICTION):  # NaN fails
+            raise ValueError(f"friction must be a coefficient in [0, {MAX_FRICTION:g}], got {friction!r}")
         if not 0.0 < erp <= 1.0:
             raise ValueError(f"erp must be in (0, 1], got {erp!r}")
         if not (isinstance(smoothing, (int, float, np.floating)) and np.isfinite(smoothing) and smoothing >= 0):
@@ -527,7 +536,7 @@ class ContactModel:
         self.restitution = self.restitution_pairs.value if self.restitution_pairs.value.any() else None
         #: the friction as given, by pair; ``pair_friction`` (npairs,) each pair's ``mu``, None when one number
         #: holds for every contact (``friction``)
-        self.friction_pairs = pair_coefficients(self.scene, friction, "friction", upper=None, unlisted=None)
+        self.friction_pairs = pair_coefficients(self.scene, friction, "friction", upper=MAX_FRICTION, unlisted=None)
         self.pair_friction = self.friction_pairs.value if self.friction_pairs.per_pair else None
         self.restitution_threshold = float(restitution_threshold)
         if self.compliant and self.restitution is not None:

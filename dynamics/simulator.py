@@ -58,7 +58,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pinocchio as pin
 
-from .contact_step import FusedContactState
+from .contact_step import MAX_FRICTION, FusedContactState
 from .robots import load_urdf_geometry
 
 _BIG = 1e300  # Pinocchio stores "no limit" as DBL_MAX; anything above this means unbounded
@@ -309,9 +309,9 @@ def _check_options(model, geometry, *, dt, ground, friction, margin, planar) -> 
         if geometry is None or geometry.ngeoms == 0:
             raise ModelError(f"ground={ground!r} was given but model {model.name!r} has no collision geometry, so "
                              "nothing could touch it (load the geometry, or add collision shapes)")
-    if not isinstance(friction, Mapping) and not (_real(friction) and math.isfinite(friction) and friction >= 0):
-        raise ModelError(f"friction must be a finite coefficient >= 0 (or a mapping per collision pair), "
-                         f"got {friction!r}")
+    if not isinstance(friction, Mapping) and not (_real(friction) and 0 <= friction <= MAX_FRICTION):  # NaN fails
+        raise ModelError(f"friction must be a coefficient in [0, {MAX_FRICTION:g}] (or a mapping per collision pair; "
+                         f"larger ones lose the contact solve's precision silently), got {friction!r}")
     if not (_real(margin) and math.isfinite(margin) and margin >= 0):
         raise ModelError(f"margin must be a finite distance >= 0 (m), got {margin!r}")
     if planar:
