@@ -166,8 +166,10 @@ def _signal_while_writing(status: str) -> bool:
     130 / 143 / 129, never 0)."""
     if _signal["received"] is None or status == "interrupted":
         return False
-    print(f"trajopt: {signal_label()} arrived after the solver had its answer (status {status}), while it was "
-          "being finished or written; the results are complete", file=sys.stderr)
+    # not "after the solver had its answer": design-search's polish absorbs a signal that cuts it short and keeps
+    # an earlier answer, whose status is then not interrupted either
+    print(f"trajopt: {signal_label()} was received, but the solver's answer is not interrupted (status {status}): "
+          "it and the results written are complete", file=sys.stderr)
     return True
 
 
