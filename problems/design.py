@@ -456,6 +456,30 @@ class DesignDynamics:
                                 motor_damping=self.motor_damping)
 
     # -- protocol --------------------------------------------------------------------------------
+    def _checked(self, x, us, what="state x", rollout=False):
+        """``(x, us)`` as float arrays, or a ValueError naming what is wrong: ``x`` (nx,) finite, ``us`` (nu,) for a
+        step or (T, nu) for a ``rollout``, finite. A NaN control at the design knot returned NaN states silently, one of
+        length 1 was taken, and a NaN in a rollout's first control was blamed on the lengths it set."""
+        try:
+            x, us = np.asarray(x, dtype=float), np.asarray(us, dtype=float)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"catapult-design: {what} and the controls must be arrays of numbers ({exc})") from None
+        if x.shape != (self.nx,):
+            raise ValueError(f"{what} has shape {x.shape}, expected ({self.nx},): the catapult's {self.nsim}, the "
+                             f"{self.k} design lengths and the phase (0: the design knot next, 1: after it)")
+        if us.shape[-1:] != (self.nu,) or us.ndim != 1 + rollout:
+            raise ValueError(f"controls have shape {us.shape}, expected " + (f"(T, {self.nu}) for a rollout" if rollout
+                                                                             else f"({self.nu},) for a step"))
+        for name, a in ((what, x), ("controls", us)):
+            if not np.isfinite(a).all():
+                raise ValueError(f"{name} contain non-finite values at {np.argwhere(~np.isfinite(a))[:5].tolist()}")
+        return x, us  # the phase: 0 the design knot, anything else a physical step (a solver's iterate may be near 1)
+
+    def _checked_rollout(self, x0, us):
+        """:meth:`_checked` of a rollout's ``x0`` and ``us`` (T, nu); an empty ``us`` is (0, nu)."""
+        return self._checked(x0, np.reshape(us, (-1, self.nu)) if np.size(us) == 0 else us, "initial state x0",
+                             rollout=True)
+
     def _split(self, x):
         x = np.asarray(x, dtype=float)
         return x[:self.nsim], x[self.nsim:self.nsim + self.k], x[-1]
@@ -470,12 +494,14 @@ class DesignDynamics:
         return x_next, Fx, Fu
 
     def step(self, x, u):
+        x, u = self._checked(x, u)
         xs, ell, phase = self._split(x)
         if phase == 0.0:
             return self._design_knot(x, u)[0]
         return np.concatenate((self.simulator(ell).step(xs, u), ell, [1.0]))
 
     def step_derivatives(self, x, u):
+        x, u = self._checked(x, u)
         xs, ell, phase = self._split(x)
         if phase == 0.0:
             return self._design_knot(x, u)
@@ -498,11 +524,11 @@ class DesignDynamics:
 
     def rollout(self, x0, us):
         """States (T+1, nx') from ``x0`` under ``us`` (T, nu): the design knot, then one simulator rollout."""
-        us = np.asarray(us, dtype=float)
+        x0, us = self._checked_rollout(x0, us)
         xs = np.empty((len(us) + 1, self.nx))
         xs[0] = x0
         t = 0
-        if self._split(x0)[2] == 0.0:
+        if len(us) and self._split(x0)[2] == 0.0:
             xs[1] = self.step(x0, us[0])
             t = 1
         xsim, ell, _ = self._split(xs[t])
@@ -515,14 +541,14 @@ class DesignDynamics:
     def rollout_derivatives(self, x0, us):
         """``(xs, Fx, Fu)`` in one pass: each physical knot's step and Jacobians from one
         ``step_derivatives`` call (its ``x+`` is the rollout's), ``d p / d l`` once (the design is constant)."""
-        us = np.asarray(us, dtype=float)
+        x0, us = self._checked_rollout(x0, us)
         T, n, k = len(us), self.nsim, self.k
         xs = np.empty((T + 1, self.nx))
         Fx = np.zeros((T, self.ndx, self.ndx))
         Fu = np.zeros((T, self.ndx, self.nu))
         xs[0] = x0
         t = 0
-        if self._split(x0)[2] == 0.0:
+        if len(us) and self._split(x0)[2] == 0.0:
             xs[1], Fx[0], Fu[0] = self._design_knot(x0, us[0])
             t = 1
         _, ell, _ = self._split(xs[t])

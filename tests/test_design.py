@@ -516,3 +516,36 @@ def test_design_search_polishes_a_stalled_answer_again_by_continuation(monkeypat
             assert all(c[1] is None for c in calls) and "smoothed_polish" not in sol.info, (stop_below, calls)
         if stop_below == 1e9:  # met by the candidate: nothing follows the polish, which keeps all the time left
             assert calls[0][2] > 0.9 * (60.0 - sum(c["time"] for c in sol.info["candidates"])), calls
+
+
+def test_the_co_design_step_names_bad_input():
+    """At the design knot a NaN control or state returned NaN states silently and a control of length 1 was taken;
+    u=None was an IndexError, a short state a zip() error, and a NaN in a rollout's first control was blamed on the
+    lengths it set ("lengths['arm1'] must be a finite length > 0 m, got nan")."""
+    ocp = problems.load("catapult-design", horizon=4)
+    dyn, x, u = ocp.dynamics, ocp.x0, np.zeros(ocp.nu)
+    nan_x = x.copy()
+    nan_x[0] = np.nan
+    for call in (dyn.step, dyn.step_derivatives):
+        with pytest.raises(ValueError, match=r"controls contain non-finite values at \[\[0\]"):
+            call(x, np.full(ocp.nu, np.nan))
+        with pytest.raises(ValueError, match=r"state x contain non-finite values at \[\[0\]\]"):
+            call(nan_x, u)
+        with pytest.raises(ValueError, match=r"controls have shape \(1,\), expected \(3,\) for a step"):
+            call(x, np.zeros(1))
+        with pytest.raises(ValueError, match=r"controls have shape \(\), expected \(3,\)"):
+            call(x, None)
+        with pytest.raises(ValueError, match=r"state x has shape \(5,\), expected \(13,\): the catapult's 10, the 2 "
+                                             r"design lengths and the phase"):
+            call(x[:5], u)
+    us = np.zeros((4, ocp.nu))
+    us[0, 0] = np.nan
+    for call in (dyn.rollout, dyn.rollout_derivatives):
+        with pytest.raises(ValueError, match=r"controls contain non-finite values at \[\[0, 0\]\]"):
+            call(x, us)
+        with pytest.raises(ValueError, match=r"controls have shape \(3,\), expected \(T, 3\) for a rollout"):
+            call(x, u)
+        out = call(x, np.zeros((0, ocp.nu)))  # no step: the start alone (it raised an IndexError)
+        assert (out[0] if isinstance(out, tuple) else out).shape == (1, dyn.nx)
+    xs = dyn.rollout(x, np.zeros((4, ocp.nu)))  # good input: unchanged
+    np.testing.assert_array_equal(dyn.rollout_derivatives(x, np.zeros((4, ocp.nu)))[0], xs)
