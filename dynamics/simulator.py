@@ -1443,6 +1443,10 @@ class Simulator:
         from contact.detection import Contacts
 
         q = _finite_vector(q, "configuration q", self.nq)
+        if np.abs(q).max(initial=0.0) > self.MAX_POSITION:  # coal's detection crashes far out (|q| = 1e160)
+            i = int(np.argmax(np.abs(q)))
+            raise ValueError(f"configuration q: {self._coordinate(i)} = {q[i]:.3g} is beyond the bound |q| <= "
+                             f"MAX_POSITION = {self.MAX_POSITION:g} (m or rad) of every state a step may produce")
         cm = self.contact_model
         if cm is None:
             return Contacts.empty(), np.zeros((0, self.nv))

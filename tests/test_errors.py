@@ -162,12 +162,13 @@ def test_large_finite_entries_are_not_called_non_finite(sim):
     sim.state_difference_jacobians(big, big)
     with pytest.raises(ValueError, match=r"contains non-finite values at indices \[1\]"):
         sim.state_difference(np.array([1e308, np.nan, 1e308, 0.0]), np.zeros(4))
-    sim._check_x(big)  # finite: taken (the step itself then judges such a state)
+    with pytest.raises(ValueError, match=r"state x: q\[0\] .* = 1e\+308 is beyond the bound \|q\| <= MAX_POSITION"):
+        sim._check_x(big)  # finite, not called non-finite: beyond the bound of any state a step may produce
 
 
 def test_divergence_is_reported_with_partial_trajectory():
     s = cartpole_simulator(1, dt=1.0)
-    x0 = np.array([0.0, 3.0, 0.0, 1e150])
+    x0 = np.array([0.0, 3.0, 0.0, 9e3])  # within MAX_VELOCITY (1e150 is refused as input now)
     with pytest.raises(SimulationError, match="diverged") as info:
         s.rollout(x0, np.zeros((50, 1)))
     assert info.value.xs is not None and len(info.value.xs) >= 1

@@ -156,7 +156,12 @@ def test_knot_errors_name_the_knot():
     with pytest.raises(ValueError, match=r"knot states xs have shape \(3, 13\), expected \(5, 13\) or \(6, 13\)"):
         sim.knot_derivatives(xs[:3], us[:5])
     fast = xs.copy()
-    fast[3, sim.nq:] = 1e9  # diverges from knot 3
+    fast[3, sim.nq:] = 1e9  # beyond MAX_VELOCITY at knot 3 (it was stepped, then its output refused)
+    with pytest.raises(ValueError, match=r"^knot 3: state xs\[3\]: v\[0\] .* is beyond the bound \|v\| <= "
+                                         "MAX_VELOCITY"):
+        sim.knot_derivatives(fast, us[:5])
+    fast = xs.copy()
+    fast[3, 0], fast[3, sim.nq] = sim.MAX_POSITION, 9e3  # within both bounds, its step leaves them: named by its knot
     with pytest.raises(SimulationError, match=r"^knot 3: "):
         sim.knot_derivatives(fast, us[:5])
 

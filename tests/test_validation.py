@@ -248,6 +248,10 @@ def test_a_state_beyond_the_bounds_is_refused_before_the_collision_detection(nam
                      lambda: sim.rollout_derivatives(x, us)):
             with pytest.raises(ValueError, match=re.escape(f"= {value:.3g} is beyond the bound ") + bound):
                 call()
+    q = x0[:sim.nq].copy()
+    q[1] = 1e160
+    with pytest.raises(ValueError, match=r"configuration q: q\[1\] .* = 1e\+160 is beyond the bound"):
+        sim.contact_jacobian(q)
     x = x0.copy()
     x[1] = 0.999 * Simulator.MAX_POSITION  # within: stepped (the step may then leave the bounds: its own error)
     try:
