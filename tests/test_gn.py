@@ -111,7 +111,7 @@ def test_gn_refuses_a_horizon_too_long_for_its_dense_hessian():
 
 def test_cem_then_gn_merges_both_stages():
     ocp = problems.load("pendulum")
-    sol = solve(ocp, method="cem-gn", cem_iterations=2, population=8, max_iter=100, verbose=False)
+    sol = solve(ocp, method="cem-gn", cem_iterations=2, population=8, max_iter=10, verbose=False)  # 100: 7 s
     stages = [h["stage"] for h in sol.history]
     assert stages[:2] == ["cem", "cem"] and set(stages[2:]) == {"gn"}
     assert [h["iteration"] for h in sol.history] == list(range(len(stages)))  # one count over both stages

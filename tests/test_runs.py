@@ -174,7 +174,9 @@ def test_a_stale_lock_of_a_dead_process_is_taken_over(tmp_path, capsys):
 
 # -- signals stop a run as Ctrl-C does, and the result is saved -------------------------------------
 
-@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+# SIGHUP's 129 is also the sweep's signal test's exit code (tests/test_sweep.py); here it is slow (5 s)
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143),
+                                          pytest.param(signal.SIGHUP, 129, marks=pytest.mark.slow)])
 def test_a_signal_saves_the_best_iterate_as_interrupted(tmp_path, running, signum, code):
     r = running(*LONG, "--out", str(tmp_path))
     r.wait_rows(3)
