@@ -548,14 +548,15 @@ class Simulator:
     :class:`ModelError` naming the link, joint or option). A step raises :class:`SimulationError`
     when it produces a state beyond :attr:`MAX_VELOCITY` (any velocity coordinate, m/s or rad/s)
     or :attr:`MAX_POSITION` (any configuration coordinate, m or rad), a non-finite one, or when
-    the contact solve fails (raises or returns non-finite impulses); ``rollout`` names the step.
+    the contact solve fails (raises or returns non-finite impulses); ``rollout`` names the step. A state given
+    beyond those bounds is refused before any work (ValueError naming the coordinate).
     The bounds are far above anything physical for robots, and far below the 1e50 a
     near-singular model reaches before its numbers overflow.
     """
 
-    #: Largest accepted |v| of any velocity coordinate after a step (m/s or rad/s).
+    #: Largest accepted |v| of any velocity coordinate, given or after a step (m/s or rad/s).
     MAX_VELOCITY = 1e4
-    #: Largest accepted |q| of any configuration coordinate after a step (m or rad).
+    #: Largest accepted |q| of any configuration coordinate, given or after a step (m or rad).
     MAX_POSITION = 1e6
     #: How many steps' contact solves a workspace keeps (oldest dropped first), so that the Jacobians of a
     #: step just taken (``step_derivatives`` at the same ``x``, ``u``, bit for bit) skip its collision
