@@ -916,12 +916,16 @@ def _compare(args, methods, options, folder) -> int:
             summary = write_solution(ocp, sol, problem=args.problem, contact=args.contact, options=options,
                                      out_dir=os.path.join(folder, method), animate=False)
             _saved(os.path.join(folder, method))
-        histories[method] = sol.history
-        rows.append(summary)
-        figures = ", ".join(f"{k} {v:.4g}" for k, v in summary["metrics"].items())
-        print(f"  {method:<9} {summary['status']:<15} cost {summary['cost']:<12.6g} {summary['iterations']:>4} it "
-              f"{summary['wall_time_s']:>7.1f} s  {figures}", flush=True)
-        if sol.status.value == "interrupted" or _signal_while_writing(sol.status.value):  # the rest do not run
+            histories[method] = sol.history
+            rows.append(summary)
+        try:  # a signal here (no longer deferred) stops the comparison as one during a solve: compare.json written
+            figures = ", ".join(f"{k} {v:.4g}" for k, v in summary["metrics"].items())
+            print(f"  {method:<9} {summary['status']:<15} cost {summary['cost']:<12.6g} {summary['iterations']:>4} "
+                  f"it {summary['wall_time_s']:>7.1f} s  {figures}", flush=True)
+            if sol.status.value == "interrupted" or _signal_while_writing(sol.status.value):  # the rest do not run
+                interrupted = True
+                break
+        except KeyboardInterrupt:
             interrupted = True
             break
     if interrupted:
@@ -1232,9 +1236,9 @@ def main(argv=None) -> int:
               "milder options, may keep it finite)", file=sys.stderr)
         return 1
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM or SIGHUP before a solver had anything to save (or just after)
-        if _signal["saved"]:  # raised once the writing's deferral had ended: the results are whole
-            print(f"trajopt: interrupted by {signal_label()} after the results were written, whole, to "
-                  f"{', '.join(_signal['saved'])}", file=sys.stderr)
+        if _signal["saved"]:  # raised once a writing's deferral had ended (or an interrupted sweep's table is written)
+            print(f"trajopt: interrupted by {signal_label()}; results written, whole: {', '.join(_signal['saved'])}",
+                  file=sys.stderr)
         else:
             print(f"trajopt: interrupted by {signal_label()} before the run had a result to save", file=sys.stderr)
         return _interrupted_exit()

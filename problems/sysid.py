@@ -553,7 +553,7 @@ def cube_sysid(*, steps: int = 300, every: int = 10, height: float = 0.05, dt: f
     # true_friction left a 5e-18 column, which an exact-zero test took for information, then Gauss-Newton stalled)
     if _directions(rows(z_true, len(knots))[1])[3][0]:
         used = friction_used(true_twist, true_friction, len(knots))
-        if used < true_friction:
+        if used < (1.0 - 1e-6) * true_friction:  # a sliding contact's ratio is mu up to the solver's tolerance
             raise ValueError(f"friction never reaches its limit in the recording up to the last knot (step "
                              f"{knots[-1]}): every contact sticks (the largest |lambda_T| / lambda_n is {used:.4g}, "
                              f"below the true friction {true_friction:g}), so the recorded states are the same for any "

@@ -177,8 +177,8 @@ def test_the_memory_is_the_limit_of_the_process_own_cgroup_or_one_above_it(tmp_p
     assert memory.physical_memory() == min(2**31, machine)
     (tmp_path / home / "slurm/job_7/step_0" / name).write_text(f"{2**30}\n")  # the step's own, lower
     assert memory.physical_memory() == min(2**30, machine)
-    (tmp_path / "elsewhere").mkdir()
-    (tmp_path / "elsewhere" / name).write_text("4096\n")  # another controller's cgroup: not this process's limit
+    (tmp_path / home / "elsewhere").mkdir()  # where a cpu line's path would be read, were it taken for memory's
+    (tmp_path / home / "elsewhere" / name).write_text("4096\n")  # another controller's cgroup: not this process's
     assert memory.physical_memory() == min(2**30, machine)
 
 

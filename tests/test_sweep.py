@@ -230,7 +230,7 @@ def test_a_signal_cancels_pending_runs_keeps_finished_ones_and_closes_the_cluste
     assert {r["error"] for r in rows if r["status"] == "cancelled"} == {f"cancelled ({name})"}
     assert "finished runs kept" in rest and "Traceback" not in rest, rest
     # the command's last word: it said "before the run had a result to save", the table written
-    assert f"after the results were written, whole, to {tmp_path / 'sweep' / 'sweep.csv'}" in rest, rest
+    assert f"; results written, whole: {tmp_path / 'sweep' / 'sweep.csv'}" in rest, rest
     assert "before the run had a result" not in rest, rest
     assert cluster  # the local cluster's worker (and its nanny) ran below the command; none outlives it
     gone, alive = psutil.wait_procs(cluster, timeout=30)

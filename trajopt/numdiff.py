@@ -99,7 +99,7 @@ def jacobian_fd(fun, z, h: float = 1e-6, *, method: str = "central",
     r = fun(z)
     if method == "forward":
         return r, np.column_stack([(fun(unit_step(z, k, h)) - r) / h for k in range(len(z))])
-    if not one_sided_at_bounds:
+    if not one_sided_at_bounds or len(z) == 0:
         return r, central_columns(lambda k, s: fun(unit_step(z, k, s)), len(z), h).reshape(len(r), len(z))
 
     def column(k):
