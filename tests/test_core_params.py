@@ -131,7 +131,8 @@ def test_this_file_passes_on_the_sse2_tiles(select):
     # one process (one import): the switch's effect, printed before pytest runs this file's other tests
     script = ("import sys, pytest\nfrom dynamics import parameters as P\nprint('tiles:', P._core.parameter_tiles())\n"
               "sys.exit(pytest.main(sys.argv[1:]))")
-    out = subprocess.run([sys.executable, "-c", script, "-q", "-p", "no:cacheprovider", str(Path(__file__)), "-k",
+    out = subprocess.run([sys.executable, "-c", script, "-q", "-p", "no:cacheprovider", "-n", "0", str(Path(__file__)),
+                          "-k",
                           " and ".join(filter(None, ["not sse2_tiles", select]))], env=env, capture_output=True,
                          text=True, timeout=600, cwd=Path(__file__).resolve().parents[1])
     assert out.stdout.startswith("tiles: sse2\n"), (out.stdout[:200], out.stderr[-2000:])

@@ -40,7 +40,7 @@ def test_plain_ddp_stalls_on_the_floor():
     assert sol.status == Status.STALLED and sol.xs[-1, 0] == 0.0
 
 
-@pytest.mark.parametrize("target", [3.0, pytest.param(5.0, marks=pytest.mark.slow), 8.0])  # 5.0: between, slow
+@pytest.mark.parametrize("target", [3.0, 5.0, 8.0])
 def test_default_method_lifts_off_to_the_target(target):
     """The issue's target: final height >= 4.95 m at 5 m (Nimble: 4.93); and the family's other targets."""
     ocp = problems.load("drone", target=target)

@@ -102,11 +102,7 @@ def test_ipopt_derivative_checker_passes_on_a_short_catapult(capsys):
     assert stats["reused"] >= ocp.horizon, stats
 
 
-# shooting (14 s) and gn (7 s) are slow on a 2-core machine: the default suite keeps ipopt and ddp here; multiple
-# shooting runs in the free-flyer and derivative-checker tests below, gn in tests/test_gn.py
-@pytest.mark.parametrize("method, options", [("ipopt", {}),
-                                             pytest.param("shooting", {"shot_length": 10}, marks=pytest.mark.slow),
-                                             ("ddp", {}), pytest.param("gn", {}, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("method, options", [("ipopt", {}), ("shooting", {"shot_length": 10}), ("ddp", {}), ("gn", {})])
 def test_cartpole_swing_up_by_every_method(method, options):
     ocp = problems.load("cartpole")
     sol = solve(ocp, method=method, verbose=False, max_iter=200, **options)
