@@ -558,6 +558,8 @@ class Simulator:
     MAX_VELOCITY = 1e4
     #: Largest accepted |q| of any configuration coordinate, given or after a step (m or rad).
     MAX_POSITION = 1e6
+    #: Largest accepted friction coefficient (:data:`dynamics.contact_step.MAX_FRICTION`).
+    MAX_FRICTION = MAX_FRICTION
     #: How many steps' contact solves a workspace keeps (oldest dropped first), so that the Jacobians of a
     #: step just taken (``step_derivatives`` at the same ``x``, ``u``, bit for bit) skip its collision
     #: detection and contact solve. A solver's accepted rollout is its last one and its Jacobians follow
