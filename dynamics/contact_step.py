@@ -174,9 +174,10 @@ def pair_name(scene: CollisionScene, k: int) -> str:
 MAX_FRICTION = 1e6
 
 
-def pair_coefficients(scene: CollisionScene, value, what: str, *, upper: float | None,
+def pair_coefficients(scene: CollisionScene, value, what: str, *, upper: float,
                       unlisted: float | None) -> PairCoefficients:
-    """``value`` for ``what`` (``"friction"``: finite and >= 0; ``"restitution"``: in [0, ``upper`` = 1]) as a
+    """``value`` for ``what`` (``"friction"``: in [0, ``upper`` = :data:`MAX_FRICTION`]; ``"restitution"``: in
+    [0, ``upper`` = 1]) as a
     :class:`PairCoefficients`: a number for every pair, or a mapping ``{(nameA, nameB): x}`` over
     collision-object names (either order; ``"ground"`` names the ground half-space unless an object has that
     name) with an optional ``"default"`` entry for the pairs it does not list; without one, unlisted pairs take
@@ -184,11 +185,10 @@ def pair_coefficients(scene: CollisionScene, value, what: str, *, upper: float |
     object, a pair that does not collide in the scene, a pair listed twice, or unlisted pairs without a
     default."""
     rule = ("a number in [0, 1] (0: inelastic, 1: elastic)" if what == "restitution" else
-            f"a number in [0, {upper:g}] (larger ones lose the contact solve's precision silently)"
-            if upper is not None else "a finite number >= 0")
+            f"a number in [0, {upper:g}] (larger ones lose the contact solve's precision silently)")
 
     def check(x, where):
-        ok = _number(x) and np.isfinite(x) and x >= 0.0 and (upper is None or x <= upper)  # NaN fails
+        ok = _number(x) and 0.0 <= x <= upper  # NaN fails
         if not ok:
             raise ValueError(f"{what}{where} must be {rule}, got {x!r}")
         return float(x)

@@ -917,15 +917,7 @@ class Simulator:
             )
         if not math.isfinite(x.sum()):
             _check_finite(x, what)
-        nq = self.nq
-        if (np.abs(x[:nq]).max(initial=0.0) > self.MAX_POSITION
-                or np.abs(x[nq:]).max(initial=0.0) > self.MAX_VELOCITY):  # coal's detection crashed at |q| = 1e160
-            beyond_q = np.abs(x[:nq]).max(initial=0.0) > self.MAX_POSITION
-            i = int(np.argmax(np.abs(x[:nq]))) if beyond_q else nq + int(np.argmax(np.abs(x[nq:])))
-            bound = (f"|q| <= MAX_POSITION = {self.MAX_POSITION:g} (m or rad)" if beyond_q else
-                     f"|v| <= MAX_VELOCITY = {self.MAX_VELOCITY:g} (m/s or rad/s)")
-            raise ValueError(f"{what}: {self._coordinate(i)} = {x[i]:.3g} is beyond the bound {bound} of every state "
-                             f"a step may produce: no state of {self.name} to step from")
+        self._check_within_bounds(x, what, f": no state of {self.name} to step from")
         for name, i, n, kind in self._unit_blocks:
             part = x[i:i + n]
             norm = math.sqrt(float(part @ part))
@@ -933,6 +925,19 @@ class Simulator:
                 raise ValueError(f"{what}: the {kind} of joint {name!r} (q[{i}:{i + n}] = {part.tolist()}) has norm "
                                  f"{norm:.9g}, not 1 (tolerance {UNIT_TOL:g}); use sim.normalize_state(x)")
         return x
+
+    def _check_within_bounds(self, x, what: str, tail: str = "") -> None:
+        """ValueError when the state (or configuration: ``len(x) == nq``) ``x`` has a coordinate beyond
+        :attr:`MAX_POSITION` (q, checked first) or :attr:`MAX_VELOCITY` (v), the bounds of every state a step may
+        produce: coal's collision detection crashed the process at |q| = 1e160."""
+        nq = self.nq
+        for part, start, top, bound in ((x[:nq], 0, self.MAX_POSITION, "|q| <= MAX_POSITION = {:g} (m or rad)"),
+                                        (x[nq:], nq, self.MAX_VELOCITY, "|v| <= MAX_VELOCITY = {:g} (m/s or rad/s)")):
+            a = np.abs(part)
+            if a.size and a.max() > top:
+                i = start + int(np.argmax(a))
+                raise ValueError(f"{what}: {self._coordinate(i)} = {x[i]:.3g} is beyond the bound {bound.format(top)} "
+                                 f"of every state a step may produce{tail}")
 
     def normalize_state(self, x) -> np.ndarray:
         """A copy of ``x`` with every quaternion (free-flyer, spherical) and unit complex number (planar,
@@ -1446,10 +1451,7 @@ class Simulator:
         from contact.detection import Contacts
 
         q = _finite_vector(q, "configuration q", self.nq)
-        if np.abs(q).max(initial=0.0) > self.MAX_POSITION:  # coal's detection crashes far out (|q| = 1e160)
-            i = int(np.argmax(np.abs(q)))
-            raise ValueError(f"configuration q: {self._coordinate(i)} = {q[i]:.3g} is beyond the bound |q| <= "
-                             f"MAX_POSITION = {self.MAX_POSITION:g} (m or rad) of every state a step may produce")
+        self._check_within_bounds(q, "configuration q")
         cm = self.contact_model
         if cm is None:
             return Contacts.empty(), np.zeros((0, self.nv))

@@ -102,14 +102,14 @@ def jacobian_fd(fun, z, h: float = 1e-6, *, method: str = "central",
     if not one_sided_at_bounds or len(z) == 0:
         return r, central_columns(lambda k, s: fun(unit_step(z, k, s)), len(z), h).reshape(len(r), len(z))
 
+    def side(k, s):
+        try:
+            return fun(unit_step(z, k, s))
+        except ValueError:
+            return None
+
     def column(k):
-        sides = []
-        for s in (h, -h):
-            try:
-                sides.append(fun(unit_step(z, k, s)))
-            except ValueError:
-                sides.append(None)
-        plus, minus = sides
+        plus, minus = side(k, h), side(k, -h)
         if plus is not None and minus is not None:
             return (plus - minus) / (2.0 * h)
         if plus is None and minus is None:  # both refused: the error itself

@@ -273,10 +273,10 @@ class ParameterDynamics:
 
 
 #: the scalar parameter kinds and the values the simulator accepts (``Simulator.with_parameters``): (lowest,
-#: whether the lowest itself is valid, highest). A box of bounds holds only valid values iff its ends do.
+#: whether the lowest itself is valid, highest). A box of bounds holds only valid values iff its ends do. Friction's
+#: range is the simulator's own, [0, sim.MAX_FRICTION] (_check_physical_bounds).
 _SCALAR_RANGES = {"mass": (0.0, False, np.inf, "> 0 kg here (the simulator takes 0 for a massless link, but a "
                                                 "design at 0 may leave a joint with nothing to move)"),
-                  "friction": (0.0, True, np.inf, ">= 0"),  # up to the simulator's MAX_FRICTION: set where used
                   "restitution": (0.0, False, 1.0, "in (0, 1] here (the simulator takes 0, but a simulator inelastic "
                                                    "everywhere has no restitution parameter, and at e = 0 a pair has "
                                                    "no impact rows to differentiate: use a small positive bound)")}
@@ -307,7 +307,7 @@ def _check_physical_bounds(sim, names, lower, upper):
         kind = n.split(":", 1)[0]
         size = int(sim.parameter_size(n))
         rng = _SCALAR_RANGES.get(kind)
-        if kind == "friction":  # the simulator's own bound (trajopt imports nothing of dynamics: tests/test_layers)
+        if kind == "friction":  # the simulator's own range (trajopt imports nothing of dynamics: tests/test_layers)
             top = float(getattr(sim, "MAX_FRICTION", np.inf))
             rng = (0.0, True, top, f"in [0, {top:g}]")
         if rng is not None:
