@@ -298,12 +298,14 @@ class FusedStep {
  private:
   // _check_x's acceptance, decided only where it is certain (else the Python check decides).
   bool inputs_ok(const double* x, size_t n) const {
-    if (static_cast<int64_t>(n) != nq_ + nv_ || !all_safe(x, nq_ + nv_)) return false;
-    // beyond the bounds of every state a step may produce: Python refuses it (coal crashed at |q| = 1e160)
+    if (static_cast<int64_t>(n) != nq_ + nv_) return false;
+    // within the bounds of every state a step may produce (beyond them Python refuses it: coal crashed at
+    // |q| = 1e160), capped at FINITE_SAFE: one scan is also all_safe's (NaN fails both)
+    const double qb = std::min(max_position_, FINITE_SAFE), vb = std::min(max_velocity_, FINITE_SAFE);
     for (int64_t i = 0; i < nq_; ++i)
-      if (!(std::fabs(x[i]) <= max_position_)) return false;
+      if (!(std::fabs(x[i]) <= qb)) return false;
     for (int64_t i = nq_; i < nq_ + nv_; ++i)
-      if (!(std::fabs(x[i]) <= max_velocity_)) return false;
+      if (!(std::fabs(x[i]) <= vb)) return false;
     for (const auto& b : units_) {
       double s = 0.0;
       for (int64_t i = 0; i < b.second; ++i) s += x[b.first + i] * x[b.first + i];
