@@ -65,8 +65,12 @@ from trajopt.solution import Status
 
 from ._common import append_stage, finish, stage_callback
 
-#: the share of ``time_limit`` the candidates' solves may use together (the polish gets the rest, at least)
+#: the share of ``time_limit`` the candidates' solves may use together (the polish gets the rest; no stage starts
+#: once ``time_limit`` is spent, and each solver checks its budget between iterations, so a run ends within about
+#: one iteration of it)
 SEARCH_SHARE = 0.7
+#: the least budget a stage that starts is given (a solver refuses none; it runs one iteration)
+MIN_BUDGET = 1e-3
 #: the share of the time left that the first polish may use when a smoothed polish may follow (module docstring, 2.)
 POLISH_SHARE = 0.5
 #: the share of the time left that a smoothed polish (module docstring, 2b.) may use (further rounds get the rest)
@@ -129,7 +133,7 @@ def solve_design_search(ocp, *, inner: str = "cem-ddp", polish: str = "ddp", tim
                 left = SEARCH_SHARE * time_limit - now()
                 if left <= 0 and found:
                     break
-                budget = max(left, 1.0) / (len(candidates) - i)
+                budget = max(left, MIN_BUDGET) / (len(candidates) - i)
             if verbose:
                 print(f"[design-search] candidate {i + 1}/{len(candidates)}: design {np.round(design, 4).tolist()}, "
                       f"{inner}" + (f", {budget:.0f} s" if budget is not None else ""), flush=True)
@@ -160,12 +164,21 @@ def solve_design_search(ocp, *, inner: str = "cem-ddp", polish: str = "ddp", tim
     def misses(a):
         return stop_metric is not None and _metric(ocp, a, stop_metric) > stop_below
 
+    def spent():  # no stage starts once the time limit is spent (a solver checks it between its iterations only)
+        return time_limit is not None and time_limit - now() <= 0
+
+    if spent():  # the candidates used it all: their best, not claimed converged on the joint problem
+        answer = {"xs": dyn.rollout(ocp.x0, us), "us": us, "cost": cost0, "status": Status.MAX_ITERATIONS, "info": {},
+                  "message": f"the time limit ({time_limit:g} s) ran out in the candidates' search, before the joint "
+                             "polish: the best candidate's answer"}
+        return _finish(ocp, answer, history, t0, info)
+
     # the joint descent from the best candidate (module docstring, 2.), with POLISH_SHARE of the time left when a
     # smoothed polish may follow it (the best candidate misses; one that meets the target ends the search there)
     budget = None
     if (time_limit is not None and stop_metric is not None and _smoothable(ocp, polish)
             and best["metrics"][stop_metric] > stop_below):
-        budget = POLISH_SHARE * max(time_limit - now(), 1.0)
+        budget = POLISH_SHARE * max(time_limit - now(), MIN_BUDGET)
     answer = _polish(ocp, polish, us, cost0, design, "polish", time_limit, now, history, callback, verbose,
                      budget=budget)
     info["polish"] = answer.pop("record")
@@ -176,8 +189,8 @@ def solve_design_search(ocp, *, inner: str = "cem-ddp", polish: str = "ddp", tim
     def unconverged_and_missed(a):  # stalled, or out of iterations crawling across kinks, and missing
         return a["status"] in (Status.STALLED, Status.MAX_ITERATIONS) and _smoothable(ocp, polish) and misses(a)
 
-    if unconverged_and_missed(answer):
-        budget = None if time_limit is None else SMOOTHED_POLISH_SHARE * max(time_limit - now(), 1.0)
+    if unconverged_and_missed(answer) and not spent():
+        budget = None if time_limit is None else SMOOTHED_POLISH_SHARE * max(time_limit - now(), MIN_BUDGET)
         answer = _smoothed_polish(ocp, polish, answer, design, "smoothed polish", time_limit, now, history, callback,
                                   verbose, budget, info)
         if answer["status"] == Status.INTERRUPTED:
@@ -204,7 +217,11 @@ def solve_design_search(ocp, *, inner: str = "cem-ddp", polish: str = "ddp", tim
                 answer = {"xs": dyn.rollout(ocp.x0, us2), "us": us2, "cost": cost2, "info": {}, "message": None}
             answer["status"] = Status.INTERRUPTED
             return _finish(ocp, answer, history, t0, info)
-        if cost2 < answer["cost"]:
+        if cost2 < answer["cost"] and spent():  # the rounds' answer, unpolished: no time is left for it
+            answer = {"xs": dyn.rollout(ocp.x0, us2), "us": us2, "cost": cost2, "status": Status.MAX_ITERATIONS,
+                      "info": {}, "message": f"the time limit ({time_limit:g} s) ran out in the further rounds, "
+                                             "before their polish: their answer"}
+        elif cost2 < answer["cost"]:
             again = _polish(ocp, polish, us2, cost2, design, "polish 2", time_limit, now, history, callback, verbose)
             info["polish_2"] = again.pop("record")
             if again["cost"] <= answer["cost"]:
@@ -262,7 +279,7 @@ def _polish(ocp, polish, us, cost0, design, stage, time_limit, now, history, cal
     from . import solve
 
     if budget is None and time_limit is not None:
-        budget = max(time_limit - now(), 1.0)
+        budget = max(time_limit - now(), MIN_BUDGET)
     if verbose:
         how = "" if smoothing is None else f" by continuation (kappa {', '.join(f'{k:.3g}' for k in smoothing)})"
         print(f"[design-search] {stage}: {polish}{how} on the joint problem from design "

@@ -549,3 +549,44 @@ def test_the_co_design_step_names_bad_input():
         assert (out[0] if isinstance(out, tuple) else out).shape == (1, dyn.nx)
     xs = dyn.rollout(x, np.zeros((4, ocp.nu)))  # good input: unchanged
     np.testing.assert_array_equal(dyn.rollout_derivatives(x, np.zeros((4, ocp.nu)))[0], xs)
+
+
+def test_no_stage_starts_once_the_time_limit_is_spent(monkeypatch):
+    """A time limit bounds the whole search: once it is spent, no polish (nor smoothed polish) starts, and the
+    answer is the best found so far, MAX_ITERATIONS, saying so (catapult-design --time-limit 0.5 ran 3.0 s: every
+    stage was given at least 1 s). Each solve is slowed past its budget here, as a solver checks its clock only
+    between iterations."""
+    import time
+
+    import solvers
+    from solvers import solve
+    from trajopt.solution import Status
+
+    real = solvers.solve
+    joint = []
+    limit = [0.3]
+
+    def overrunning(ocp, method=None, **kw):
+        sol = real(ocp, method, **kw)
+        if ocp.name == "catapult-design":
+            joint.append(kw.get("smoothing"))
+        # the first part's candidate past the whole limit; the second's candidates past their budget and its first
+        # joint polish (half the time left: POLISH_SHARE) past all of it
+        time.sleep(limit[0] if ocp.name != "catapult-design" and limit[0] < 1 else
+                   (2 if ocp.name == "catapult-design" else 1) * kw["time_limit"] + 0.05)
+        return sol
+
+    monkeypatch.setattr(solvers, "solve", overrunning)
+    options = dict(inner="ddp", max_iter=2, stop_metric="distance_to_target", stop_below=0.0, verbose=False)
+    sol = solve(problems.load("catapult-design", horizon=40, target=(0.6, 0.6)), "design-search", time_limit=limit[0],
+                **options)
+    assert joint == [] and "polish" not in sol.info
+    assert sol.status == Status.MAX_ITERATIONS and "before the joint polish" in sol.info["message"]
+    assert sol.cost == min(c["cost"] for c in sol.info["candidates"])
+    # a polish that spends what the candidates left: no smoothed polish after it
+    joint.clear()
+    limit[0] = 4.0
+    sol = solve(problems.load("catapult-design", horizon=40, target=(0.6, 0.6)), "design-search", time_limit=4.0,
+                **options)
+    assert joint == [None] and "smoothed_polish" not in sol.info and "more_rounds" not in sol.info
+    assert sol.wall_time < 4.0 + 1.0
