@@ -69,7 +69,7 @@ from ._common import append_stage, finish, stage_callback
 #: once ``time_limit`` is spent, and each solver checks its budget between iterations, so a run ends within about
 #: one iteration of it)
 SEARCH_SHARE = 0.7
-#: the least budget a stage that starts is given (a solver refuses none; it runs one iteration)
+#: the least time a stage that starts is given (a candidate: its share of it), never 0 s, which solvers refuse
 MIN_BUDGET = 1e-3
 #: the share of the time left that the first polish may use when a smoothed polish may follow (module docstring, 2.)
 POLISH_SHARE = 0.5

@@ -589,4 +589,6 @@ def test_no_stage_starts_once_the_time_limit_is_spent(monkeypatch):
     sol = solve(problems.load("catapult-design", horizon=40, target=(0.6, 0.6)), "design-search", time_limit=4.0,
                 **options)
     assert joint == [None] and "smoothed_polish" not in sol.info and "more_rounds" not in sol.info
+    # a polish that would have been followed had time been left (unconverged, the target missed)
+    assert sol.info["polish"]["status"] in ("stalled", "max_iterations")
     assert sol.wall_time < 4.0 + 1.0
