@@ -158,8 +158,7 @@ def solve_design_search(ocp, *, inner: str = "cem-ddp", polish: str = "ddp", tim
             "fixed_design_cost": found[0]["cost"], "start_design": best["design"]}
     ocp.info["design_search"] = info["candidates"]
     if interrupted:
-        return finish(ocp, method="design-search", xs=dyn.rollout(ocp.x0, us), us=us, cost=cost0, history=history,
-                      status=Status.INTERRUPTED, t0=t0, info=info)
+        return _finish(ocp, _unpolished(ocp, us, cost0, Status.INTERRUPTED), history, t0, info)
 
     def misses(a):
         return stop_metric is not None and _metric(ocp, a, stop_metric) > stop_below
@@ -168,10 +167,9 @@ def solve_design_search(ocp, *, inner: str = "cem-ddp", polish: str = "ddp", tim
         return time_limit is not None and time_limit - now() <= 0
 
     if spent():  # the candidates used it all: their best, not claimed converged on the joint problem
-        answer = {"xs": dyn.rollout(ocp.x0, us), "us": us, "cost": cost0, "status": Status.MAX_ITERATIONS, "info": {},
-                  "message": f"the time limit ({time_limit:g} s) ran out in the candidates' search, before the joint "
-                             "polish: the best candidate's answer"}
-        return _finish(ocp, answer, history, t0, info)
+        return _finish(ocp, _unpolished(ocp, us, cost0, Status.MAX_ITERATIONS,
+                                        f"the time limit ({time_limit:g} s) ran out in the candidates' search, before "
+                                        "the joint polish: the best candidate's answer"), history, t0, info)
 
     # the joint descent from the best candidate (module docstring, 2.), with POLISH_SHARE of the time left when a
     # smoothed polish may follow it (the best candidate misses; one that meets the target ends the search there)
@@ -214,13 +212,11 @@ def solve_design_search(ocp, *, inner: str = "cem-ddp", polish: str = "ddp", tim
             _say(entry, stop_metric)
         if more.status == Status.INTERRUPTED:
             if cost2 < answer["cost"]:
-                answer = {"xs": dyn.rollout(ocp.x0, us2), "us": us2, "cost": cost2, "info": {}, "message": None}
-            answer["status"] = Status.INTERRUPTED
-            return _finish(ocp, answer, history, t0, info)
+                answer = _unpolished(ocp, us2, cost2, Status.INTERRUPTED)
+            return _finish(ocp, {**answer, "status": Status.INTERRUPTED}, history, t0, info)
         if cost2 < answer["cost"] and spent():  # the rounds' answer, unpolished: no time is left for it
-            answer = {"xs": dyn.rollout(ocp.x0, us2), "us": us2, "cost": cost2, "status": Status.MAX_ITERATIONS,
-                      "info": {}, "message": f"the time limit ({time_limit:g} s) ran out in the further rounds, "
-                                             "before their polish: their answer"}
+            answer = _unpolished(ocp, us2, cost2, Status.MAX_ITERATIONS, f"the time limit ({time_limit:g} s) ran out "
+                                 "in the further rounds, before their polish: their answer")
         elif cost2 < answer["cost"]:
             again = _polish(ocp, polish, us2, cost2, design, "polish 2", time_limit, now, history, callback, verbose)
             info["polish_2"] = again.pop("record")
@@ -293,10 +289,16 @@ def _polish(ocp, polish, us, cost0, design, stage, time_limit, now, history, cal
     if sol.cost <= cost0:
         return {"xs": sol.xs, "us": sol.us, "cost": float(sol.cost), "status": sol.status, "info": sol.info,
                 "message": sol.info.get("message"), "record": record}
-    return {"xs": ocp.dynamics.rollout(ocp.x0, us), "us": us, "cost": cost0,
-            "status": Status.INTERRUPTED if sol.status == Status.INTERRUPTED else Status.STALLED, "info": {},
-            "message": f"the {stage} ({polish}) ended at {sol.cost:.6g} above its start {cost0:.6g}: the start's "
-                       "answer", "record": record}
+    return {**_unpolished(ocp, us, cost0, Status.INTERRUPTED if sol.status == Status.INTERRUPTED else Status.STALLED,
+                          f"the {stage} ({polish}) ended at {sol.cost:.6g} above its start {cost0:.6g}: the start's "
+                          "answer"), "record": record}
+
+
+def _unpolished(ocp, us, cost, status, message=None) -> dict:
+    """The search's answer (the dict :func:`_polish` returns, without ``record``) at controls ``us`` of joint cost
+    ``cost`` that no polish improved: their rollout, ``status``, ``message``."""
+    return {"xs": ocp.dynamics.rollout(ocp.x0, us), "us": us, "cost": cost, "status": status, "info": {},
+            "message": message}
 
 
 def polish_schedule(dynamics) -> list[float]:
