@@ -64,6 +64,7 @@ def solve_cem_then(ocp, local: str, *, cem_iterations: int = 2, population: int 
     history: list[dict] = []
     best = cem = None
     ran = 0
+    cut = False
 
     def now():
         return time.perf_counter() - t0
@@ -103,7 +104,11 @@ def solve_cem_then(ocp, local: str, *, cem_iterations: int = 2, population: int 
                 deadline = now() + round_share * (time_limit - now())
             sol, stalled = _descend(lambda r=r, **kw: run(LOCAL[local], local, r, **kw, **local_options), cem.us,
                                     cem.cost, max_iter, chunk, min_progress, deadline, now)
-            if deadline != time_limit and sol.status != Status.CONVERGED and now() >= deadline:
+            # its time (the round's share or the limit) ended the descent before it converged or stalled: the
+            # basin is not explored; info["last_round_cut"] says so of the last round (design-search's further
+            # rounds start again from its seed)
+            cut = deadline is not None and not stalled and sol.status != Status.CONVERGED and now() >= deadline
+            if deadline != time_limit and cut:
                 stalled = True  # out of this round's share: try another basin
             if best is None or sol.cost < best.cost:
                 best = sol
@@ -117,7 +122,8 @@ def solve_cem_then(ocp, local: str, *, cem_iterations: int = 2, population: int 
         return interrupted()
     # the best round's status went through the local method's checks at these controls
     return finish(ocp, method=f"cem-{local}", xs=best.xs, us=best.us, cost=best.cost, history=history,
-                  status=best.status, t0=t0, info={"cem_cost": cem.cost, "rounds": ran, **best.info},
+                  status=best.status, t0=t0, info={"cem_cost": cem.cost, "rounds": ran, "last_round_cut": cut,
+                                                   **best.info},
                   message=best.info.get("message"), checked=True)
 
 

@@ -182,6 +182,36 @@ def test_a_round_that_overstays_its_share_of_the_time_gives_way_to_a_new_search(
     monkeypatch.setitem(hybrid.LOCAL, "ddp", fake_local)
     sol = hybrid.solve_cem_then(ocp, "ddp", time_limit=40.0, round_share=share, verbose=False)
     assert sol.info["rounds"] == rounds
+    assert sol.info["last_round_cut"] is True  # the time ended the last round's descent, still progressing
+
+
+@pytest.mark.parametrize("status", ["converged", "stalled"])
+def test_a_last_round_that_ends_on_its_own_is_not_reported_cut(monkeypatch, status):
+    """last_round_cut (design-search starts its further rounds again from that round's seed) only when the time
+    ended the last round's descent: a round that converges, or stalls while the budget still has a round's time, is
+    not cut (a stalled one is followed by new rounds; the budget of 40 s ends in the last of them, cut)."""
+    import solvers.hybrid as hybrid
+    from trajopt.solution import Solution, Status
+
+    clock = [0.0]
+    monkeypatch.setattr(hybrid.time, "perf_counter", lambda: clock[0])
+    ocp = problems.load("pendulum", horizon=5)
+
+    def fake_cem(ocp, *, us_init, **_):
+        clock[0] += 1.0
+        return Solution(np.zeros((6, ocp.nx)), np.zeros((5, 1)), 1.0, [{"iteration": 0, "cost": 1.0, "time": 1.0}],
+                        Status.MAX_ITERATIONS, "cem", 1.0, {})
+
+    def fake_local(ocp, *, us_init, max_iter, time_limit, **_):
+        clock[0] += 2.0
+        return Solution(np.zeros((6, ocp.nx)), us_init, 0.5, [{"iteration": 0, "cost": 0.5, "alpha": 1.0,
+                                                               "time": 2.0}], Status(status), "ddp", 2.0, {})
+
+    monkeypatch.setattr(hybrid, "solve_cem", fake_cem)
+    monkeypatch.setitem(hybrid.LOCAL, "ddp", fake_local)
+    sol = hybrid.solve_cem_then(ocp, "ddp", time_limit=40.0, rounds=3, verbose=False)
+    assert sol.info["rounds"] == (1 if status == "converged" else 3)
+    assert sol.info["last_round_cut"] is False  # each round ended on its own, 3 s each, within the 40 s
 
 
 def test_bad_round_share_is_refused():

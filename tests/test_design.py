@@ -398,10 +398,13 @@ def test_design_search_interrupted_between_candidates_keeps_the_best(monkeypatch
     assert np.isclose(sol.cost, min(c["cost"] for c in found))
 
 
-def test_design_search_spends_time_left_on_new_rounds_at_the_best_design(monkeypatch):
+@pytest.mark.parametrize("cut", [False, True])
+def test_design_search_spends_time_left_on_new_rounds_at_the_best_design(monkeypatch, cut):
     """A miss with time left (the polish done early): the inner search runs again at the best candidate's design
-    from the seeds after the ones its first search used (new basins), and the answer is never worse than the first
-    polish's. Short throw, cheap inner options; stop_below=0 is never met, so the further rounds always run."""
+    from the seeds after the ones its first search used (new basins), or from its last round's seed when that
+    round's time was cut short (``cut``: each candidate's search reported so, ``last_round_cut``), and the answer is
+    never worse than the first polish's. Short throw, cheap inner options; stop_below=0 is never met, so the
+    further rounds always run."""
     import solvers
     from solvers import solve
 
@@ -409,9 +412,13 @@ def test_design_search_spends_time_left_on_new_rounds_at_the_best_design(monkeyp
     real = solvers.solve
 
     def recording(ocp, method=None, **kw):
-        if ocp.name == "catapult-fixed-design":
-            calls.append((method, kw.get("seed"), kw.get("time_limit")))
-        return real(ocp, method, **kw)
+        if ocp.name != "catapult-fixed-design":
+            return real(ocp, method, **kw)
+        calls.append((method, kw.get("seed"), kw.get("time_limit")))
+        sol = real(ocp, method, **kw)
+        if len(calls) <= 5:  # the candidates' searches
+            sol.info["last_round_cut"] = cut
+        return sol
 
     monkeypatch.setattr(solvers, "solve", recording)
     ocp = problems.load("catapult-design", horizon=60, target=(0.6, 0.6))
@@ -420,8 +427,9 @@ def test_design_search_spends_time_left_on_new_rounds_at_the_best_design(monkeyp
     found, more = sol.info["candidates"], sol.info["more_rounds"]
     best = min(found, key=lambda c: c["cost"])
     assert len(found) == 5 and best["rounds"] >= 1
-    assert more["seed"] == 7 + best["rounds"] and more["rounds"] >= 1
-    assert calls[-1][:2] == ("cem-ddp", 7 + best["rounds"]) and len(calls) == 6
+    assert best["last_round_cut"] is cut
+    assert more["seed"] == 7 + best["rounds"] - cut and more["rounds"] >= 1
+    assert calls[-1][:2] == ("cem-ddp", 7 + best["rounds"] - cut) and len(calls) == 6
     assert sol.cost <= sol.info["polish"]["cost"] + 1e-15 and sol.cost <= more["cost"] + 1e-15
     assert [h["stage"] for h in sol.history].count("more rounds") >= 1
 
