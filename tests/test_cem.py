@@ -154,16 +154,14 @@ def test_the_hybrid_tells_a_crawl_along_a_kink_from_progress(costs, alphas, craw
     assert sol.cost == (costs[1] if crawls else costs[-1])
 
 
-@pytest.mark.parametrize("share, rounds", [(None, 1), (0.5, 3)])
-def test_a_round_that_overstays_its_share_of_the_time_gives_way_to_a_new_search(monkeypatch, share, rounds):
-    """A local method that keeps progressing slowly (10 s a run, full steps, cost -20% a run) on a
-    40 s budget: without a share it keeps the whole budget; with half, rounds start at 1, 22 and 33 s."""
+def _hybrid_on_a_fake_clock(monkeypatch, seconds, result):
+    """solvers.hybrid on a fake clock: its CEM takes 1 s (cost 1), each local run ``seconds`` and ends as
+    ``result() -> (cost, status)`` says. Returns the (pendulum) OCP to give it."""
     import solvers.hybrid as hybrid
     from trajopt.solution import Solution, Status
 
     clock = [0.0]
     monkeypatch.setattr(hybrid.time, "perf_counter", lambda: clock[0])
-    ocp = problems.load("pendulum", horizon=5)
 
     def fake_cem(ocp, *, us_init, **_):
         clock[0] += 1.0
@@ -171,16 +169,31 @@ def test_a_round_that_overstays_its_share_of_the_time_gives_way_to_a_new_search(
                         Status.MAX_ITERATIONS, "cem", 1.0, {})
 
     def fake_local(ocp, *, us_init, max_iter, time_limit, **_):
-        clock[0] += 10.0
-        cost = 0.8 * fake_local.cost
-        fake_local.cost = cost
+        clock[0] += seconds
+        cost, status = result()
         return Solution(np.zeros((6, ocp.nx)), us_init, cost, [{"iteration": 0, "cost": cost, "alpha": 1.0,
-                                                               "time": 10.0}], Status.MAX_ITERATIONS, "ddp", 10.0, {})
+                                                               "time": seconds}], status, "ddp", seconds, {})
 
-    fake_local.cost = 1.0
     monkeypatch.setattr(hybrid, "solve_cem", fake_cem)
     monkeypatch.setitem(hybrid.LOCAL, "ddp", fake_local)
-    sol = hybrid.solve_cem_then(ocp, "ddp", time_limit=40.0, round_share=share, verbose=False)
+    return problems.load("pendulum", horizon=5)
+
+
+@pytest.mark.parametrize("share, rounds", [(None, 1), (0.5, 3)])
+def test_a_round_that_overstays_its_share_of_the_time_gives_way_to_a_new_search(monkeypatch, share, rounds):
+    """A local method that keeps progressing slowly (10 s a run, full steps, cost -20% a run) on a
+    40 s budget: without a share it keeps the whole budget; with half, rounds start at 1, 22 and 33 s."""
+    from solvers.hybrid import solve_cem_then
+    from trajopt.solution import Status
+
+    cost = [1.0]
+
+    def slower():
+        cost[0] *= 0.8
+        return cost[0], Status.MAX_ITERATIONS
+
+    ocp = _hybrid_on_a_fake_clock(monkeypatch, 10.0, slower)
+    sol = solve_cem_then(ocp, "ddp", time_limit=40.0, round_share=share, verbose=False)
     assert sol.info["rounds"] == rounds
     assert sol.info["last_round_cut"] is True  # the time ended the last round's descent, still progressing
 
@@ -188,28 +201,13 @@ def test_a_round_that_overstays_its_share_of_the_time_gives_way_to_a_new_search(
 @pytest.mark.parametrize("status", ["converged", "stalled"])
 def test_a_last_round_that_ends_on_its_own_is_not_reported_cut(monkeypatch, status):
     """last_round_cut (design-search starts its further rounds again from that round's seed) only when the time
-    ended the last round's descent: a round that converges, or stalls while the budget still has a round's time, is
-    not cut (a stalled one is followed by new rounds; the budget of 40 s ends in the last of them, cut)."""
-    import solvers.hybrid as hybrid
-    from trajopt.solution import Solution, Status
+    ended the last round's descent: a round that converges, or stalls, in 3 s of a 40 s budget is not cut (a
+    stalled one is followed by new rounds, up to ``rounds``)."""
+    from solvers.hybrid import solve_cem_then
+    from trajopt.solution import Status
 
-    clock = [0.0]
-    monkeypatch.setattr(hybrid.time, "perf_counter", lambda: clock[0])
-    ocp = problems.load("pendulum", horizon=5)
-
-    def fake_cem(ocp, *, us_init, **_):
-        clock[0] += 1.0
-        return Solution(np.zeros((6, ocp.nx)), np.zeros((5, 1)), 1.0, [{"iteration": 0, "cost": 1.0, "time": 1.0}],
-                        Status.MAX_ITERATIONS, "cem", 1.0, {})
-
-    def fake_local(ocp, *, us_init, max_iter, time_limit, **_):
-        clock[0] += 2.0
-        return Solution(np.zeros((6, ocp.nx)), us_init, 0.5, [{"iteration": 0, "cost": 0.5, "alpha": 1.0,
-                                                               "time": 2.0}], Status(status), "ddp", 2.0, {})
-
-    monkeypatch.setattr(hybrid, "solve_cem", fake_cem)
-    monkeypatch.setitem(hybrid.LOCAL, "ddp", fake_local)
-    sol = hybrid.solve_cem_then(ocp, "ddp", time_limit=40.0, rounds=3, verbose=False)
+    ocp = _hybrid_on_a_fake_clock(monkeypatch, 2.0, lambda: (0.5, Status(status)))
+    sol = solve_cem_then(ocp, "ddp", time_limit=40.0, rounds=3, verbose=False)
     assert sol.info["rounds"] == (1 if status == "converged" else 3)
     assert sol.info["last_round_cut"] is False  # each round ended on its own, 3 s each, within the 40 s
 
