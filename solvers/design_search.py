@@ -37,11 +37,14 @@ optimization, which no derivative at the current design answers. :func:`solve_de
 3. when the answer still misses ``stop_below`` and at least :data:`MORE_ROUNDS_MIN` of ``time_limit`` is left
    (a polish that stalls at a kink returns most of its share), the inner method searches again at the best
    candidate's design with that time (:data:`MORE_ROUNDS_SHARE` of it), from the seeds after the ones its first
-   search used (``seed + info["rounds"]``: new basins, not the same ones again; from the last one's seed when its
-   time cut that round's descent short, ``info["last_round_cut"]``: its basin was not explored -- catapult-design
-   (2.6, 2.0) seeds 0 and 1, 2026-11-29: the (0.33, 0.33) candidate's 25 s gave its five rounds about 11.5, 7, 3,
-   1 and 0.4 s, the last one's descent cut after its search), for a multi-round inner method
-   only (one that reports ``rounds``, e.g. ``cem-ddp``); a lower cost is polished again with the rest. These
+   search used (``seed + info["rounds"]``: new basins, not the same ones again), for a multi-round inner method
+   only (one that reports ``rounds``, e.g. ``cem-ddp``); a lower cost is polished again with the rest. The last
+   of those seeds is taken again when the time cut that round's descent short (``info["last_round_cut"]``) and
+   the answer is another round's (``info["best_round"]``): the inner search ends on its budget, so its last round
+   gets what is left, and nothing explored that basin. (The earlier rounds a share of the time cut short gave way
+   by design: cem-ddp's ``round_share``.) Catapult-design (2.6, 2.0) seeds 0 and 1, 2026-11-29: the (0.33, 0.33)
+   candidate's 25 s gave its five rounds about 11.5, 7, 3, 1 and 0.4 s, the last one's descent cut after its
+   search. The further
    rounds get :data:`MORE_ROUNDS_CAP` rounds (unless the caller set ``rounds``), so their time share ends them,
    not the inner method's default count (cem-ddp's 10 ended them early: (3.3, 2.0) with a 600 s limit stopped
    after 153 s). No time is left unused while the target is missed: measured on (3.5, 1.5) seed 0, the
@@ -200,8 +203,11 @@ def solve_design_search(ocp, *, inner: str = "cem-ddp", polish: str = "ddp", tim
     # more rounds of the inner search at the best candidate's design while the target is missed (module docstring, 3.)
     left = None if time_limit is None else time_limit - now()
     if left is not None and left >= MORE_ROUNDS_MIN * time_limit and best["rounds"] and misses(answer):
-        # the seeds its search used; a last round its time cut short has not explored its basin: from that seed
-        more_seed = seed + int(best["rounds"]) - (1 if best["last_round_cut"] else 0)
+        # after the seeds its search used, or from its last one when that round's time was cut short and the
+        # answer (which the polish continued) is another round's: that basin is not explored
+        rounds = int(best["rounds"])
+        rewind = best["last_round_cut"] and best["best_round"] is not None and best["best_round"] != rounds - 1
+        more_seed = seed + rounds - (1 if rewind else 0)
         if verbose:
             print(f"[design-search] more rounds: {inner} at design {np.round(design, 4).tolist()} from seed "
                   f"{more_seed}, {MORE_ROUNDS_SHARE * left:.0f} s (the answer misses {stop_metric} <= {stop_below:g})",
@@ -261,7 +267,8 @@ def _fixed_design(ocp, design, inner, inner_options, budget, seed, new_seed, sta
     entry = {"design": np.asarray(design).tolist(), "cost": float(ocp.cost(dyn.rollout(ocp.x0, us), us)),
              "status": sol.status.value, "time": round(sol.wall_time, 2),
              "metrics": sub.metrics(sol.xs, sol.us) if sub.metrics is not None else {}, "us": us,
-             "rounds": sol.info.get("rounds"), "last_round_cut": bool(sol.info.get("last_round_cut"))}
+             "rounds": sol.info.get("rounds"), "last_round_cut": bool(sol.info.get("last_round_cut")),
+             "best_round": sol.info.get("best_round")}
     return sol, entry
 
 

@@ -48,7 +48,10 @@ def solve_cem_then(ocp, local: str, *, cem_iterations: int = 2, population: int 
     ``max_iter``), up to ``rounds`` rounds in all
     start again, time permitting: a fresh CEM search from the initial guess with the next seed
     (a search around a kink's controls stays in its basin: measured on the catapult), the local
-    method descends from CEM's best. The answer is the best over all rounds.
+    method descends from CEM's best. The answer is the best over all rounds: ``info["rounds"]`` says how many
+    ran (seeds ``seed`` .. ``seed + rounds - 1``), ``info["best_round"]`` which one the answer is (0-based), and
+    ``info["last_round_cut"]`` whether the time ended the last round's descent while it still progressed (it
+    neither converged, stalled nor crawled: its basin is not explored).
 
     With a ``time_limit``, a round that is not the last may use ``round_share`` of the time
     left (None: all of it); a local descent still unfinished then counts as stalled and the
@@ -63,8 +66,8 @@ def solve_cem_then(ocp, local: str, *, cem_iterations: int = 2, population: int 
     t0 = time.perf_counter()
     history: list[dict] = []
     best = cem = None
-    ran = 0
-    cut = False
+    ran = best_round = 0
+    cut = False  # the time ended the last round's descent (info["last_round_cut"])
 
     def now():
         return time.perf_counter() - t0
@@ -81,7 +84,8 @@ def solve_cem_then(ocp, local: str, *, cem_iterations: int = 2, population: int 
         so far, local descents' and searches' alike, with status INTERRUPTED."""
         kept = min((s for s in (best, cem) if s is not None), key=lambda s: s.cost)
         return finish(ocp, method=f"cem-{local}", xs=kept.xs, us=kept.us, cost=kept.cost, history=history,
-                      status=Status.INTERRUPTED, t0=t0, info={"cem_cost": cem.cost, "rounds": ran})
+                      status=Status.INTERRUPTED, t0=t0, info={"cem_cost": cem.cost, "rounds": ran,
+                                                              "last_round_cut": False, "best_round": best_round})
 
     if round_share is not None and not 0.0 < round_share <= 1.0:
         raise ValueError(f"round_share must be in (0, 1] or None, got {round_share!r}")
@@ -102,16 +106,12 @@ def solve_cem_then(ocp, local: str, *, cem_iterations: int = 2, population: int 
             deadline = time_limit
             if time_limit is not None and round_share is not None and r < rounds - 1:
                 deadline = now() + round_share * (time_limit - now())
-            sol, stalled = _descend(lambda r=r, **kw: run(LOCAL[local], local, r, **kw, **local_options), cem.us,
-                                    cem.cost, max_iter, chunk, min_progress, deadline, now)
-            # its time (the round's share or the limit) ended the descent before it converged or stalled: the
-            # basin is not explored; info["last_round_cut"] says so of the last round (design-search's further
-            # rounds start again from its seed)
-            cut = deadline is not None and not stalled and sol.status != Status.CONVERGED and now() >= deadline
-            if deadline != time_limit and cut:
+            sol, stalled, cut = _descend(lambda r=r, **kw: run(LOCAL[local], local, r, **kw, **local_options),
+                                         cem.us, cem.cost, max_iter, chunk, min_progress, deadline, now)
+            if deadline != time_limit and sol.status != Status.CONVERGED and now() >= deadline:
                 stalled = True  # out of this round's share: try another basin
             if best is None or sol.cost < best.cost:
-                best = sol
+                best, best_round = sol, r
             if sol.status == Status.INTERRUPTED:
                 return interrupted()
             if not stalled:
@@ -123,7 +123,7 @@ def solve_cem_then(ocp, local: str, *, cem_iterations: int = 2, population: int 
     # the best round's status went through the local method's checks at these controls
     return finish(ocp, method=f"cem-{local}", xs=best.xs, us=best.us, cost=best.cost, history=history,
                   status=best.status, t0=t0, info={"cem_cost": cem.cost, "rounds": ran, "last_round_cut": cut,
-                                                   **best.info},
+                                                   "best_round": best_round, **best.info},
                   message=best.info.get("message"), checked=True)
 
 
@@ -153,7 +153,8 @@ def _descend(run, us, cost, max_iter, chunk, min_progress, time_limit, now):
     """The local method (``run(us_init=, max_iter=, time_limit=)``) from ``us`` in runs of ``chunk``
     iterations, each from the last one's controls, until it converges, stalls, crawls (cost down by
     less than ``min_progress`` over a run), runs out of iterations or time. Returns
-    ``(solution, stalled)``; a crawl counts as a stall."""
+    ``(solution, stalled, timed_out)``; a crawl counts as a stall; ``timed_out``: the time ended a descent that
+    neither converged, stalled nor crawled (its basin is not explored)."""
     done = 0
     sol = None
     while done < max_iter:
@@ -165,12 +166,12 @@ def _descend(run, us, cost, max_iter, chunk, min_progress, time_limit, now):
             sol = run_sol
         us = sol.us
         if run_sol.status == Status.INTERRUPTED:  # Ctrl-C: the best run so far, marked interrupted
-            return dataclasses.replace(sol, status=Status.INTERRUPTED), False
+            return dataclasses.replace(sol, status=Status.INTERRUPTED), False, False
         if run_sol.status != Status.MAX_ITERATIONS:
-            return sol, run_sol.status == Status.STALLED
-        if remaining is not None and now() >= time_limit:
-            return sol, False
+            return sol, run_sol.status == Status.STALLED, False
         steps = [h["alpha"] for h in run_sol.history if "alpha" in h]
         if steps and max(steps) < KINK_STEP and before - run_sol.cost < min_progress * abs(before):
-            return sol, True
-    return sol, False
+            return sol, True, False  # a crawl, also when the time ran out with it: a kink's basin, explored
+        if remaining is not None and now() >= time_limit:
+            return sol, False, True
+    return sol, False, False

@@ -398,13 +398,13 @@ def test_design_search_interrupted_between_candidates_keeps_the_best(monkeypatch
     assert np.isclose(sol.cost, min(c["cost"] for c in found))
 
 
-@pytest.mark.parametrize("cut", [False, True])
-def test_design_search_spends_time_left_on_new_rounds_at_the_best_design(monkeypatch, cut):
+@pytest.mark.parametrize("cut, best_round, rewind", [(False, 0, False), (True, 0, True), (True, 2, False)])
+def test_design_search_spends_time_left_on_new_rounds_at_the_best_design(monkeypatch, cut, best_round, rewind):
     """A miss with time left (the polish done early): the inner search runs again at the best candidate's design
     from the seeds after the ones its first search used (new basins), or from its last round's seed when that
-    round's time was cut short (``cut``: each candidate's search reported so, ``last_round_cut``), and the answer is
-    never worse than the first polish's. Short throw, cheap inner options; stop_below=0 is never met, so the
-    further rounds always run."""
+    round's time was cut short and the answer is another round's (each candidate's search is made to report 3
+    rounds, ``last_round_cut`` = ``cut`` and ``best_round``), and the answer is never worse than the first
+    polish's. Short throw, cheap inner options; stop_below=0 is never met, so the further rounds always run."""
     import solvers
     from solvers import solve
 
@@ -417,7 +417,7 @@ def test_design_search_spends_time_left_on_new_rounds_at_the_best_design(monkeyp
         calls.append((method, kw.get("seed"), kw.get("time_limit")))
         sol = real(ocp, method, **kw)
         if len(calls) <= 5:  # the candidates' searches
-            sol.info["last_round_cut"] = cut
+            sol.info.update(rounds=3, last_round_cut=cut, best_round=best_round)
         return sol
 
     monkeypatch.setattr(solvers, "solve", recording)
@@ -427,9 +427,9 @@ def test_design_search_spends_time_left_on_new_rounds_at_the_best_design(monkeyp
     found, more = sol.info["candidates"], sol.info["more_rounds"]
     best = min(found, key=lambda c: c["cost"])
     assert len(found) == 5 and best["rounds"] >= 1
-    assert best["last_round_cut"] is cut
-    assert more["seed"] == 7 + best["rounds"] - cut and more["rounds"] >= 1
-    assert calls[-1][:2] == ("cem-ddp", 7 + best["rounds"] - cut) and len(calls) == 6
+    assert best["rounds"] == 3 and best["last_round_cut"] is cut and best["best_round"] == best_round
+    assert more["seed"] == 7 + 3 - rewind and more["rounds"] >= 1
+    assert calls[-1][:2] == ("cem-ddp", 7 + 3 - rewind) and len(calls) == 6
     assert sol.cost <= sol.info["polish"]["cost"] + 1e-15 and sol.cost <= more["cost"] + 1e-15
     assert [h["stage"] for h in sol.history].count("more rounds") >= 1
 
